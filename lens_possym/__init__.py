@@ -1,0 +1,72 @@
+"""lens-possym: positional vs symbolic attention heads in RoPE models, per frequency.
+
+Built on TransformerLens's ``TransformerBridge``. The public surface:
+
+* models: :func:`load_model`, :func:`list_models`, :func:`from_gguf`, :func:`from_hf`,
+  :func:`tiny_model`;
+* RoPE geometry: :class:`RopeSpec`, :func:`rope_specs`, :func:`rope_spec`;
+* capture and decomposition: :func:`capture_attention_inputs`, :func:`frequency_logits`,
+  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`.
+"""
+
+__version__ = "0.1.0"
+
+from . import errors
+from .capture import AttentionInputs, capture_attention_inputs
+from .decompose import (
+    FrequencyLogits,
+    FrequencyNorms,
+    decompose_inputs,
+    frequency_logits,
+    frequency_logits_all,
+    frequency_norms,
+)
+from .models import (
+    DEFAULT_MODEL,
+    KNOWN_MODELS,
+    TINY_FAMILIES,
+    from_gguf,
+    from_hf,
+    list_models,
+    load_model,
+    tiny_model,
+)
+from .rope import RopeSpec, rope_spec, rope_specs
+
+
+def __getattr__(name: str):
+    # Figures pull in matplotlib; import them only when asked for (``lp.viz``).
+    if name == "viz":
+        import importlib
+
+        return importlib.import_module(".viz", __name__)
+    raise AttributeError(f"module 'lens_possym' has no attribute {name!r}")
+
+
+__all__ = [
+    "__version__",
+    "errors",
+    "viz",
+    # models
+    "load_model",
+    "list_models",
+    "from_gguf",
+    "from_hf",
+    "tiny_model",
+    "TINY_FAMILIES",
+    "KNOWN_MODELS",
+    "DEFAULT_MODEL",
+    # geometry
+    "RopeSpec",
+    "rope_specs",
+    "rope_spec",
+    # capture and decomposition
+    "AttentionInputs",
+    "capture_attention_inputs",
+    "FrequencyLogits",
+    "frequency_logits",
+    "frequency_logits_all",
+    "decompose_inputs",
+    "FrequencyNorms",
+    "frequency_norms",
+]

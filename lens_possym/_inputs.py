@@ -1,0 +1,112 @@
+"""Turning what users pass (a prompt, prompts, tokens; positions; heads) into tensors.
+
+Every analysis goes through these helpers so that bad input fails the same way everywhere,
+with a message that says what was wrong and what to pass instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from .errors import InvalidSelectionError
+
+__all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "ModelInput"]
+
+ModelInput = Union[str, Sequence[str], Tensor]
+
+
+def _context_length(model: Any) -> int | None:
+    n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
+    return int(n_ctx) if n_ctx else None
+
+
+def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
+    """Token ids ``[batch, pos]`` on the model's device, with BOS prepended for text.
+
+    Raises ``InvalidSelectionError`` for an empty prompt, prompts of different token
+    lengths (padding would shift positions), or a prompt longer than the context.
+    """
+    if isinstance(input, str) or (isinstance(input, (list, tuple)) and input
+                                  and all(isinstance(x, str) for x in input)):
+        texts = [input] if isinstance(input, str) else list(input)
+        if any(not t.strip() for t in texts):
+            raise InvalidSelectionError("a prompt is empty; pass at least one token of text")
+        rows = [model.to_tokens(t)[0] for t in texts]
+        lengths = {len(r) for r in rows}
+        if len(lengths) > 1:
+            raise InvalidSelectionError(
+                f"prompts tokenize to different lengths {sorted(lengths)}; analyse them one at "
+                "a time (positions would shift under padding)"
+            )
+        tokens = torch.stack(rows)
+    elif isinstance(input, Tensor):
+        if input.is_floating_point():
+            raise InvalidSelectionError("tokens must be integer ids, got a floating tensor")
+        tokens = input[None] if input.ndim == 1 else input
+        if tokens.ndim != 2:
+            raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
+    else:
+        raise InvalidSelectionError(
+            f"expected a prompt, a list of prompts or a token tensor, got {type(input).__name__}"
+        )
+    if tokens.shape[1] == 0 or tokens.shape[0] == 0:
+        raise InvalidSelectionError("the input is empty; pass at least one token")
+    n_ctx = _context_length(model)
+    if n_ctx is not None and tokens.shape[1] > n_ctx:
+        raise InvalidSelectionError(
+            f"the input has {tokens.shape[1]} tokens but the model's context is {n_ctx}; "
+            "shorten the prompt"
+        )
+    try:
+        device = next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        device = tokens.device
+    return tokens.to(device)
+
+
+def as_positions(positions: int | Sequence[int] | Tensor | None, n_pos: int,
+                 what: str = "query position") -> Int[Tensor, "n"]:
+    """Non-negative positions in ``[0, n_pos)``; ``None`` means all; negatives count from the end."""
+    if positions is None:
+        return torch.arange(n_pos)
+    pos = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
+    if pos.numel() == 0:
+        raise InvalidSelectionError(f"no {what} selected")
+    bad = (pos < -n_pos) | (pos >= n_pos)
+    if bad.any():
+        raise InvalidSelectionError(
+            f"{what} {pos[bad].tolist()} out of range for an input of {n_pos} tokens "
+            f"(valid: {-n_pos}..{n_pos - 1})"
+        )
+    return torch.where(pos < 0, pos + n_pos, pos)
+
+
+def as_heads(heads: int | Sequence[int] | None, n_heads: int, layer: int) -> list[int]:
+    """Query-head indices, all by default."""
+    if heads is None:
+        return list(range(n_heads))
+    out = [int(h) for h in ([heads] if isinstance(heads, int) else heads)]
+    bad = [h for h in out if not 0 <= h < n_heads]
+    if bad or not out:
+        raise InvalidSelectionError(
+            f"head {bad or heads} out of range: layer {layer} has {n_heads} query heads "
+            f"(0..{n_heads - 1})"
+        )
+    return out
+
+
+def as_layers(layers: int | Sequence[int] | None, n_layers: int) -> list[int]:
+    """Layer indices (negatives count from the end), all by default."""
+    if layers is None:
+        return list(range(n_layers))
+    raw = [layers] if isinstance(layers, int) else list(layers)
+    bad = [layer for layer in raw if not -n_layers <= int(layer) < n_layers]
+    if bad or not raw:
+        raise InvalidSelectionError(
+            f"layer {bad or layers} out of range: the model has {n_layers} layers (0..{n_layers - 1})"
+        )
+    return [int(layer) % n_layers for layer in raw]

@@ -1,0 +1,152 @@
+"""Capture the un-rotated queries and keys of chosen layers in one forward pass.
+
+Every analysis in lens-possym starts from the same few tensors per layer: the query rows
+it looks from, all keys, and (to check itself) the model's own score rows. The hook
+functions here keep only those, and the forward pass stops after the last layer asked for,
+so memory is O(batch · pos · heads · d_head) per layer and never O(pos²) unless all query
+positions are requested.
+
+Queries and keys are read *before* RoPE (after any q/k norm), from the hooks named in each
+layer's :class:`~lens_possym.rope.RopeSpec`, and rotated by lens-possym itself. That is
+what makes the same code work on families whose ``hook_rot_q``/``hook_rot_k`` never fire
+(GPT-NeoX, GPT-J) and lets an analysis place a key's content at any position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ._inputs import ModelInput, as_layers, as_positions, as_tokens
+from .rope import RopeSpec, rope_specs
+
+__all__ = ["AttentionInputs", "capture_attention_inputs"]
+
+
+@dataclass
+class AttentionInputs:
+    """What one layer's attention saw on an input, before RoPE.
+
+    Attributes:
+        spec: the layer's geometry.
+        q: un-rotated queries at ``query_positions``, ``[batch, query_pos, head_index, d_head]``.
+        k: un-rotated keys at every position, ``[batch, key_pos, kv_head, d_head]`` (KV heads:
+            use ``spec.kv_index()`` to expand to query heads).
+        query_positions: ``[query_pos]`` absolute positions of the rows in ``q``.
+        key_positions: ``[key_pos]`` absolute positions of the keys (``arange(n)``).
+        model_scores: the model's own pre-softmax score rows ``[batch, head_index,
+            query_pos, key_pos]`` (after softcap, masked entries at the dtype minimum), or
+            ``None`` where the family has no pre-softmax hook or they were not requested.
+        model_pattern: the model's attention pattern rows, same shape, or ``None``.
+    """
+
+    spec: RopeSpec
+    q: Float[Tensor, "batch query_pos head_index d_head"]
+    k: Float[Tensor, "batch key_pos kv_head d_head"]
+    query_positions: Int[Tensor, "query_pos"]
+    key_positions: Int[Tensor, "key_pos"]
+    model_scores: Float[Tensor, "batch head_index query_pos key_pos"] | None = None
+    model_pattern: Float[Tensor, "batch head_index query_pos key_pos"] | None = None
+
+    @property
+    def layer(self) -> int:
+        return self.spec.layer
+
+    def mask(self) -> torch.BoolTensor:
+        """``[query_pos, key_pos]``: keys each query row may attend to (causal and window)."""
+        qp = self.query_positions.to(self.key_positions.device)[:, None]
+        kp = self.key_positions[None, :]
+        allowed = kp <= qp
+        if self.spec.window:
+            allowed &= (qp - kp) < self.spec.window
+        return allowed
+
+    def k_for_heads(self, heads: Sequence[int] | None = None
+                    ) -> Float[Tensor, "batch key_pos head_index d_head"]:
+        """Keys expanded to the query heads ``heads`` through the GQA map."""
+        return self.k[:, :, self.spec.kv_index(heads).to(self.k.device)]
+
+
+def capture_attention_inputs(
+    model: Any,
+    input: ModelInput,
+    layers: int | Sequence[int] | None = None,
+    *,
+    query_positions: int | Sequence[int] | Tensor | None = -1,
+    model_scores: bool = True,
+) -> dict[int, AttentionInputs]:
+    """Run ``model`` once on ``input`` and keep, per layer, what attention analyses need.
+
+    Args:
+        model: a bridge from :func:`lens_possym.load_model` (or any model whose
+            ``rope_specs`` can be read).
+        input: a prompt, a list of prompts of equal token length, or tokens ``[batch, pos]``.
+        layers: layer index or indices (all by default).
+        query_positions: rows to keep the queries of; ``-1`` (the last token) by default,
+            ``None`` for all.
+        model_scores: also keep the model's own score and pattern rows, to check against.
+
+    Returns:
+        ``{layer: AttentionInputs}``. Hooks are removed when the pass ends, also on error.
+    """
+    specs = rope_specs(model)
+    chosen = as_layers(layers, len(specs))
+    tokens = as_tokens(model, input)
+    n_pos = tokens.shape[1]
+    qpos = as_positions(query_positions, n_pos).to(tokens.device)
+    store: dict[str, Tensor] = {}
+
+    # Each hook stores under the name we registered it by (on the bridge ``hook.name`` is the
+    # canonical name, not the ``blocks.L.attn.hook_q`` alias).
+    def keep_query_rows(name: str, layout: str):
+        def hook(tensor: Tensor, hook) -> Tensor:
+            rows = tensor[:, :, qpos].transpose(1, 2) if layout == "bhpd" else tensor[:, qpos]
+            store[name] = rows.detach().clone()
+            return tensor
+        return hook
+
+    def keep_all(name: str, layout: str):
+        def hook(tensor: Tensor, hook) -> Tensor:
+            full = tensor.transpose(1, 2) if layout == "bhpd" else tensor
+            store[name] = full.detach().clone()
+            return tensor
+        return hook
+
+    def keep_score_rows(name: str):
+        def hook(tensor: Tensor, hook) -> Tensor:
+            store[name] = tensor[:, :, qpos].detach().clone()
+            return tensor
+        return hook
+
+    fwd_hooks = []
+    for layer in chosen:
+        spec = specs[layer]
+        fwd_hooks.append((spec.q_hook, keep_query_rows(spec.q_hook, spec.qk_layout)))
+        fwd_hooks.append((spec.k_hook, keep_all(spec.k_hook, spec.qk_layout)))
+        if model_scores:
+            if spec.scores_hook:
+                fwd_hooks.append((spec.scores_hook, keep_score_rows(spec.scores_hook)))
+            fwd_hooks.append((spec.pattern_hook, keep_score_rows(spec.pattern_hook)))
+    stop = max(chosen) + 1
+    kwargs = {"stop_at_layer": stop} if stop < len(specs) else {}
+    with torch.no_grad():
+        model.run_with_hooks(tokens, fwd_hooks=fwd_hooks, return_type=None, **kwargs)
+
+    key_positions = torch.arange(n_pos, device=tokens.device)
+    out = {}
+    for layer in chosen:
+        spec = specs[layer]
+        out[layer] = AttentionInputs(
+            spec=spec,
+            q=store[spec.q_hook],
+            k=store[spec.k_hook],
+            query_positions=qpos,
+            key_positions=key_positions,
+            model_scores=store.get(spec.scores_hook) if spec.scores_hook else None,
+            model_pattern=store.get(spec.pattern_hook),
+        )
+    return out

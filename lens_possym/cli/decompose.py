@@ -1,0 +1,84 @@
+"""``lens-possym decompose``: one head's attention logits split by RoPE frequency."""
+
+from __future__ import annotations
+
+import json
+import math
+
+DEFAULT_PROMPT = (
+    "Alice likes red. Bob likes blue. Carol likes green. Dave likes pink. "
+    "What color does Carol like? Carol likes"
+)
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "decompose",
+        help="split one head's last-token attention logits by RoPE frequency",
+        description="Load a model offline, decompose one head's attention logits at the last "
+        "token into one term per RoPE frequency, check they add up to the model's own scores, "
+        "and print which frequencies carry the logit.",
+    )
+    parser.add_argument("--model", default="gemma-3-270m", help="a known model name")
+    parser.add_argument("--layer", type=int, default=5)
+    parser.add_argument("--head", type=int, default=0)
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT)
+    parser.add_argument("--top", type=int, default=10, help="how many frequencies to list")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import torch
+
+    from .. import frequency_logits, frequency_norms, load_model
+
+    model = load_model(args.model)
+    fl = frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
+    norms = frequency_norms(model, args.prompt, args.layer)
+    spec = fl.spec
+    tokens = model.to_str_tokens(args.prompt)
+    row_norms = fl.norms()[0, 0, 0]                      # [freq]
+    share = row_norms / row_norms.sum()
+    pattern = fl.pattern()[0, 0, 0]
+    angles = spec.angles
+
+    print(f"{args.model}, {spec.describe()}")
+    print(f"prompt: {len(tokens)} tokens; query = last token {tokens[-1]!r}; head {args.head}")
+    print(f"check: Σ_f terms vs the model's {fl.checked_against}: "
+          f"max |error| = {fl.max_abs_error:.2e}")
+    top_keys = torch.topk(pattern, k=min(5, len(tokens)))
+    print("attention of the last token: " + ", ".join(
+        f"{tokens[i]!r}@{i} {w:.2f}" for w, i in zip(top_keys.values.tolist(), top_keys.indices.tolist())
+    ))
+    print(f"\nfrequencies carrying the logit row (norm over the {int(fl.mask[0].sum())} visible keys):")
+    print(f"  {'id':>4} {'θ rad/tok':>10} {'period':>9} {'‖λ_f‖':>8} {'share':>6} "
+          f"{'‖cos‖':>7} {'‖sin‖':>7} {'‖q_f‖':>7} {'‖k_f‖':>7}")
+    mask = fl.mask[0]
+    cos_n = fl.cos_terms[0, 0, 0][mask].norm(dim=0)
+    sin_n = fl.sin_terms[0, 0, 0][mask].norm(dim=0)
+    layer_index = norms.layers.index(spec.layer)
+    for f in torch.argsort(row_norms, descending=True)[: args.top].tolist():
+        theta = float(angles[f])
+        period = 2 * math.pi / theta if theta > 0 else math.inf
+        print(f"  {f:>4} {theta:>10.3g} {period:>9.3g} {float(row_norms[f]):>8.3f} "
+              f"{float(share[f]):>6.1%} {float(cos_n[f]):>7.3f} {float(sin_n[f]):>7.3f} "
+              f"{float(norms.q[layer_index, args.head, f]):>7.2f} "
+              f"{float(norms.k[layer_index, args.head, f]):>7.2f}")
+    thirds = torch.tensor_split(torch.arange(spec.n_freqs), 3)
+    bands = {name: float(share[idx].sum()) for name, idx in zip(("high", "middle", "low"), thirds)}
+    print("\nshare by band (ids split in thirds, fast to slow): " + ", ".join(
+        f"{name} {value:.1%}" for name, value in bands.items()))
+    if args.json:
+        payload = {
+            "model": args.model, "layer": spec.layer, "head": args.head, "tokens": tokens,
+            "angles": angles.tolist(), "logit_norms": row_norms.tolist(),
+            "terms": fl.terms[0, 0, 0].tolist(), "pattern": pattern.tolist(),
+            "q_norms": norms.q[layer_index, args.head].tolist(),
+            "k_norms": norms.k[layer_index, args.head].tolist(),
+            "max_abs_error": fl.max_abs_error, "bands": bands,
+        }
+        with open(args.json, "w") as handle:
+            json.dump(payload, handle, indent=1)
+        print(f"wrote {args.json}")
+    return 0

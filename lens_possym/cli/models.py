@@ -1,0 +1,20 @@
+"""``lens-possym models``: which real models are known, installed and converted."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("models", help="list the known real models and their state")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..models import cache, list_models
+
+    print(f"cache: {cache.cache_root()}")
+    for info in list_models():
+        state = ("converted" if info.cached else "installed") if info.installed else "missing"
+        print(f"  {info.name:<14} {state:<10} {info.description}")
+        if not info.installed:
+            print(f"  {'':<14} install:   {info.install}")
+    return 0

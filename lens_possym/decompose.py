@@ -1,0 +1,371 @@
+r"""Split attention logits into one term per RoPE frequency, checked against the model.
+
+For query position :math:`n`, key position :math:`j`, query head :math:`h` and frequency
+:math:`f` with angle :math:`\theta_f`, write the un-rotated query and key pair as complex
+numbers :math:`z^q_f = q_a + i q_b`, :math:`z^k_f = k_a + i k_b`. The model's pre-softmax
+score is
+
+.. math::
+
+    s_{nj} = \sum_f \lambda^{(f)}_{nj} + \lambda^{(\mathrm{tail})}_{nj}, \qquad
+    \lambda^{(f)}_{nj} = s \cdot \langle R(n\theta_f) q_f,\; R(j\theta_f) k_f \rangle
+
+(absolute form: both vectors rotated by the model's own tables, :math:`s` the layer's
+scale), and since rotations compose,
+
+.. math::
+
+    \lambda^{(f)}_{nj} = s\,(q_a k_a + q_b k_b)\cos\varphi + s\,(q_b k_a - q_a k_b)\sin\varphi,
+    \qquad \varphi = (j - n)\,\theta_f
+
+(relative form: a *content* term that the rotation scales by :math:`\cos\varphi` and a
+*rotation* term weighted by :math:`\sin\varphi`). The non-rotated tail of a partial-rotary
+head is the last frequency id, with :math:`\theta = 0` (only a content term). A softcap,
+where the model has one, is applied after the sum; masks are kept in
+:attr:`FrequencyLogits.mask`.
+
+Every result carries :attr:`FrequencyLogits.max_abs_error`, the largest difference between
+the summed terms (softcapped) and the model's own scores on the same pass (or, for
+families without a pre-softmax hook, between the implied pattern and the model's pattern);
+:func:`frequency_logits` raises if it is not at rounding level.
+
+Per-frequency q/k norms (:func:`frequency_norms`) are the "frequency usage" measure of
+Barbero et al. (2024): the mean 2-norm of each 2-D query or key chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from ._inputs import ModelInput, as_heads, as_layers, as_tokens
+from .capture import AttentionInputs, capture_attention_inputs
+from .errors import DecompositionMismatchError
+from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
+
+__all__ = [
+    "FrequencyLogits",
+    "frequency_logits",
+    "frequency_logits_all",
+    "decompose_inputs",
+    "FrequencyNorms",
+    "frequency_norms",
+    "apply_softcap",
+]
+
+
+def apply_softcap(scores: Tensor, softcap: float | None) -> Tensor:
+    """``c·tanh(s/c)`` as the model applies it after the sum (identity without a cap)."""
+    return scores if not softcap else softcap * torch.tanh(scores / softcap)
+
+
+@dataclass
+class FrequencyLogits:
+    """Per-frequency attention-logit terms of one layer, for chosen heads and query rows.
+
+    Attributes:
+        terms: ``[batch, head_index, query_pos, key_pos, freq]`` logit term of every
+            frequency id (scale included; the tail, if any, is the last id). They sum to
+            the model's pre-softcap scores at every unmasked entry.
+        cos_terms, sin_terms: the relative form (same shape; ``cos + sin = terms``), or
+            ``None`` unless requested.
+        heads: the query heads along ``head_index``.
+        query_positions: ``[query_pos]``; keys run over all positions ``0..n-1``.
+        mask: ``[query_pos, key_pos]`` keys each row may attend to (causal, window).
+        angles: ``[freq]`` float64 angle per position of each frequency id (tail: 0).
+        spec: the layer's :class:`~lens_possym.rope.RopeSpec`.
+        max_abs_error: largest |summed terms − model| on this pass (scores where the
+            family has a pre-softmax hook, else the pattern), ``nan`` if not checked.
+        checked_against: ``"scores"``, ``"pattern"`` or ``None``.
+    """
+
+    terms: Float[Tensor, "batch head_index query_pos key_pos freq"]
+    heads: list[int]
+    query_positions: Int[Tensor, "query_pos"]
+    mask: Bool[Tensor, "query_pos key_pos"]
+    spec: RopeSpec
+    cos_terms: Float[Tensor, "batch head_index query_pos key_pos freq"] | None = None
+    sin_terms: Float[Tensor, "batch head_index query_pos key_pos freq"] | None = None
+    max_abs_error: float = float("nan")
+    checked_against: str | None = None
+    model_scores: Tensor | None = field(default=None, repr=False)
+    model_pattern: Tensor | None = field(default=None, repr=False)
+    model_dtype: torch.dtype | None = None
+
+    @property
+    def layer(self) -> int:
+        return self.spec.layer
+
+    @property
+    def angles(self) -> Float[Tensor, "freq"]:
+        return self.spec.angles
+
+    @property
+    def freq_ids(self) -> Int[Tensor, "freq"]:
+        return torch.arange(self.spec.n_freqs)
+
+    def scores(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        """Sum over frequencies: the pre-softcap, unmasked scores."""
+        return self.terms.sum(-1)
+
+    def logits(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        """Softcapped scores with masked keys at ``-inf``: what the softmax sees."""
+        capped = apply_softcap(self.scores(), self.spec.softcap)
+        return capped.masked_fill(~self.mask.to(capped.device), float("-inf"))
+
+    def pattern(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        """The attention pattern implied by the terms."""
+        return torch.softmax(self.logits(), dim=-1)
+
+    def norms(self) -> Float[Tensor, "batch head_index query_pos freq"]:
+        """2-norm of each frequency's logit row over the keys each query may see.
+
+        The "per-frequency logit norm" of paper A's Figure 1D.
+        """
+        masked = self.terms.masked_fill(~self.mask.to(self.terms.device)[..., None], 0.0)
+        return masked.norm(dim=-2)
+
+    def check(self, atol: float | None = None) -> float:
+        """Raise :class:`DecompositionMismatchError` unless the terms add up to the model.
+
+        ``atol`` defaults to ``1e-4`` (float32 and wider) or ``2e-2`` (half precision),
+        relative to the largest score magnitude when that exceeds 1.
+        """
+        if self.checked_against is None:
+            return self.max_abs_error
+        magnitude = 1.0
+        if self.checked_against == "scores" and self.model_scores is not None:
+            visible = self.model_scores[..., self.mask.to(self.model_scores.device)]
+            magnitude = max(1.0, float(visible.abs().max())) if visible.numel() else 1.0
+        if atol is None:
+            half = (torch.float16, torch.bfloat16)
+            atol = 2e-2 if self.model_dtype in half or self.terms.dtype in half else 1e-4
+        if not self.max_abs_error <= atol * magnitude:
+            raise DecompositionMismatchError(
+                f"layer {self.layer}: the per-frequency terms differ from the model's "
+                f"{self.checked_against} by {self.max_abs_error:.3g} (tolerance "
+                f"{atol * magnitude:.3g}). The geometry read for this model "
+                f"({self.spec.describe()}) does not match what it computes; please report it."
+            )
+        return self.max_abs_error
+
+
+def _rotated_pairs(x: Tensor, positions: Tensor, spec: RopeSpec, dtype: torch.dtype):
+    """Rotate like the model does (its dtype, its tables), then cast to ``dtype``."""
+    cos, sin = cos_sin(spec, positions.to(x.device))
+    pairs, tail = to_pairs(x, spec)
+    cos = cos.to(x.dtype)[None, :, None, :]
+    sin = sin.to(x.dtype)[None, :, None, :]
+    return rotate_pairs(pairs, cos, sin).to(dtype), tail.to(dtype)
+
+
+def decompose_inputs(
+    inputs: AttentionInputs,
+    heads: int | Sequence[int] | None = None,
+    *,
+    relative: bool = False,
+    dtype: torch.dtype | None = None,
+) -> FrequencyLogits:
+    """Per-frequency terms from captured inputs (see :func:`frequency_logits`)."""
+    spec = inputs.spec
+    head_list = as_heads(heads, spec.n_heads, spec.layer)
+    model_dtype = inputs.q.dtype
+    if dtype is None:
+        dtype = torch.promote_types(model_dtype, torch.float32)
+    q = inputs.q[:, :, head_list]
+    k = inputs.k_for_heads(head_list)
+    qpos, kpos = inputs.query_positions, inputs.key_positions
+    q_pairs, q_tail = _rotated_pairs(q, qpos, spec, dtype)
+    k_pairs, k_tail = _rotated_pairs(k, kpos, spec, dtype)
+    terms = torch.einsum("bqhfc,bkhfc->bhqkf", q_pairs, k_pairs)
+    if spec.has_tail:
+        tail = torch.einsum("bqhd,bkhd->bhqk", q_tail, k_tail)
+        terms = torch.cat([terms, tail[..., None]], dim=-1)
+    terms = terms * spec.scale
+
+    cos_terms = sin_terms = None
+    if relative:
+        cos_terms, sin_terms = _relative_terms(q, k, qpos, kpos, spec, dtype)
+
+    result = FrequencyLogits(
+        terms=terms, heads=head_list, query_positions=qpos, mask=inputs.mask(), spec=spec,
+        cos_terms=cos_terms, sin_terms=sin_terms, model_dtype=model_dtype,
+    )
+    _attach_check(result, inputs, head_list)
+    return result
+
+
+def _relative_terms(q, k, qpos, kpos, spec: RopeSpec, dtype):
+    """The cos (content) and sin (rotation) parts, from un-rotated q and k."""
+    qp, qt = to_pairs(q.to(dtype), spec)
+    kp, kt = to_pairs(k.to(dtype), spec)
+    qa, qb, ka, kb = qp[..., 0], qp[..., 1], kp[..., 0], kp[..., 1]
+    re = torch.einsum("bqhf,bkhf->bhqkf", qa, ka) + torch.einsum("bqhf,bkhf->bhqkf", qb, kb)
+    im = torch.einsum("bqhf,bkhf->bhqkf", qb, ka) - torch.einsum("bqhf,bkhf->bhqkf", qa, kb)
+    # cos/sin of (j - n)θ from the model's own tables, so the two forms agree to rounding.
+    qc, qs = (t.to(dtype) for t in cos_sin(spec, qpos.to(q.device)))
+    kc, ks = (t.to(dtype) for t in cos_sin(spec, kpos.to(k.device)))
+    cos_phi = kc[None, :, :] * qc[:, None, :] + ks[None, :, :] * qs[:, None, :]
+    sin_phi = ks[None, :, :] * qc[:, None, :] - kc[None, :, :] * qs[:, None, :]
+    cos_terms = re * cos_phi * spec.scale
+    sin_terms = im * sin_phi * spec.scale
+    if spec.has_tail:
+        tail = torch.einsum("bqhd,bkhd->bhqk", qt.to(dtype), kt.to(dtype)) * spec.scale
+        cos_terms = torch.cat([cos_terms, tail[..., None]], dim=-1)
+        sin_terms = torch.cat([sin_terms, torch.zeros_like(tail)[..., None]], dim=-1)
+    return cos_terms, sin_terms
+
+
+def _attach_check(result: FrequencyLogits, inputs: AttentionInputs, heads: list[int]) -> None:
+    mask = result.mask.to(result.terms.device)
+    if inputs.model_scores is not None:
+        model = inputs.model_scores[:, heads].to(result.terms.dtype)
+        ours = apply_softcap(result.scores(), result.spec.softcap)
+        diff = (ours - model)[..., mask]
+        result.model_scores = inputs.model_scores[:, heads]
+        result.checked_against = "scores"
+    elif inputs.model_pattern is not None:
+        model = inputs.model_pattern[:, heads].to(result.terms.dtype)
+        diff = result.pattern() - model
+        result.checked_against = "pattern"
+    else:
+        return
+    result.model_pattern = None if inputs.model_pattern is None else inputs.model_pattern[:, heads]
+    result.max_abs_error = float(diff.abs().max()) if diff.numel() else 0.0
+
+
+def frequency_logits(
+    model: Any,
+    input: ModelInput,
+    layer: int,
+    *,
+    heads: int | Sequence[int] | None = None,
+    query_positions: int | Sequence[int] | Tensor | None = -1,
+    relative: bool = False,
+    check: bool = True,
+    dtype: torch.dtype | None = None,
+) -> FrequencyLogits:
+    """Per-frequency attention-logit terms of one layer.
+
+    Args:
+        model: a bridge from :func:`lens_possym.load_model`, :func:`~lens_possym.from_hf`,
+            :func:`~lens_possym.tiny_model`, ...
+        input: a prompt, prompts of equal token length, or tokens ``[batch, pos]``.
+        layer: the layer (negative counts from the end).
+        heads: query heads (all by default).
+        query_positions: query rows; the last token by default (memory O(n·freq)),
+            ``None`` for all rows (O(n²·freq)).
+        relative: also return the relative cos/sin form.
+        check: raise :class:`~lens_possym.errors.DecompositionMismatchError` if the terms
+            do not add up to the model's own scores on this pass.
+        dtype: computation dtype (default: the model's, at least float32).
+
+    Returns:
+        :class:`FrequencyLogits` with ``terms`` of shape
+        ``[batch, head_index, query_pos, key_pos, freq]``.
+
+    Example::
+
+        model = lens_possym.load_model("gemma-3-270m")
+        fl = lens_possym.frequency_logits(model, "The capital of France is", layer=5)
+        fl.terms.shape          # [1, 4, 1, 6, 128]
+        fl.max_abs_error        # ~1e-6: the terms add up to the model's scores
+    """
+    n_layers = len(rope_specs(model))
+    (layer,) = as_layers(layer, n_layers)
+    return frequency_logits_all(
+        model, input, [layer], heads=heads, query_positions=query_positions,
+        relative=relative, check=check, dtype=dtype,
+    )[layer]
+
+
+def frequency_logits_all(
+    model: Any,
+    input: ModelInput,
+    layers: int | Sequence[int] | None = None,
+    *,
+    heads: int | Sequence[int] | None = None,
+    query_positions: int | Sequence[int] | Tensor | None = -1,
+    relative: bool = False,
+    check: bool = True,
+    dtype: torch.dtype | None = None,
+) -> dict[int, FrequencyLogits]:
+    """:func:`frequency_logits` for several layers (all by default) from one forward pass."""
+    captured = capture_attention_inputs(model, input, layers, query_positions=query_positions)
+    out = {}
+    for layer, inputs in captured.items():
+        result = decompose_inputs(inputs, heads, relative=relative, dtype=dtype)
+        if check:
+            result.check()
+        out[layer] = result
+    return out
+
+
+@dataclass
+class FrequencyNorms:
+    """Per-frequency query and key norms ("frequency usage", Barbero et al. 2024).
+
+    Attributes:
+        q: ``[n_layers, n_heads, n_freqs]`` mean over batch and positions of the 2-norm of
+            each query pair (the tail's norm as the last id).
+        k: ``[n_layers, n_heads, n_freqs]`` the same for keys, per *query* head (GQA:
+            a KV head's norms repeated for each query head reading it).
+        angles: ``[n_layers, n_freqs]`` float64 angles per layer.
+        layers: the layer indices along the first axis.
+        q_tokens, k_tokens: per-token norms ``[n_layers, batch, pos, n_heads, n_freqs]``
+            if requested, else ``None``.
+    """
+
+    q: Float[Tensor, "layer head_index freq"]
+    k: Float[Tensor, "layer head_index freq"]
+    angles: Float[Tensor, "layer freq"]
+    layers: list[int]
+    q_tokens: Tensor | None = None
+    k_tokens: Tensor | None = None
+
+
+def _pair_norms(x: Tensor, spec: RopeSpec) -> Tensor:
+    pairs, tail = to_pairs(x.float(), spec)
+    norms = pairs.norm(dim=-1)
+    if spec.has_tail:
+        norms = torch.cat([norms, tail.norm(dim=-1, keepdim=True)], dim=-1)
+    return norms
+
+
+def frequency_norms(
+    model: Any,
+    input: ModelInput,
+    layers: int | Sequence[int] | None = None,
+    *,
+    per_token: bool = False,
+) -> FrequencyNorms:
+    """Per-frequency q/k norms of every head, from one forward pass.
+
+    Rotation preserves each pair's norm, so these are read from the un-rotated q and k.
+    """
+    tokens = as_tokens(model, input)
+    captured = capture_attention_inputs(model, tokens, layers, query_positions=None,
+                                        model_scores=False)
+    chosen = list(captured)
+    n_freqs = {captured[layer].spec.n_freqs for layer in chosen}
+    if len(n_freqs) != 1:
+        raise ValueError("layers have different numbers of frequencies; ask for them separately")
+    q_tok, k_tok, angles = [], [], []
+    for layer in chosen:
+        inputs = captured[layer]
+        q_tok.append(_pair_norms(inputs.q, inputs.spec))
+        k_tok.append(_pair_norms(inputs.k_for_heads(), inputs.spec))
+        angles.append(inputs.spec.angles)
+    q_all, k_all = torch.stack(q_tok), torch.stack(k_tok)
+    return FrequencyNorms(
+        q=q_all.mean(dim=(1, 2)),
+        k=k_all.mean(dim=(1, 2)),
+        angles=torch.stack(angles),
+        layers=chosen,
+        q_tokens=q_all if per_token else None,
+        k_tokens=k_all if per_token else None,
+    )

@@ -1,0 +1,59 @@
+"""Exceptions raised by lens-possym.
+
+Every error names the problem and what to do about it. Each class also derives from the
+builtin exception a user would naturally catch (``ValueError``, ``ImportError``, ...), so
+``except ValueError`` keeps working for code that does not know about lens-possym.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LensPossymError",
+    "NotRopeModelError",
+    "UnsupportedModelError",
+    "ModelNotInstalledError",
+    "UnknownModelError",
+    "CorruptModelFileError",
+    "RopeGeometryError",
+    "DecompositionMismatchError",
+    "InvalidSelectionError",
+]
+
+
+class LensPossymError(Exception):
+    """Base class of every error lens-possym raises on purpose."""
+
+
+class NotRopeModelError(LensPossymError, ValueError):
+    """The model has no rotary position embedding, so there is nothing to decompose."""
+
+
+class UnsupportedModelError(LensPossymError, ValueError):
+    """The model uses RoPE, but through an attention implementation lens-possym cannot read."""
+
+
+class ModelNotInstalledError(LensPossymError, ImportError):
+    """A known model's weights package is not installed."""
+
+
+class UnknownModelError(LensPossymError, KeyError):
+    """A model name that is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class CorruptModelFileError(LensPossymError, OSError):
+    """A model file (GGUF or cached conversion) exists but cannot be read."""
+
+
+class RopeGeometryError(LensPossymError, RuntimeError):
+    """The RoPE geometry read from the model disagrees with the tables the model used."""
+
+
+class DecompositionMismatchError(LensPossymError, RuntimeError):
+    """The per-frequency terms do not add up to the model's own attention scores."""
+
+
+class InvalidSelectionError(LensPossymError, ValueError):
+    """A layer, head, position or frequency outside the model's range, or an unusable input."""

@@ -1,0 +1,254 @@
+"""Load RoPE language models as TransformerLens ``TransformerBridge`` objects, offline.
+
+Three entry points, all returning a ``TransformerBridge``:
+
+* :func:`load_model` for the models in :mod:`lens_possym.models.registry` (GGUF files
+  shipped by pip packages),
+* :func:`from_gguf` for any GGUF file on disk,
+* :func:`from_hf` for a Hugging Face model object already in memory.
+
+Nothing here touches the network: every ``from_pretrained`` call reads a local folder with
+``local_files_only=True``, and the bridge is booted from the model object, never by name.
+GGUF conversions are cached (see :mod:`lens_possym.models.cache`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import CorruptModelFileError, ModelNotInstalledError
+from . import cache
+from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, ModelInfo, known_model
+
+__all__ = ["load_model", "from_gguf", "from_hf", "list_models"]
+
+logger = logging.getLogger(__name__)
+
+
+def list_models() -> list[ModelInfo]:
+    """The models :func:`load_model` knows, whether each is installed and already converted."""
+    infos = []
+    for entry in KNOWN_MODELS.values():
+        installed = entry.is_installed()
+        cached = False
+        if installed:
+            try:
+                cached = cache.entry_is_valid(cache.entry_dir(_known_sha256(entry)))
+            except Exception:  # a broken install is reported as "not cached", not raised
+                cached = False
+        infos.append(ModelInfo(entry.name, installed, cached, entry.description, entry.install))
+    return infos
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    rebuild_cache: bool = False,
+):
+    """Load a known RoPE model by name, hooked by TransformerLens, with no network access.
+
+    The first call converts the GGUF file shipped by the model's pip package (about a
+    minute for gemma-3-270m) and caches the result; later calls take a few seconds.
+
+    Args:
+        name: a key of :data:`~lens_possym.models.registry.KNOWN_MODELS`
+            (``"gemma-3-270m"``, the default, or ``"smollm2-135m"``).
+        device: where the model runs.
+        dtype: the weights' dtype (the cache stores float32).
+        rebuild_cache: convert again even if a valid cache entry exists.
+
+    Raises:
+        UnknownModelError: ``name`` is not a known model.
+        ModelNotInstalledError: the model's package is not installed (the message gives
+            the pip command).
+        CorruptModelFileError: the GGUF file cannot be read.
+    """
+    entry = known_model(name)
+    if not entry.is_installed():
+        raise ModelNotInstalledError(
+            f"model {name!r} needs the package {entry.package!r}, which is not installed. "
+            f"Install it with: {entry.install}"
+        )
+    sha = _known_sha256(entry)
+    folder = _ensure_converted(sha, lambda scratch: _materialize(entry, scratch), entry.name,
+                               rebuild_cache)
+    return _boot_entry(folder, sha, lambda s: _materialize(entry, s), entry.name, device, dtype)
+
+
+def from_gguf(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    rebuild_cache: bool = False,
+):
+    """Load any GGUF checkpoint that ``transformers`` can read (llama, qwen2, gemma3, ...).
+
+    The conversion is cached under the file's sha256, exactly as for :func:`load_model`.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise CorruptModelFileError(f"no GGUF file at {path}; check the path")
+    sha = cache.file_sha256(path)
+    display = name or path.stem
+    folder = _ensure_converted(sha, lambda scratch: path, display, rebuild_cache)
+    return _boot_entry(folder, sha, lambda scratch: path, display, device, dtype)
+
+
+def from_hf(hf_model: Any, tokenizer: Any, *, name: str | None = None,
+            device: str | torch.device | None = None):
+    """Wrap a Hugging Face causal LM already in memory in a ``TransformerBridge``, offline.
+
+    Takes care of the traps of doing this by hand: the bridge dispatches on
+    ``config.architectures`` (set from the model class when missing, as for GGUF-loaded
+    configs), needs a tokenizer that prepends BOS without reloading itself from the Hub,
+    and must be booted under a neutral name so that no Hub alias is resolved.
+
+    Args:
+        hf_model: e.g. a ``LlamaForCausalLM``; it is switched to eager attention by the
+            bridge (that is what makes the attention-pattern hooks fire).
+        tokenizer: its tokenizer.
+        name: a label for ``model.cfg.model_name`` (prefixed with ``local/``).
+        device: defaults to the device of the model's parameters.
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+
+    config = hf_model.config
+    if not getattr(config, "architectures", None):
+        config.architectures = [type(hf_model).__name__]
+    if device is None:
+        device = next(hf_model.parameters()).device
+    label = "local/" + (name or getattr(config, "model_type", None) or "model")
+    tokenizer = _tokenizer_with_bos(tokenizer)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*deprecated.*")
+        bridge = TransformerBridge.boot_transformers(
+            label, hf_model=hf_model, tokenizer=tokenizer, device=str(device)
+        )
+    return bridge
+
+
+# --------------------------------------------------------------------------------------
+# internals
+
+
+def _known_sha256(entry: KnownModel) -> str:
+    if entry.declared_sha256 is not None:
+        return entry.declared_sha256()
+    return cache.file_sha256(entry.gguf_path())
+
+
+def _materialize(entry: KnownModel, scratch: Path) -> Path:
+    """A readable GGUF path for ``entry`` (chunked packages are assembled into ``scratch``)."""
+    if entry.assembler is not None:
+        return entry.assembler(scratch / f"{entry.name}.gguf")
+    return entry.gguf_path()
+
+
+def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Path:
+    folder = cache.entry_dir(sha)
+    if not rebuild and cache.entry_is_valid(folder):
+        return folder
+    if folder.exists() and not rebuild:
+        logger.warning("cache entry %s for %s is incomplete or corrupt; rebuilding", folder, display)
+    logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display, folder)
+    with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_", dir=_scratch_parent()) as scratch:
+        gguf_path = gguf_source(Path(scratch))
+        cache.write_entry_atomically(
+            folder,
+            lambda staging: _convert_gguf(gguf_path, staging, display),
+            {"source": display, "gguf_sha256": sha},
+        )
+    return folder
+
+
+def _scratch_parent() -> str:
+    parent = cache.cache_root() / "scratch"
+    parent.mkdir(parents=True, exist_ok=True)
+    return str(parent)
+
+
+def _convert_gguf(gguf_path: Path, staging: Path, display: str) -> None:
+    """Dequantise a GGUF file into ``staging`` in Hugging Face layout."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, filename = str(gguf_path.parent), gguf_path.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=filename, dtype=torch.float32, local_files_only=True
+        )
+    except ImportError as exc:
+        raise ModelNotInstalledError(
+            f"reading GGUF files needs the 'gguf' package ({exc}); install it with: pip install gguf"
+        ) from exc
+    except Exception as exc:
+        raise CorruptModelFileError(
+            f"could not read {gguf_path} as a GGUF model ({type(exc).__name__}: {exc}). "
+            "If it came from a pip package, reinstall that package with "
+            "`pip install --force-reinstall <package>`; if it is your own file, check it."
+        ) from exc
+    config = model.config
+    # GGUF-loaded configs carry no architectures, and the bridge dispatches on them.
+    config.architectures = [type(model).__name__]
+    config_dict = config.to_dict()
+    config_dict.pop("quantization_config", None)  # the cached weights are plain float32
+    (staging / "config.json").write_text(json.dumps(config_dict, indent=1))
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if getattr(config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)  # rebuilt from the embedding when loaded
+    save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer.save_pretrained(staging)
+    del model, state
+
+
+def _boot_entry(folder: Path, sha: str, gguf_source, display: str, device, dtype):
+    try:
+        hf_model, tokenizer = _read_entry(folder, dtype)
+    except Exception as exc:  # corrupt weights or tokenizer: convert again once
+        logger.warning("cached conversion of %s at %s failed to load (%s); rebuilding",
+                       display, folder, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder = _ensure_converted(sha, gguf_source, display, rebuild=True)
+        hf_model, tokenizer = _read_entry(folder, dtype)
+    hf_model = hf_model.to(device)
+    return from_hf(hf_model, tokenizer, name=display, device=device)
+
+
+def _read_entry(folder: Path, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, add_bos_token=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def _tokenizer_with_bos(tokenizer: Any) -> Any:
+    """A tokenizer that prepends BOS (TransformerLens's convention) and never reloads by name.
+
+    The bridge re-creates the tokenizer from ``name_or_path`` unless ``add_bos_token`` is
+    already set; for a tokenizer built in memory or named after a Hub repo that reload
+    would fail offline, so it is saved to a local folder and loaded back from there.
+    """
+    from transformers import AutoTokenizer
+
+    if tokenizer.bos_token is None or getattr(tokenizer, "add_bos_token", False):
+        return tokenizer
+    source = getattr(tokenizer, "name_or_path", "") or ""
+    if source and Path(source).is_dir():
+        return AutoTokenizer.from_pretrained(source, add_bos_token=True, local_files_only=True)
+    with tempfile.TemporaryDirectory(prefix="lens_possym_tok_") as folder:
+        tokenizer.save_pretrained(folder)
+        return AutoTokenizer.from_pretrained(folder, add_bos_token=True, local_files_only=True)

@@ -1,0 +1,128 @@
+"""Per-frequency figures: anything plotted against the RoPE frequency id."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ..decompose import FrequencyLogits, FrequencyNorms
+
+__all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
+           "plot_usage_heatmap"]
+
+
+def _axes(ax, figsize=(7, 3.5)):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
+    return ax
+
+
+def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> None:
+    """Label ``ax``'s x axis by frequency id, with the angle θ (rad/token) on top.
+
+    Frequency id 0 is the fastest rotation; a θ = 0 tail, if any, is the last id.
+    """
+    angles = torch.as_tensor(angles, dtype=torch.float64)
+    n = len(angles)
+    ax.set_xlabel("frequency id (0 = fastest rotation)")
+    ax.set_xlim(-0.5, n - 0.5)
+    top = ax.secondary_xaxis("top")
+    ticks = np.unique(np.linspace(0, n - 1, n_ticks).round().astype(int))
+    top.set_xticks(ticks)
+    top.set_xticklabels([_angle_label(float(angles[t])) for t in ticks])
+    top.set_xlabel("θ (rad/token)")
+
+
+def _angle_label(theta: float) -> str:
+    if theta == 0:
+        return "0"
+    exponent = math.floor(math.log10(theta))
+    mantissa = theta / 10**exponent
+    return f"{mantissa:.1f}e{exponent}" if exponent < -1 else f"{theta:.2g}"
+
+
+def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
+                           angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
+                           ylabel: str = "", logy: bool = False, **line_kwargs):
+    """One curve of a per-frequency quantity against frequency id (angles on top)."""
+    ax = _axes(ax)
+    values = torch.as_tensor(values, dtype=torch.float64).cpu()
+    ax.plot(np.arange(len(values)), values.numpy(), label=label, **line_kwargs)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    if not getattr(ax, "_lens_possym_freq_axis", False):
+        frequency_axis(ax, angles)
+        ax._lens_possym_freq_axis = True
+    if label:
+        ax.legend(fontsize="small")
+    return ax
+
+
+def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None, query: int = -1,
+                     batch: int = 0, ax=None, share: bool = False, logy: bool = False):
+    """Norm over visible keys of each frequency's logit row (paper A, Figure 1D), per head.
+
+    Args:
+        fl: a decomposition (any query rows; ``query`` picks one).
+        heads: which of ``fl.heads`` to draw (all by default).
+        share: divide by the sum over frequencies.
+    """
+    ax = _axes(ax)
+    norms = fl.norms()[batch, :, query]  # [head, freq]
+    chosen = fl.heads if heads is None else list(heads)
+    for head in chosen:
+        row = norms[fl.heads.index(head)]
+        if share:
+            row = row / row.sum()
+        plot_frequency_profile(row, fl.angles, ax=ax, label=f"{fl.layer}:{head}", logy=logy,
+                               ylabel="share of ‖λ‖" if share else "‖λ_f‖ over keys")
+    ax.set_title(f"per-frequency logit norms, layer {fl.layer}, query position "
+                 f"{int(fl.query_positions[query])}", fontsize="medium")
+    return ax
+
+
+def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
+               which: str = "q", ax=None, logy: bool = False):
+    """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
+    ax = _axes(ax)
+    index = norms.layers.index(layer)
+    data = norms.q if which == "q" else norms.k
+    chosen = range(data.shape[1]) if heads is None else heads
+    for head in chosen:
+        plot_frequency_profile(data[index, head], norms.angles[index], ax=ax,
+                               label=f"{layer}:{head}", logy=logy,
+                               ylabel=f"mean ‖{which}_f‖")
+    ax.set_title(f"frequency usage ({which}), layer {layer}", fontsize="medium")
+    return ax
+
+
+def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True):
+    """All heads × frequencies: rows ``layer:head``, columns frequency id.
+
+    With ``normalize`` each row is divided by its sum, so rows compare by *where* a head puts
+    its norm, not by how large it is.
+    """
+    data = (norms.q if which == "q" else norms.k).double()
+    n_layers, n_heads, n_freqs = data.shape
+    rows = data.reshape(n_layers * n_heads, n_freqs)
+    if normalize:
+        rows = rows / rows.sum(-1, keepdim=True)
+    ax = _axes(ax, figsize=(8, max(3.0, 0.12 * len(rows))))
+    image = ax.imshow(rows.numpy(), aspect="auto", cmap="viridis", interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax, label="share of norm" if normalize else f"‖{which}_f‖")
+    ticks = np.arange(0, n_layers * n_heads, n_heads)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"L{norms.layers[i // n_heads]}" for i in ticks], fontsize="x-small")
+    ax.set_ylabel("layer (heads within)")
+    frequency_axis(ax, norms.angles[0])
+    ax.set_title(f"frequency usage ({which}) of every head", fontsize="medium")
+    return ax

@@ -1,0 +1,60 @@
+"""Shared fixtures.
+
+The network is off for the whole run (pytest-socket, configured in pyproject.toml: only
+loopback is allowed, for the notebook kernels). Tiny models are built once per session;
+real models load from the user's lens-possym cache (converted once, then seconds).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import lens_possym as lp
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session", params=lp.TINY_FAMILIES)
+def tiny(request):
+    """Each tiny RoPE family in turn (float32)."""
+    return lp.tiny_model(request.param)
+
+
+@pytest.fixture(scope="session")
+def tiny_by_family():
+    """All tiny families, built once: ``{family: model}``."""
+    return {family: lp.tiny_model(family) for family in lp.TINY_FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    return lp.load_model("gemma-3-270m")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    return lp.load_model("smollm2-135m")
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """A private, empty lens-possym cache for tests that exercise caching."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("LENS_POSSYM_CACHE", str(root))
+    return root
+
+
+def hooks_attached(model) -> int:
+    """Number of forward hooks currently registered on the model's hook points."""
+    return sum(len(hp._forward_hooks) for hp in model.hook_dict.values())
+
+
+PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does Bob like ?"
+
+
+@pytest.fixture
+def prompt():
+    return PROMPT
