@@ -1,0 +1,21 @@
+"""Prompts and tasks: binding prompts for language models (:mod:`.binding`)."""
+
+from .binding import (
+    BindingResult,
+    BindingTask,
+    BindingTemplate,
+    binding_logit_diff,
+    binding_task,
+    evaluate_binding,
+    random_token_prompts,
+)
+
+__all__ = [
+    "BindingTemplate",
+    "BindingTask",
+    "BindingResult",
+    "binding_task",
+    "evaluate_binding",
+    "binding_logit_diff",
+    "random_token_prompts",
+]
