@@ -6,7 +6,10 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
   :func:`tiny_model`;
 * RoPE geometry: :class:`RopeSpec`, :func:`rope_specs`, :func:`rope_spec`;
 * capture and decomposition: :func:`capture_attention_inputs`, :func:`frequency_logits`,
-  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`.
+  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`;
+* interventions (hook functions; :mod:`lens_possym.interventions`): :func:`ablate_frequencies`,
+  :func:`frequency_ablation_hooks`, :class:`FrequencyGate`, :func:`patch_heads`,
+  :func:`patch_frequencies`, :func:`permute_content`, :func:`band_sweep`.
 """
 
 __version__ = "0.1.0"
@@ -32,6 +35,26 @@ from .models import (
     tiny_model,
 )
 from .rope import RopeSpec, rope_spec, rope_specs
+from . import interventions
+from .interventions import (
+    BandSweep,
+    FrequencyGate,
+    FrequencyGates,
+    FrequencyMeans,
+    ablate_frequencies,
+    ablate_frequencies_hook,
+    band_sweep,
+    binding_metrics,
+    content_permutation_hooks,
+    frequency_ablation_hooks,
+    frequency_means,
+    frequency_patch_hooks,
+    head_patch_hooks,
+    patch_frequencies,
+    patch_heads,
+    permute_content,
+    swap_permutation,
+)
 
 
 def __getattr__(name: str):
@@ -69,4 +92,23 @@ __all__ = [
     "decompose_inputs",
     "FrequencyNorms",
     "frequency_norms",
+    # interventions
+    "interventions",
+    "ablate_frequencies",
+    "ablate_frequencies_hook",
+    "frequency_ablation_hooks",
+    "FrequencyMeans",
+    "frequency_means",
+    "FrequencyGate",
+    "FrequencyGates",
+    "patch_heads",
+    "head_patch_hooks",
+    "patch_frequencies",
+    "frequency_patch_hooks",
+    "permute_content",
+    "content_permutation_hooks",
+    "swap_permutation",
+    "band_sweep",
+    "BandSweep",
+    "binding_metrics",
 ]
