@@ -213,12 +213,18 @@ def parse_selection(selection: Any, specs: Sequence[RopeSpec], freqs: FreqsLike 
                     ) -> Selection:
     """Normalise a selection to ``{layer: {head: (freq ids...)}}``.
 
-    ``selection`` is either a mapping ``{head: freqs}`` (heads in any form of
-    :func:`parse_heads`, each key one head or ``"L.*"``), or heads alone, in which case
-    every head gets ``freqs`` (all ids by default).
+    ``selection`` is a mapping ``{head: freqs}`` (heads in any form of
+    :func:`parse_heads`, each key one head or ``"L.*"``), the normalised form itself
+    (``{layer: {head: freqs}}``), or heads alone, in which case every head gets ``freqs``
+    (all ids by default; ``{layer: [heads]}`` is heads alone).
     """
     out: Selection = {}
-    if isinstance(selection, Mapping) and not all(isinstance(k, int) for k in selection):
+    if isinstance(selection, Mapping) and selection and all(
+        isinstance(k, int) and isinstance(v, Mapping) for k, v in selection.items()
+    ):  # the normalised form {layer: {head: freqs}}
+        items = [((layer, head), ids) for layer, heads in selection.items()
+                 for head, ids in heads.items()]
+    elif isinstance(selection, Mapping) and not all(isinstance(k, int) for k in selection):
         items = list(selection.items())
     else:
         items = [(selection, freqs)]

@@ -4,6 +4,7 @@ Every function takes an optional ``ax`` to draw into and returns the ``Axes`` (o
 ``Figure``) it drew, so figures compose in notebooks and can be saved by the caller.
 """
 
+from .interventions import plot_ablation_comparison, plot_band_sweep
 from .frequency import (
     frequency_axis,
     plot_frequency_profile,
@@ -18,4 +19,6 @@ __all__ = [
     "plot_logit_norms",
     "plot_usage",
     "plot_usage_heatmap",
+    "plot_band_sweep",
+    "plot_ablation_comparison",
 ]

@@ -41,6 +41,9 @@ def test_freqs_forms(specs):
 def test_selection_forms(specs):
     assert parse_selection({"1.0": "0:2", (0, 3): [4]}, specs) == {0: {3: (4,)}, 1: {0: (0, 1)}}
     assert parse_selection("1.0,1.1", specs, freqs="low") == {1: {0: (4,), 1: (4,)}}
+    normal = parse_selection({"1.0": "0:2", (0, 3): [4]}, specs)
+    assert parse_selection(normal, specs) == normal  # the normalised form reads as itself
+    assert parse_selection({1: [0, 2]}, specs, freqs=[3]) == {1: {0: (3,), 2: (3,)}}
     assert parse_selection({"1.0": [0], "1.*": [1]}, specs) == {
         1: {0: (0, 1), 1: (1,), 2: (1,), 3: (1,)}}
 
