@@ -6,7 +6,10 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
   :func:`tiny_model`;
 * RoPE geometry: :class:`RopeSpec`, :func:`rope_specs`, :func:`rope_spec`;
 * capture and decomposition: :func:`capture_attention_inputs`, :func:`frequency_logits`,
-  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`.
+  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`;
+* positional/symbolic scores: :func:`swap_scores`, :class:`PosSymScores` (and the
+  :mod:`lens_possym.scores` package: cross logits, exact and re-run swaps, exclusion);
+* tasks: :func:`binding_task`, :func:`evaluate_binding`, :func:`random_token_prompts`.
 """
 
 __version__ = "0.1.0"
@@ -32,6 +35,8 @@ from .models import (
     tiny_model,
 )
 from .rope import RopeSpec, rope_spec, rope_specs
+from .scores import PosSymScores, swap_scores
+from .tasks import BindingTask, binding_task, evaluate_binding, random_token_prompts
 
 
 def __getattr__(name: str):
@@ -69,4 +74,12 @@ __all__ = [
     "decompose_inputs",
     "FrequencyNorms",
     "frequency_norms",
+    # positional / symbolic scores
+    "swap_scores",
+    "PosSymScores",
+    # tasks
+    "BindingTask",
+    "binding_task",
+    "evaluate_binding",
+    "random_token_prompts",
 ]
