@@ -7,6 +7,9 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
 * RoPE geometry: :class:`RopeSpec`, :func:`rope_specs`, :func:`rope_spec`;
 * capture and decomposition: :func:`capture_attention_inputs`, :func:`frequency_logits`,
   :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`;
+* positional/symbolic scores: :func:`swap_scores`, :class:`PosSymScores` (and the
+  :mod:`lens_possym.scores` package: cross logits, exact and re-run swaps, exclusion);
+* tasks: :func:`binding_task`, :func:`evaluate_binding`, :func:`random_token_prompts`;
 * interventions (hook functions; :mod:`lens_possym.interventions`): :func:`ablate_frequencies`,
   :func:`frequency_ablation_hooks`, :class:`FrequencyGate`, :func:`patch_heads`,
   :func:`patch_frequencies`, :func:`permute_content`, :func:`band_sweep`.
@@ -35,6 +38,8 @@ from .models import (
     tiny_model,
 )
 from .rope import RopeSpec, rope_spec, rope_specs
+from .scores import PosSymScores, swap_scores
+from .tasks import BindingTask, binding_task, evaluate_binding, random_token_prompts
 from . import interventions
 from .interventions import (
     BandSweep,
@@ -92,6 +97,14 @@ __all__ = [
     "decompose_inputs",
     "FrequencyNorms",
     "frequency_norms",
+    # positional / symbolic scores
+    "swap_scores",
+    "PosSymScores",
+    # tasks
+    "BindingTask",
+    "binding_task",
+    "evaluate_binding",
+    "random_token_prompts",
     # interventions
     "interventions",
     "ablate_frequencies",

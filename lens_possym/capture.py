@@ -22,7 +22,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens
-from .rope import RopeSpec, rope_specs
+from .rope import RopeSpec, rope_specs, visible_keys
 
 __all__ = ["AttentionInputs", "capture_attention_inputs"]
 
@@ -58,12 +58,7 @@ class AttentionInputs:
 
     def mask(self) -> torch.BoolTensor:
         """``[query_pos, key_pos]``: keys each query row may attend to (causal and window)."""
-        qp = self.query_positions.to(self.key_positions.device)[:, None]
-        kp = self.key_positions[None, :]
-        allowed = kp <= qp
-        if self.spec.window:
-            allowed &= (qp - kp) < self.spec.window
-        return allowed
+        return visible_keys(self.spec, self.query_positions, self.key_positions)
 
     def k_for_heads(self, heads: Sequence[int] | None = None
                     ) -> Float[Tensor, "batch key_pos head_index d_head"]:
@@ -78,6 +73,7 @@ def capture_attention_inputs(
     *,
     query_positions: int | Sequence[int] | Tensor | None = -1,
     model_scores: bool = True,
+    fwd_hooks: Sequence[tuple[str, Any]] = (),
 ) -> dict[int, AttentionInputs]:
     """Run ``model`` once on ``input`` and keep, per layer, what attention analyses need.
 
@@ -89,6 +85,10 @@ def capture_attention_inputs(
         query_positions: rows to keep the queries of; ``-1`` (the last token) by default,
             ``None`` for all.
         model_scores: also keep the model's own score and pattern rows, to check against.
+        fwd_hooks: more ``(name, fn)`` hooks to run during the pass (an intervention to
+            capture under). They run before the capturing hooks of the same hook point.
+            One may return a tensor with a larger batch (e.g. ``B`` edited copies of
+            ``blocks.L.hook_resid_pre``): the captures then have that batch.
 
     Returns:
         ``{layer: AttentionInputs}``. Hooks are removed when the pass ends, also on error.
@@ -122,19 +122,19 @@ def capture_attention_inputs(
             return tensor
         return hook
 
-    fwd_hooks = []
+    hooks = list(fwd_hooks)
     for layer in chosen:
         spec = specs[layer]
-        fwd_hooks.append((spec.q_hook, keep_query_rows(spec.q_hook, spec.qk_layout)))
-        fwd_hooks.append((spec.k_hook, keep_all(spec.k_hook, spec.qk_layout)))
+        hooks.append((spec.q_hook, keep_query_rows(spec.q_hook, spec.qk_layout)))
+        hooks.append((spec.k_hook, keep_all(spec.k_hook, spec.qk_layout)))
         if model_scores:
             if spec.scores_hook:
-                fwd_hooks.append((spec.scores_hook, keep_score_rows(spec.scores_hook)))
-            fwd_hooks.append((spec.pattern_hook, keep_score_rows(spec.pattern_hook)))
+                hooks.append((spec.scores_hook, keep_score_rows(spec.scores_hook)))
+            hooks.append((spec.pattern_hook, keep_score_rows(spec.pattern_hook)))
     stop = max(chosen) + 1
     kwargs = {"stop_at_layer": stop} if stop < len(specs) else {}
     with torch.no_grad():
-        model.run_with_hooks(tokens, fwd_hooks=fwd_hooks, return_type=None, **kwargs)
+        model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None, **kwargs)
 
     key_positions = torch.arange(n_pos, device=tokens.device)
     out = {}
