@@ -12,7 +12,8 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
 * tasks: :func:`binding_task`, :func:`evaluate_binding`, :func:`random_token_prompts`;
 * interventions (hook functions; :mod:`lens_possym.interventions`): :func:`ablate_frequencies`,
   :func:`frequency_ablation_hooks`, :class:`FrequencyGate`, :func:`patch_heads`,
-  :func:`patch_frequencies`, :func:`permute_content`, :func:`band_sweep`.
+  :func:`patch_frequencies`, :func:`permute_content`, :func:`band_sweep`,
+  :func:`compare_with_random_heads`.
 """
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ from .interventions import (
     ablate_frequencies_hook,
     band_sweep,
     binding_metrics,
+    compare_with_random_heads,
     content_permutation_hooks,
     frequency_ablation_hooks,
     frequency_means,
@@ -124,4 +126,5 @@ __all__ = [
     "band_sweep",
     "BandSweep",
     "binding_metrics",
+    "compare_with_random_heads",
 ]

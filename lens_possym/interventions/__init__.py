@@ -8,7 +8,7 @@ Every factory returns hook functions ``fn(tensor, hook) -> tensor`` (or lists of
 * frequency ablation (``zero``, ``mean``, ``unrotate``) and gates: :mod:`.frequency`;
 * head and per-frequency patching: :mod:`.patching`;
 * key-content permutations (the scores' swaps): :mod:`.permute`;
-* band sweeps over every head: :mod:`.sweep`.
+* band sweeps over every head: :mod:`.sweep`; a head set against random ones: :mod:`.compare`.
 """
 
 from ._select import BAND_NAMES, band_partition, parse_freqs, parse_heads, parse_selection
@@ -36,6 +36,7 @@ from .patching import (
 )
 from .permute import content_permutation_hooks, permute_content, permute_rows_hook, swap_permutation
 from .sweep import BandSweep, band_sweep, binding_metrics, resolve_bands
+from .compare import HeadSetComparison, compare_with_random_heads
 
 __all__ = [
     # selection
@@ -74,4 +75,6 @@ __all__ = [
     "band_sweep",
     "binding_metrics",
     "resolve_bands",
+    "HeadSetComparison",
+    "compare_with_random_heads",
 ]

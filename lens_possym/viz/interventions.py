@@ -34,7 +34,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
     n_layers, n_heads, n_bands = data.shape
     if axes is None:
         fig, axes = plt.subplots(1, n_bands, figsize=(2.0 + 1.1 * n_bands * max(2, n_heads) / 2,
-                                                       1.2 + 0.28 * n_layers),
+                                                       max(2.4, 1.2 + 0.28 * n_layers)),
                                  constrained_layout=True, sharey=True, squeeze=False)
         axes = axes[0]
     fig = axes[0].figure
@@ -71,6 +71,9 @@ def plot_ablation_comparison(results: Mapping[str, Mapping[str, float]],
                              errors: Mapping[str, Mapping[str, float]] | None = None, axes=None):
     """Bar charts comparing conditions (e.g. baseline, low band, high band, random heads).
 
+    Bars are grey for ``baseline`` (also drawn as a dashed line), blue for conditions whose
+    name contains ``random``, red for the others.
+
     Args:
         results: ``{condition: {metric: value}}``, in the order to draw.
         errors: optional ``{condition: {metric: spread}}`` drawn as error bars.
@@ -78,17 +81,30 @@ def plot_ablation_comparison(results: Mapping[str, Mapping[str, float]],
     import matplotlib.pyplot as plt
 
     if axes is None:
-        fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4),
+        width = max(4.2, 0.42 * len(results))
+        fig, axes = plt.subplots(1, len(metrics), figsize=(width * len(metrics), 3.8),
                                  constrained_layout=True, squeeze=False)
         axes = axes[0]
     names = list(results)
     x = np.arange(len(names))
+
+    def colour(name: str) -> str:
+        if name.startswith("baseline"):
+            return "0.6"
+        return "C0" if "random" in name else "C3"
+
     for ax, metric in zip(axes, metrics):
         values = [results[n][metric] for n in names]
-        err = [errors.get(n, {}).get(metric, 0.0) for n in names] if errors else None
-        ax.bar(x, values, yerr=err, color=[f"C{i}" for i in range(len(names))], capsize=3)
+        ax.bar(x, values, color=[colour(n) for n in names])
+        if errors:
+            spread = np.array([errors.get(n, {}).get(metric, 0.0) for n in names])
+            shown = spread > 0
+            ax.errorbar(x[shown], np.array(values)[shown], yerr=spread[shown], fmt="none",
+                        ecolor="k", capsize=3, lw=1)
         ax.set_xticks(x)
-        ax.set_xticklabels(names, rotation=25, ha="right", fontsize="small")
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize="small")
         ax.set_title(metric.replace("_", " "), fontsize="medium")
         ax.axhline(0, color="k", lw=0.5)
+        if "baseline" in results:
+            ax.axhline(results["baseline"][metric], color="0.4", lw=0.8, ls="--")
     return axes[0].figure

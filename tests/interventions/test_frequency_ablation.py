@@ -223,6 +223,20 @@ def test_unrotating_every_frequency_makes_a_head_exactly_symbolic(tiny):
     assert not torch.allclose(b0, a0[..., perm], atol=1e-3)
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma3", "gptj"])
+def test_unrotated_heads_score_s_sym_one(tiny_by_family, family):
+    """Paper C's swap procedure (re-run the block per swap) under the hooks: s_SYM = 1."""
+    model = tiny_by_family[family]
+    tokens = model.to_tokens(PROMPT)
+    clean = lp.swap_scores(model, tokens, layers=[1], method="rerun", per_frequency=False,
+                           exclusion=False)
+    assert (clean.sym[1] < 0.999).any()
+    with ablate_frequencies(model, "1.*", "unrotate"):
+        scores = lp.swap_scores(model, tokens, layers=[1], method="rerun", per_frequency=False,
+                                exclusion=False)
+    assert torch.allclose(scores.sym[1], torch.ones(4, dtype=scores.sym.dtype), atol=1e-6)
+
+
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
 def test_one_unrotated_head_of_a_group_is_symbolic_too(tiny_by_family, family):
     """A symbolic head's output at a fixed query is invariant under moving key content."""

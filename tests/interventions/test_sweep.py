@@ -107,3 +107,37 @@ def test_bad_sweeps(llama_task):
     with pytest.raises(InvalidSelectionError, match="unknown ablation mode"):
         band_sweep(model, task.tokens, metric, mode="shuffle", layers=[0], progress=False)
     assert hooks_attached(model) == 0
+
+
+def test_compare_with_random_heads_matches_by_hand(llama_task):
+    from lens_possym.interventions import compare_with_random_heads
+
+    model, task = llama_task
+    reference = binding_task(model, n_prompts=4, n_pairs=3, seed=9).tokens
+    result = compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2",
+                                       bands=["low", "0:2"], modes=["zero", "mean"], n_random=2,
+                                       seed=3, reference=reference, progress=False)
+    assert result.heads == [(1, 0), (1, 2)]
+    assert len(result.random_heads) == 2 and all(len(s) == 2 for s in result.random_heads)
+    again = compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2",
+                                      bands=["low"], modes=["zero"], n_random=2, seed=3,
+                                      progress=False)
+    assert again.random_heads == result.random_heads  # the seed fixes the draws
+    for (band, mode), values in result.chosen.items():
+        kwargs = {"reference": reference} if mode == "mean" else {}
+        selection = {head: band for head in result.heads}
+        with torch.no_grad(), ablate_frequencies(model, selection, mode, **kwargs):
+            logits = model(task.tokens)
+        assert values["logit_diff"] == pytest.approx(
+            float(binding_metrics(task)["logit_diff"](logits)), abs=1e-5)
+        draw = result.random_heads[1]
+        with torch.no_grad(), ablate_frequencies(model, {h: band for h in draw}, mode, **kwargs):
+            logits = model(task.tokens)
+        assert result.random[(band, mode)][1]["accuracy"] == pytest.approx(
+            float(binding_metrics(task)["accuracy"](logits)))
+    rows = result.rows()
+    assert rows[0]["condition"] == "baseline" and len(rows) == 1 + 2 * 2 * 2
+    assert "±" in result.table()
+    with pytest.raises(InvalidSelectionError, match="from a pool of 1"):
+        compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2", pool="1.3",
+                                  progress=False)
