@@ -11,6 +11,14 @@ from .frequency import (
     plot_usage,
     plot_usage_heatmap,
 )
+from .scores import (
+    pick_example_heads,
+    plot_frequency_plane,
+    plot_frequency_scores,
+    plot_plane,
+    plot_score_heatmaps,
+    plot_swap_attention,
+)
 
 __all__ = [
     "frequency_axis",
@@ -18,4 +26,10 @@ __all__ = [
     "plot_logit_norms",
     "plot_usage",
     "plot_usage_heatmap",
+    "plot_plane",
+    "plot_score_heatmaps",
+    "plot_frequency_scores",
+    "plot_frequency_plane",
+    "plot_swap_attention",
+    "pick_example_heads",
 ]
