@@ -96,7 +96,7 @@ def _image(path: Path) -> str:
 
 def _number(value: Any) -> str:
     if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.3f}"
+        return "–" if math.isnan(value) else f"{value:.4g}"
     return html.escape(str(value))
 
 
