@@ -123,6 +123,21 @@ class CrossLogitFactors:
         index = torch.arange(self.n_pos, device=self.x.device)
         return self.freq_at(index, index, freqs)
 
+    def attention_after_swap(self, first: Int[Tensor, "block"], second: Int[Tensor, "block"]
+                             ) -> tuple[Float[Tensor, "batch head_index pos"],
+                                        Float[Tensor, "batch head_index pos"]]:
+        """The query row's attention before and after swapping the contents of two groups.
+
+        After the swap, the logit at ``first[t]`` is ``C[first[t], second[t]]`` and at
+        ``second[t]`` it is ``C[second[t], first[t]]``; every other logit is unchanged.
+        """
+        full = self.head_full()
+        logits = torch.diagonal(full, dim1=-2, dim2=-1)
+        swapped = logits.clone()
+        swapped[..., first] = full[..., first, second]
+        swapped[..., second] = full[..., second, first]
+        return torch.softmax(logits, -1), torch.softmax(swapped, -1)
+
     def head_diagonal(self) -> Float[Tensor, "batch head_index pos"]:
         """The clean logit row ``C[p, p]`` (``-inf`` where masked): the model's scores."""
         index = torch.arange(self.n_pos, device=self.x.device)

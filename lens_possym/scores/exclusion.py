@@ -87,6 +87,15 @@ class Exclusion:
         return torch.where(bound > 0, self.var / bound.clamp(min=torch.finfo(bound.dtype).tiny),
                            torch.zeros_like(bound))
 
+    @property
+    def balance(self) -> Tensor:
+        """``S_sym / (S_pos + S_sym)``: 1 for an exactly positional head (no positional
+        deviation), 0 for an exactly symbolic one; a logit-level counterpart of the scores
+        (``nan`` where both sums are 0)."""
+        total = self.s_pos + self.s_sym
+        return torch.where(total > 0, self.s_sym / total.clamp(min=torch.finfo(total.dtype).tiny),
+                           torch.full_like(total, float("nan")))
+
     def norm_sq(self) -> tuple[Tensor, Tensor]:
         """``(‖δ_pos‖², ‖δ_sym‖²)`` themselves: ``(N-1)!`` times the sums (may overflow)."""
         factor = math.factorial(self.n_keys - 1)

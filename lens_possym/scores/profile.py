@@ -90,7 +90,8 @@ def swap_scores(
             excludes it when every prompt starts with the tokenizer's BOS token, whose
             attention-sink mass would otherwise decide the weights.
         query_position: the query row (negative counts from the end).
-        exclusion: also compute Theorem 1's ``Var / bound`` ratio per head and frequency.
+        exclusion: also compute Theorem 1's ``Var / bound`` ratio and the balance
+            ``S_sym / (S_pos + S_sym)`` per head and frequency.
         check: verify, per layer, that the per-frequency terms add up to the model's own
             scores on this pass (:meth:`~lens_possym.decompose.FrequencyLogits.check`), so
             scores are never computed from a geometry the model does not use.
@@ -134,6 +135,8 @@ def swap_scores(
     sym_freq = pos_freq.clone() if per_frequency else None
     ratio = pos_prompts.clone() if exclusion else None
     ratio_freq = torch.full(freq_shape, nan, dtype=torch.float64) if exclusion and per_frequency else None
+    balance = pos_prompts.clone() if exclusion else None
+    balance_freq = ratio_freq.clone() if ratio_freq is not None else None
     angles = torch.full((n_layers, n_freqs), nan, dtype=torch.float64)
 
     for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False):
@@ -162,11 +165,16 @@ def swap_scores(
             if len(keys) >= 2:
                 head_ex, freq_ex = exclusion_from_factors(factors, keys, per_frequency=per_frequency)
                 ratio[:, layer, head_list] = head_ex.ratio.cpu().double()
+                balance[:, layer, head_list] = head_ex.balance.cpu().double()
                 if per_frequency:
                     ratio_freq[:, layer, head_list, :f] = freq_ex.ratio.cpu().double()
+                    balance_freq[:, layer, head_list, :f] = freq_ex.balance.cpu().double()
 
     def mean(t: Tensor | None) -> Tensor | None:
         return None if t is None else t.mean(0)
+
+    def nanmean(t: Tensor | None) -> Tensor | None:  # an undefined balance is left out
+        return None if t is None else t.nanmean(0)
 
     settings = {
         "swap": swap, "n_blocks": n_blocks if swap == "block" else None, "method": method,
@@ -176,7 +184,8 @@ def swap_scores(
     return PosSymScores(
         pos=pos_prompts.mean(0), sym=sym_prompts.mean(0), angles=angles, layers=chosen,
         pos_freq=mean(pos_freq), sym_freq=mean(sym_freq), exclusion_ratio=mean(ratio),
-        exclusion_ratio_freq=mean(ratio_freq), pos_prompts=pos_prompts, sym_prompts=sym_prompts,
+        exclusion_ratio_freq=mean(ratio_freq), balance=nanmean(balance),
+        balance_freq=nanmean(balance_freq), pos_prompts=pos_prompts, sym_prompts=sym_prompts,
         settings=settings, model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")),
     )
 

@@ -22,7 +22,7 @@ from torch import Tensor
 __all__ = ["PosSymScores", "pearson_r"]
 
 _TENSORS = ("pos", "sym", "pos_freq", "sym_freq", "angles", "exclusion_ratio",
-            "exclusion_ratio_freq", "pos_prompts", "sym_prompts")
+            "exclusion_ratio_freq", "balance", "balance_freq", "pos_prompts", "sym_prompts")
 FORMAT = "lens-possym/scores@1"
 
 
@@ -50,6 +50,9 @@ class PosSymScores:
         exclusion_ratio: ``[n_layers, n_heads]`` Theorem 1's ``Var(λ) / bound``, mean over
             prompts (see :mod:`lens_possym.scores.exclusion`); ``exclusion_ratio_freq`` per
             frequency.
+        balance: ``[n_layers, n_heads]`` ``S_sym / (S_pos + S_sym)`` of Theorem 1's sums,
+            mean over prompts: 1 for logits that depend on position only, 0 for content
+            only (``balance_freq`` per frequency).
         pos_prompts, sym_prompts: ``[n_prompts, n_layers, n_heads]`` per-prompt scores.
         layers: the layers scored.
         settings: how the scores were computed (swap kind, method, tau, ...).
@@ -65,6 +68,8 @@ class PosSymScores:
     sym_freq: Float[Tensor, "layer head_index freq"] | None = None
     exclusion_ratio: Float[Tensor, "layer head_index"] | None = None
     exclusion_ratio_freq: Float[Tensor, "layer head_index freq"] | None = None
+    balance: Float[Tensor, "layer head_index"] | None = None
+    balance_freq: Float[Tensor, "layer head_index freq"] | None = None
     pos_prompts: Float[Tensor, "prompt layer head_index"] | None = None
     sym_prompts: Float[Tensor, "prompt layer head_index"] | None = None
     settings: dict[str, Any] = field(default_factory=dict)

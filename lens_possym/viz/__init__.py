@@ -4,13 +4,21 @@ Every function takes an optional ``ax`` to draw into and returns the ``Axes`` (o
 ``Figure``) it drew, so figures compose in notebooks and can be saved by the caller.
 """
 
-from .interventions import plot_ablation_comparison, plot_band_sweep
 from .frequency import (
     frequency_axis,
     plot_frequency_profile,
     plot_logit_norms,
     plot_usage,
     plot_usage_heatmap,
+)
+from .interventions import plot_ablation_comparison, plot_band_sweep
+from .scores import (
+    pick_example_heads,
+    plot_frequency_plane,
+    plot_frequency_scores,
+    plot_plane,
+    plot_score_heatmaps,
+    plot_swap_attention,
 )
 
 __all__ = [
@@ -19,6 +27,12 @@ __all__ = [
     "plot_logit_norms",
     "plot_usage",
     "plot_usage_heatmap",
+    "plot_plane",
+    "plot_score_heatmaps",
+    "plot_frequency_scores",
+    "plot_frequency_plane",
+    "plot_swap_attention",
+    "pick_example_heads",
     "plot_band_sweep",
     "plot_ablation_comparison",
 ]

@@ -44,9 +44,10 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
 def _angle_label(theta: float) -> str:
     if theta == 0:
         return "0"
-    exponent = math.floor(math.log10(theta))
-    mantissa = theta / 10**exponent
-    return f"{mantissa:.1f}e{exponent}" if exponent < -1 else f"{theta:.2g}"
+    if theta >= 0.01:
+        return f"{theta:.2g}"
+    mantissa, exponent = f"{theta:.1e}".split("e")  # rounding settles the exponent
+    return f"{mantissa}e{int(exponent)}"
 
 
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
