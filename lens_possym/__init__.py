@@ -9,7 +9,11 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
   :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`;
 * positional/symbolic scores: :func:`swap_scores`, :class:`PosSymScores` (and the
   :mod:`lens_possym.scores` package: cross logits, exact and re-run swaps, exclusion);
-* tasks: :func:`binding_task`, :func:`evaluate_binding`, :func:`random_token_prompts`.
+* tasks: :func:`binding_task`, :func:`evaluate_binding`, :func:`random_token_prompts`;
+* interventions (hook functions; :mod:`lens_possym.interventions`): :func:`ablate_frequencies`,
+  :func:`frequency_ablation_hooks`, :class:`FrequencyGate`, :func:`patch_heads`,
+  :func:`patch_frequencies`, :func:`permute_content`, :func:`band_sweep`,
+  :func:`compare_with_random_heads`.
 """
 
 __version__ = "0.1.0"
@@ -37,6 +41,27 @@ from .models import (
 from .rope import RopeSpec, rope_spec, rope_specs
 from .scores import PosSymScores, swap_scores
 from .tasks import BindingTask, binding_task, evaluate_binding, random_token_prompts
+from . import interventions
+from .interventions import (
+    BandSweep,
+    FrequencyGate,
+    FrequencyGates,
+    FrequencyMeans,
+    ablate_frequencies,
+    ablate_frequencies_hook,
+    band_sweep,
+    binding_metrics,
+    compare_with_random_heads,
+    content_permutation_hooks,
+    frequency_ablation_hooks,
+    frequency_means,
+    frequency_patch_hooks,
+    head_patch_hooks,
+    patch_frequencies,
+    patch_heads,
+    permute_content,
+    swap_permutation,
+)
 
 
 def __getattr__(name: str):
@@ -82,4 +107,24 @@ __all__ = [
     "binding_task",
     "evaluate_binding",
     "random_token_prompts",
+    # interventions
+    "interventions",
+    "ablate_frequencies",
+    "ablate_frequencies_hook",
+    "frequency_ablation_hooks",
+    "FrequencyMeans",
+    "frequency_means",
+    "FrequencyGate",
+    "FrequencyGates",
+    "patch_heads",
+    "head_patch_hooks",
+    "patch_frequencies",
+    "frequency_patch_hooks",
+    "permute_content",
+    "content_permutation_hooks",
+    "swap_permutation",
+    "band_sweep",
+    "BandSweep",
+    "binding_metrics",
+    "compare_with_random_heads",
 ]

@@ -11,6 +11,7 @@ from .frequency import (
     plot_usage,
     plot_usage_heatmap,
 )
+from .interventions import plot_ablation_comparison, plot_band_sweep
 from .scores import (
     pick_example_heads,
     plot_frequency_plane,
@@ -32,4 +33,6 @@ __all__ = [
     "plot_frequency_plane",
     "plot_swap_attention",
     "pick_example_heads",
+    "plot_band_sweep",
+    "plot_ablation_comparison",
 ]

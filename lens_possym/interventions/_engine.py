@@ -1,0 +1,226 @@
+r"""Compile per-head edits of un-rotated queries and keys into TransformerLens hooks.
+
+Every frequency-level intervention in this package is an *edit* of some 2-D pairs of the
+un-rotated query or key of some heads: zero them, replace them (by a mean or by a source
+run), rotate them back (``unrotate``), or scale them (gates). Edits act at the hooks where
+lens-possym reads q and k (``spec.q_hook``/``spec.k_hook``: after any q/k-norm, before
+RoPE), so the model's own RoPE runs afterwards and the same code works on families whose
+rotation hooks never fire (GPT-NeoX, GPT-J).
+
+**Grouped-query attention.** Query hooks have one row per query head, key hooks one per
+KV head, shared by the ``g = n_heads / n_kv_heads`` query heads of its group. A query-side
+edit is private to its head. A key-side edit is compiled per KV group:
+
+* every query head of the group asks for the same key edit → it is applied to the shared
+  key at ``spec.k_hook`` (exact, and exactly what each head asked for);
+* only some heads of the group ask for it (or they ask for different ones) → the shared
+  key is left alone and the attention of *those heads only* is recomputed with their own
+  edited keys: q, k and v are read at their hooks on the same pass, the head's scores,
+  softcap, causal/window mask, softmax and ``pattern · v`` are computed with the layer's
+  geometry, and the result replaces those heads' rows of ``hook_z``. The other heads of
+  the group are never touched (bit for bit). As a self-check, the same recomputation with
+  the *unedited* keys must reproduce the model's own ``hook_z`` rows for those heads, or
+  :class:`~lens_possym.errors.DecompositionMismatchError` is raised.
+
+Positions are taken as ``0..pos-1`` of the tensor a hook receives (a full forward pass,
+not incremental decoding with a KV cache).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Hashable, Protocol
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..decompose import apply_softcap
+from ..errors import DecompositionMismatchError, InvalidSelectionError
+from ..rope import RopeSpec, rotate
+
+__all__ = ["HookFn", "PairEdit", "bphd", "edit_hook", "compile_layer", "attend", "z_hook_name",
+           "v_hook_name"]
+
+HookFn = Callable[..., Tensor]
+
+
+class PairEdit(Protocol):
+    """Edit of one head's un-rotated rows: ``(x [batch, pos, d_head], head, positions)``.
+
+    ``head`` indexes the side's own heads: the query head for query edits, the KV head for
+    key edits (so tables such as means and sources are looked up per KV head).
+    """
+
+    def __call__(self, x: Float[Tensor, "batch pos d_head"], head: int,
+                 positions: Int[Tensor, "pos"]) -> Float[Tensor, "batch pos d_head"]: ...
+
+
+def bphd(tensor: Tensor, layout: str) -> Tensor:
+    """A ``[batch, pos, head, d_head]`` view of a q/k hook tensor in ``layout``."""
+    return tensor.transpose(1, 2) if layout == "bhpd" else tensor
+
+
+def z_hook_name(spec: RopeSpec) -> str:
+    return spec.extra.get("z_hook", f"blocks.{spec.layer}.attn.hook_z")
+
+
+def v_hook_name(spec: RopeSpec) -> str:
+    return spec.extra.get("v_hook", f"blocks.{spec.layer}.attn.hook_v")
+
+
+def _check_heads(view: Tensor, expected: int, spec: RopeSpec, side: str) -> None:
+    if view.ndim != 4 or view.shape[2] != expected or view.shape[3] != spec.d_head:
+        raise InvalidSelectionError(
+            f"layer {spec.layer}: the {side} hook received a tensor of shape "
+            f"{tuple(view.shape)} (as [batch, pos, head, d_head]), but the layer has "
+            f"{expected} {side} heads of width {spec.d_head}; attach this hook at "
+            f"{spec.q_hook if side == 'query' else spec.k_hook}"
+        )
+
+
+def edit_hook(spec: RopeSpec, side: str, edits: dict[int, PairEdit]) -> HookFn:
+    """A hook for ``spec.q_hook`` (``side="q"``) or ``spec.k_hook`` (``"k"``) applying ``edits``.
+
+    ``edits`` maps a head of that side (query heads for ``"q"``, KV heads for ``"k"``) to
+    its edit. Rows of other heads are returned unchanged (the tensor is cloned, never
+    edited in place).
+    """
+    expected = spec.n_heads if side == "q" else spec.n_kv_heads
+    what = "query" if side == "q" else "key"
+    for head in edits:
+        if not 0 <= head < expected:
+            raise InvalidSelectionError(
+                f"{what} head {head} out of range: layer {spec.layer} has {expected} {what} heads"
+            )
+
+    def hook(tensor: Tensor, hook: Any = None) -> Tensor:
+        source = bphd(tensor, spec.qk_layout)
+        _check_heads(source, expected, spec, what)
+        out = tensor.clone()
+        view = bphd(out, spec.qk_layout)
+        positions = torch.arange(view.shape[1], device=tensor.device)
+        for head, edit in edits.items():
+            view[:, :, head] = edit(source[:, :, head], head, positions)
+        return out
+
+    return hook
+
+
+def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
+           k: Float[Tensor, "batch pos head_index d_head"],
+           v: Float[Tensor, "batch pos head_index d_head"]
+           ) -> Float[Tensor, "batch pos head_index d_head"]:
+    """One layer's attention for some heads, from un-rotated q and k (keys per query head).
+
+    RoPE with the model's tables (in the model's dtype), ``scale · q·k``, softcap, causal
+    and sliding-window mask, softmax in float32, ``pattern · v``: the order Hugging Face
+    uses. Returns ``z`` in ``v``'s dtype.
+    """
+    positions = torch.arange(q.shape[1], device=q.device)
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    qr = rotate(q, positions, spec).to(dtype)
+    kr = rotate(k, positions, spec).to(dtype)
+    scores = torch.einsum("bqhd,bkhd->bhqk", qr, kr) * spec.scale
+    scores = apply_softcap(scores, spec.softcap)
+    qp, kp = positions[:, None], positions[None, :]
+    allowed = kp <= qp
+    if spec.window:
+        allowed &= (qp - kp) < spec.window
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    pattern = torch.softmax(scores, dim=-1)
+    return torch.einsum("bhqk,bkhd->bqhd", pattern, v.to(dtype)).to(v.dtype)
+
+
+def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list, list, list, list]:
+    """Hooks that recompute the query heads in ``k_edits`` with their own edited keys.
+
+    Returns ``(q_capture, k_capture, v_capture, z_replace)`` hook lists, to be placed
+    after the query edits, before the key edits, anywhere, and at ``hook_z``.
+    """
+    store: dict[str, Tensor] = {}
+    heads = sorted(k_edits)
+
+    def keep(name: str, layout: str):
+        def hook(tensor: Tensor, hook: Any = None) -> Tensor:
+            store[name] = bphd(tensor, layout)
+            return tensor
+        return hook
+
+    def replace_z(z: Tensor, hook: Any = None) -> Tensor:
+        missing = [n for n in ("q", "k", "v") if n not in store]
+        if missing:
+            raise InvalidSelectionError(
+                f"layer {spec.layer}: the {'/'.join(missing)} hook(s) did not fire before "
+                "hook_z, so the heads cannot be recomputed with their own keys"
+            )
+        q, k, v = store.pop("q"), store.pop("k"), store.pop("v")
+        positions = torch.arange(q.shape[1], device=q.device)
+        kv = spec.kv_index(heads).to(k.device)
+        q_h = q[:, :, heads]
+        k_plain = k[:, :, kv]
+        k_edit = torch.stack(
+            [k_edits[h](k[:, :, spec.kv_head(h)], spec.kv_head(h), positions) for h in heads],
+            dim=2,
+        )
+        v_h = v[:, :, kv]
+        both = attend(spec, torch.cat([q_h, q_h], 0), torch.cat([k_plain, k_edit], 0),
+                      torch.cat([v_h, v_h], 0))
+        check, new = both[: q.shape[0]], both[q.shape[0]:]
+        model_rows = z[:, :, heads]
+        err = float((check.detach().float() - model_rows.detach().float()).abs().max()) if check.numel() else 0.0
+        half = (torch.float16, torch.bfloat16)
+        tol = (2e-2 if z.dtype in half else 1e-4) * max(1.0, float(model_rows.detach().abs().max()))
+        if not err <= tol:
+            raise DecompositionMismatchError(
+                f"layer {spec.layer}: recomputing heads {heads} from their queries and keys "
+                f"differs from the model's hook_z by {err:.3g} (tolerance {tol:.3g}), so a "
+                "key edit for part of a KV group cannot be applied exactly here. Another hook "
+                "may be editing q/k/v after lens-possym's, or this attention variant is not "
+                f"supported ({spec.describe()}); edit whole KV groups instead"
+            )
+        out = z.clone()
+        out[:, :, heads] = new.to(z.dtype)
+        return out
+
+    return ([(spec.q_hook, keep("q", spec.qk_layout))],
+            [(spec.k_hook, keep("k", spec.qk_layout))],
+            [(v_hook_name(spec), keep("v", "bphd"))],
+            [(z_hook_name(spec), replace_z)])
+
+
+def compile_layer(spec: RopeSpec, q_edits: dict[int, PairEdit],
+                  k_edits: dict[int, tuple[Hashable, PairEdit]]) -> list[tuple[str, HookFn]]:
+    """Hooks that apply per-query-head edits of q and k at one layer, GQA-safely.
+
+    Args:
+        q_edits: ``{query head: edit}``.
+        k_edits: ``{query head: (key, edit)}``; ``key`` identifies the edit, so that a
+            KV group whose query heads all carry equal keys is edited once at
+            ``spec.k_hook``; otherwise the heads asking are recomputed (module docstring).
+
+    Returns:
+        ``[(hook name, hook fn), ...]`` in the order they must be registered.
+    """
+    by_group: dict[int, dict[int, Hashable]] = defaultdict(dict)
+    for head, (key, _) in k_edits.items():
+        by_group[spec.kv_head(head)][head] = key
+    kv_edits: dict[int, PairEdit] = {}
+    partial: dict[int, PairEdit] = {}
+    for group, members in by_group.items():
+        if len(members) == spec.group_size and len(set(members.values())) == 1:
+            kv_edits[group] = k_edits[next(iter(members))][1]
+        else:
+            partial.update({head: k_edits[head][1] for head in members})
+
+    hooks: list[tuple[str, HookFn]] = []
+    if q_edits:
+        hooks.append((spec.q_hook, edit_hook(spec, "q", q_edits)))
+    if partial:
+        q_cap, k_cap, v_cap, z_rep = _recompute_hooks(spec, partial)
+        hooks += q_cap + k_cap + v_cap
+    if kv_edits:
+        hooks.append((spec.k_hook, edit_hook(spec, "k", kv_edits)))
+    if partial:
+        hooks += z_rep
+    return hooks

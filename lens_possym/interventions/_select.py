@@ -1,0 +1,237 @@
+"""Which (layer, head, frequency ids) an intervention acts on: parsing and validation.
+
+Every public intervention takes its target in one of a few forms and turns it into the
+same normalised selection, ``{layer: {head: (freq ids...)}}`` with sorted, distinct ids,
+checked against the model's geometry so that a bad head, layer or frequency id fails
+before any hook is attached, with a message naming it.
+
+Accepted forms:
+
+* heads: ``"12.0,13.1"``, ``[(12, 0), (13, 1)]``, ``{12: [0, 3]}``, ``(12, 0)``; a ``*``
+  or ``None`` head means every query head of the layer (``"12.*"``, ``(12, None)``);
+* frequency ids: an int, an iterable of ints, a ``range``/``slice``, a string
+  ``"0:16"``, ``"0:16,40"``, ``"all"``, or a band name ``"high"``/``"middle"``/``"low"``
+  (the thirds of the ids, fastest rotation first; the tail, if any, is in ``"low"``);
+* a selection (heads with their frequency ids): a mapping from a head (any form above)
+  to frequency ids, e.g. ``{"12.0": "0:16", (13, 1): "low"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence, Union
+
+import torch
+
+from ..errors import InvalidSelectionError
+from ..rope import RopeSpec
+
+__all__ = [
+    "HeadsLike",
+    "FreqsLike",
+    "Selection",
+    "BAND_NAMES",
+    "parse_heads",
+    "parse_freqs",
+    "parse_selection",
+    "band_partition",
+]
+
+HeadsLike = Union[str, tuple, Sequence[tuple], Mapping[int, Any], None]
+FreqsLike = Union[int, str, slice, range, Iterable[int], None]
+# normalised: {layer: {head: (freq ids, sorted)}}
+Selection = dict[int, dict[int, tuple[int, ...]]]
+
+BAND_NAMES = ("high", "middle", "low")
+
+
+def band_partition(n_freqs: int, n_bands: int = 3) -> list[list[int]]:
+    """Split frequency ids ``0..n_freqs-1`` into ``n_bands`` contiguous bands, fastest first.
+
+    Band sizes differ by at most one (``torch.tensor_split``); a partial-rotary tail (the
+    last id) falls in the last, slowest band.
+    """
+    if not 1 <= n_bands <= n_freqs:
+        raise InvalidSelectionError(
+            f"cannot split {n_freqs} frequency ids into {n_bands} bands; choose 1..{n_freqs}"
+        )
+    return [t.tolist() for t in torch.tensor_split(torch.arange(n_freqs), n_bands)]
+
+
+def _layer_count_error(layer: int, n_layers: int) -> InvalidSelectionError:
+    return InvalidSelectionError(
+        f"layer {layer} out of range: the model has {n_layers} layers (0..{n_layers - 1})"
+    )
+
+
+def _check_head(layer: int, head: int, specs: Sequence[RopeSpec]) -> None:
+    if not 0 <= layer < len(specs):
+        raise _layer_count_error(layer, len(specs))
+    n_heads = specs[layer].n_heads
+    if not 0 <= head < n_heads:
+        raise InvalidSelectionError(
+            f"unknown head {layer}.{head}: layer {layer} has {n_heads} query heads "
+            f"(0..{n_heads - 1})"
+        )
+
+
+def _as_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        if not value.strip().lstrip("-").isdigit():
+            raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
+        return int(value)
+    if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
+        return int(value)
+    if isinstance(value, int):
+        return value
+    raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
+
+
+def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, int]]:
+    """One head given as ``"L.H"``, ``"L.*"``, ``(L, H)`` or ``(L, None)``."""
+    if isinstance(token, str):
+        text = token.strip()
+        if text.count(".") != 1:
+            raise InvalidSelectionError(
+                f"cannot read head {token!r}: write heads as LAYER.HEAD, e.g. '12.0' "
+                "(or '12.*' for every head of layer 12)"
+            )
+        layer_text, head_text = text.split(".")
+        layer = _as_int(layer_text, f"the layer in head {token!r}")
+        head: Any = None if head_text.strip() == "*" else _as_int(head_text, f"the head in {token!r}")
+    elif isinstance(token, (tuple, list)) and len(token) == 2:
+        layer = _as_int(token[0], f"the layer in head {tuple(token)!r}")
+        head = None if token[1] is None or token[1] == "*" else _as_int(token[1], "a head index")
+    else:
+        raise InvalidSelectionError(
+            f"cannot read head {token!r}: pass 'LAYER.HEAD' or (layer, head)"
+        )
+    n_layers = len(specs)
+    if layer < 0:
+        layer += n_layers
+    if not 0 <= layer < n_layers:
+        raise _layer_count_error(layer, n_layers)
+    if head is None:
+        return [(layer, h) for h in range(specs[layer].n_heads)]
+    _check_head(layer, head, specs)
+    return [(layer, head)]
+
+
+def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, int]]:
+    """Query heads as a sorted list of distinct ``(layer, head)`` pairs.
+
+    Raises:
+        InvalidSelectionError: a layer or head out of range, or an unreadable head.
+    """
+    if heads is None:
+        return [(layer, h) for layer, spec in enumerate(specs) for h in range(spec.n_heads)]
+    if isinstance(heads, str):
+        tokens: list[Any] = [t for t in heads.split(",") if t.strip()]
+    elif isinstance(heads, Mapping):
+        tokens = []
+        for layer, hs in heads.items():
+            hs_list = [None] if hs is None or hs == "*" else ([hs] if isinstance(hs, int) else list(hs))
+            tokens.extend((layer, h) for h in hs_list)
+    elif isinstance(heads, tuple) and len(heads) == 2 and not isinstance(heads[0], (tuple, list, str)):
+        tokens = [heads]
+    else:
+        tokens = list(heads)
+    if not tokens:
+        raise InvalidSelectionError("no heads selected; pass e.g. '12.0,13.1' or [(12, 0)]")
+    out: list[tuple[int, int]] = []
+    for token in tokens:
+        out.extend(_parse_head_token(token, specs))
+    return sorted(set(out))
+
+
+def _range_ids(text: str, n_freqs: int, layer: int) -> list[int]:
+    start_text, _, stop_text = text.partition(":")
+    start = _as_int(start_text, f"the start of {text!r}") if start_text.strip() else 0
+    stop = _as_int(stop_text, f"the end of {text!r}") if stop_text.strip() else n_freqs
+    if not 0 <= start < stop <= n_freqs:
+        raise InvalidSelectionError(
+            f"frequency ids {text!r} out of range for layer {layer}: it has {n_freqs} "
+            f"frequency ids (0..{n_freqs - 1}); a range START:STOP needs "
+            f"0 <= START < STOP <= {n_freqs}"
+        )
+    return list(range(start, stop))
+
+
+def parse_freqs(freqs: FreqsLike, spec: RopeSpec) -> tuple[int, ...]:
+    """Frequency ids of one layer, sorted and distinct (see the module docstring for forms).
+
+    An empty selection (``[]``) is allowed: it means "no frequency" (an intervention that
+    changes nothing).
+
+    Raises:
+        InvalidSelectionError: an id out of ``0..n_freqs-1`` or an unreadable value.
+    """
+    n, layer = spec.n_freqs, spec.layer
+    ids: list[int] = []
+    if freqs is None or (isinstance(freqs, str) and freqs.strip().lower() == "all"):
+        ids = list(range(n))
+    elif isinstance(freqs, str):
+        for part in (p.strip() for p in freqs.split(",")):
+            if not part:
+                continue
+            if part.lower() in BAND_NAMES:
+                ids.extend(band_partition(n, 3)[BAND_NAMES.index(part.lower())])
+            elif ":" in part:
+                ids.extend(_range_ids(part, n, layer))
+            else:
+                ids.append(_as_int(part, f"frequency id {part!r}"))
+        if not ids:
+            raise InvalidSelectionError(f"no frequency ids in {freqs!r}; write e.g. '0:16' or 'low'")
+    elif isinstance(freqs, slice):
+        if freqs.step not in (None, 1):
+            raise InvalidSelectionError("frequency slices must have step 1")
+        ids = _range_ids(f"{'' if freqs.start is None else freqs.start}:"
+                         f"{'' if freqs.stop is None else freqs.stop}", n, layer)
+    elif isinstance(freqs, (int, torch.Tensor)) and not isinstance(freqs, bool) and (
+        not isinstance(freqs, torch.Tensor) or freqs.ndim == 0
+    ):
+        ids = [int(freqs)]
+    else:
+        try:
+            ids = [_as_int(f, "a frequency id") for f in freqs]  # type: ignore[union-attr]
+        except TypeError:
+            raise InvalidSelectionError(
+                f"cannot read frequency ids {freqs!r}: pass ids, a range, '0:16' or 'low'"
+            ) from None
+    bad = sorted({f for f in ids if not 0 <= f < n})
+    if bad:
+        raise InvalidSelectionError(
+            f"frequency id {bad} out of range for layer {layer}: it has {n} frequency ids "
+            f"(0..{n - 1}; id 0 is the fastest rotation"
+            + (f", id {n - 1} the non-rotated tail" if spec.has_tail else "") + ")"
+        )
+    return tuple(sorted(set(ids)))
+
+
+def parse_selection(selection: Any, specs: Sequence[RopeSpec], freqs: FreqsLike = None
+                    ) -> Selection:
+    """Normalise a selection to ``{layer: {head: (freq ids...)}}``.
+
+    ``selection`` is a mapping ``{head: freqs}`` (heads in any form of
+    :func:`parse_heads`, each key one head or ``"L.*"``), the normalised form itself
+    (``{layer: {head: freqs}}``), or heads alone, in which case every head gets ``freqs``
+    (all ids by default; ``{layer: [heads]}`` is heads alone).
+    """
+    out: Selection = {}
+    if isinstance(selection, Mapping) and selection and all(
+        isinstance(k, int) and isinstance(v, Mapping) for k, v in selection.items()
+    ):  # the normalised form {layer: {head: freqs}}
+        items = [((layer, head), ids) for layer, heads in selection.items()
+                 for head, ids in heads.items()]
+    elif isinstance(selection, Mapping) and not all(isinstance(k, int) for k in selection):
+        items = list(selection.items())
+    else:
+        items = [(selection, freqs)]
+    for head_key, head_freqs in items:
+        for layer, head in parse_heads(head_key if not isinstance(head_key, tuple) or
+                                       len(head_key) != 2 else [head_key], specs):
+            ids = parse_freqs(head_freqs, specs[layer])
+            merged = set(out.setdefault(layer, {}).get(head, ())) | set(ids)
+            out[layer][head] = tuple(sorted(merged))
+    return {layer: dict(sorted(heads.items())) for layer, heads in sorted(out.items())}

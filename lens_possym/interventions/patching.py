@@ -1,0 +1,288 @@
+r"""Patching heads and single RoPE frequencies from a source run into another run.
+
+**Head patching** replaces query head ``h``'s rows of ``blocks.{L}.attn.hook_z``
+(``[batch, pos, head_index, d_head]``, the head's ``pattern · v`` before the output
+projection, TransformerLens's convention) with the source run's. Heads are query heads, so
+GQA needs no special care.
+
+**Frequency patching** replaces pair ``f`` of the un-rotated query of head ``h`` (side
+``"q"``) or of its key (``"k"``) with the source run's, at ``spec.q_hook``/``spec.k_hook``.
+Both runs rotate the pair at the same positions, so this equals patching the rotated pair:
+the score term ``λ_f`` of the head then uses the source's query (or key) content for that
+frequency and the run's own for every other. Key patches for part of a KV group use the
+GQA-safe recomputation of :mod:`lens_possym.interventions._engine`.
+
+A *source* is an activation cache from the source run (``model.run_with_cache``; any mapping
+from hook names to tensors works) or the source input itself (prompts or tokens), which is
+then run once. Source and run must have the same number of positions; the source batch is
+either the run's or 1 (broadcast).
+
+For :func:`transformer_lens.patching.generic_activation_patch`, :func:`frequency_patch_setter`
+gives a ``patch_setter`` over indices ``[layer, head, freq]`` and
+:func:`frequency_index_df` the index dataframe; head patching uses TransformerLens's own
+``layer_head_vector_patch_setter`` on activation ``"z"``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .._inputs import as_positions, as_tokens
+from ..errors import InvalidSelectionError, UnsupportedModelError
+from ..rope import RopeSpec, rope_specs
+from ._engine import HookFn, PairEdit, bphd, compile_layer, edit_hook, z_hook_name
+from ._select import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
+from .frequency import _check_side, _replace_edit
+
+__all__ = [
+    "source_activations",
+    "patch_heads_hook",
+    "head_patch_hooks",
+    "patch_heads",
+    "patch_frequencies_hook",
+    "frequency_patch_hooks",
+    "patch_frequencies",
+    "frequency_patch_setter",
+    "frequency_index_df",
+    "qk_activation_name",
+]
+
+
+def _is_cache(source: Any) -> bool:
+    return isinstance(source, Mapping) or (
+        hasattr(source, "keys") and hasattr(source, "__getitem__")
+        and not isinstance(source, (Tensor, str, list, tuple))
+    )
+
+
+def source_activations(model: Any, source: Any, names: Sequence[str]) -> dict[str, Tensor]:
+    """The tensors ``names`` of the source run: read from a cache, or computed by one pass.
+
+    Raises:
+        InvalidSelectionError: a cache lacking one of ``names``.
+    """
+    names = list(dict.fromkeys(names))
+    if _is_cache(source):
+        out = {}
+        for name in names:
+            try:
+                out[name] = source[name]
+            except KeyError:
+                raise InvalidSelectionError(
+                    f"the source cache has no {name!r}; cache it (run_with_cache(..., "
+                    f"names_filter=[{name!r}, ...])) or pass the source prompts instead"
+                ) from None
+        return out
+    tokens = as_tokens(model, source)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=names, return_type=None)
+    return {name: cache[name] for name in names}
+
+
+def _check_source(source: Tensor, target: Tensor, what: str) -> None:
+    if source.shape[1:] != target.shape[1:] or source.shape[0] not in (1, target.shape[0]):
+        raise InvalidSelectionError(
+            f"the source {what} has shape {tuple(source.shape)} but the run's is "
+            f"{tuple(target.shape)}; patch between runs with the same positions, and a "
+            "source batch equal to the run's or of 1"
+        )
+
+
+# ---- heads ---------------------------------------------------------------------------------
+
+
+def patch_heads_hook(source_z: Float[Tensor, "batch pos head_index d_head"],
+                     heads: int | Sequence[int],
+                     positions: int | Sequence[int] | Tensor | None = None) -> HookFn:
+    """A hook for ``blocks.{L}.attn.hook_z`` that copies ``heads`` (query heads) from ``source_z``.
+
+    Args:
+        source_z: the source run's ``hook_z`` of the same layer.
+        heads: query heads to patch.
+        positions: positions to patch (all by default; negatives count from the end).
+    """
+    head_list = [heads] if isinstance(heads, int) else [int(h) for h in heads]
+
+    def hook(z: Tensor, hook: Any = None) -> Tensor:
+        _check_source(source_z, z, "hook_z")
+        bad = [h for h in head_list if not 0 <= h < z.shape[2]]
+        if bad:
+            raise InvalidSelectionError(
+                f"head {bad} out of range: hook_z has {z.shape[2]} query heads"
+            )
+        pos = as_positions(positions, z.shape[1], "position").to(z.device)
+        out = z.clone()
+        src = source_z.to(device=z.device, dtype=z.dtype)
+        for h in head_list:
+            out[:, pos, h] = src[:, pos, h]
+        return out
+
+    return hook
+
+
+def head_patch_hooks(model: Any, source: Any, heads: HeadsLike,
+                     positions: int | Sequence[int] | Tensor | None = None
+                     ) -> list[tuple[str, HookFn]]:
+    """Hooks patching query ``heads`` (e.g. ``"12.0,13.1"``) at ``hook_z`` from ``source``."""
+    specs = rope_specs(model)
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in parse_heads(heads, specs):
+        by_layer.setdefault(layer, []).append(head)
+    names = {layer: z_hook_name(specs[layer]) for layer in by_layer}
+    acts = source_activations(model, source, list(names.values()))
+    return [(names[layer], patch_heads_hook(acts[names[layer]], hs, positions))
+            for layer, hs in by_layer.items()]
+
+
+@contextmanager
+def patch_heads(model: Any, source: Any, heads: HeadsLike,
+                positions: int | Sequence[int] | Tensor | None = None) -> Iterator[Any]:
+    """Context manager: inside the block, ``heads`` read their ``hook_z`` from ``source``.
+
+    Example::
+
+        _, clean = model.run_with_cache(clean_tokens)
+        with lp.patch_heads(model, clean, "12.0,13.1"):
+            patched_logits = model(corrupted_tokens)
+    """
+    with model.hooks(fwd_hooks=head_patch_hooks(model, source, heads, positions)):
+        yield model
+
+
+# ---- frequencies -----------------------------------------------------------------------------
+
+
+def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence[int],
+                           freqs: FreqsLike, *, side: Literal["q", "k"] = "q") -> HookFn:
+    """One hook copying pairs ``freqs`` of ``heads`` from ``source`` (low-level).
+
+    Attach at ``spec.q_hook`` (``side="q"``, query heads) or ``spec.k_hook`` (``"k"``,
+    **KV heads**: every query head of the group sees the patched key). ``source`` is the
+    source run's tensor at the same hook, in the hook's layout.
+    """
+    _check_side(side, ("q", "k"))
+    ids = parse_freqs(freqs, spec)
+    table = bphd(source, spec.qk_layout)
+    edit = _replace_edit(spec, ids, table, "source")
+    head_list = [heads] if isinstance(heads, int) else list(heads)
+    return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
+
+
+def frequency_patch_hooks(model: Any, source: Any, selection: Any, *, freqs: FreqsLike = None,
+                          side: Literal["q", "k", "qk"] = "q") -> list[tuple[str, HookFn]]:
+    """Hooks patching chosen frequencies of chosen heads from ``source``, GQA-safely.
+
+    Args:
+        selection: ``{head: freqs}`` or heads alone with ``freqs`` (as in
+            :func:`~lens_possym.interventions.frequency_ablation_hooks`).
+        side: patch the query pairs (``"q"``), the key pairs (``"k"``) or both.
+    """
+    _check_side(side)
+    specs = rope_specs(model)
+    chosen = parse_selection(selection, specs, freqs)
+    names = []
+    for layer in chosen:
+        if "q" in side:
+            names.append(specs[layer].q_hook)
+        if "k" in side:
+            names.append(specs[layer].k_hook)
+    acts = source_activations(model, source, names)
+    hooks: list[tuple[str, HookFn]] = []
+    for layer, heads in chosen.items():
+        spec = specs[layer]
+        q_edits: dict[int, PairEdit] = {}
+        k_edits: dict[int, tuple[Any, PairEdit]] = {}
+        for head, ids in heads.items():
+            if not ids:
+                continue
+            if "q" in side:
+                q_edits[head] = _replace_edit(spec, ids, bphd(acts[spec.q_hook], spec.qk_layout),
+                                              "source")
+            if "k" in side:
+                k_edits[head] = (ids, _replace_edit(
+                    spec, ids, bphd(acts[spec.k_hook], spec.qk_layout), "source"))
+        hooks += compile_layer(spec, q_edits, k_edits)
+    return hooks
+
+
+@contextmanager
+def patch_frequencies(model: Any, source: Any, selection: Any, *, freqs: FreqsLike = None,
+                      side: Literal["q", "k", "qk"] = "q") -> Iterator[Any]:
+    """Context manager form of :func:`frequency_patch_hooks`."""
+    with model.hooks(fwd_hooks=frequency_patch_hooks(model, source, selection, freqs=freqs,
+                                                     side=side)):
+        yield model
+
+
+# ---- transformer_lens.patching -------------------------------------------------------------
+
+
+def qk_activation_name(model: Any, side: Literal["q", "k"] = "q") -> str:
+    """The ``activation_name`` under which every layer's q (or k) pairs can be patched.
+
+    ``"q"``/``"k"`` where ``hook_q``/``hook_k`` are the un-rotated vectors lens-possym
+    reads (no q/k-norm); ``"rot_q"``/``"rot_k"`` where there is a q/k-norm but the rotation
+    hooks fire (Gemma 3): patching a rotated pair between runs at the same positions is
+    the same as patching the un-rotated one.
+    """
+    _check_side(side, ("q", "k"))
+    specs = rope_specs(model)
+    if all(getattr(s, f"{side}_hook").endswith(f".hook_{side}") for s in specs):
+        return side
+    if all(s.rot_hooks for s in specs):
+        return f"rot_{side}"
+    raise UnsupportedModelError(
+        "this model has a q/k-norm and no rotation hooks, so no single TransformerLens "
+        "activation name exposes its un-rotated pairs; use frequency_patch_hooks instead"
+    )
+
+
+def frequency_patch_setter(model: Any):
+    """A ``patch_setter`` for ``generic_activation_patch`` over ``index = [layer, head, freq]``.
+
+    Use with ``activation_name=qk_activation_name(model, side)`` and
+    ``index_df=frequency_index_df(model, ...)``; for keys the head index is a KV head
+    (as TransformerLens counts heads for ``"k"``).
+    """
+    specs = rope_specs(model)
+
+    def setter(corrupted: Tensor, index: Sequence[int], clean: Tensor) -> Tensor:
+        if len(index) != 3:
+            raise InvalidSelectionError(
+                f"frequency_patch_setter expects index [layer, head, freq], got {list(index)}"
+            )
+        layer, head, freq = (int(i) for i in index)
+        dims = specs[layer].dims_of(freq)
+        corrupted[:, :, head, dims] = clean[:, :, head, dims].to(corrupted.dtype)
+        return corrupted
+
+    return setter
+
+
+def frequency_index_df(model: Any, layers: int | Sequence[int] | None = None,
+                       heads: int | Sequence[int] | None = None,
+                       freqs: FreqsLike = None, *, side: Literal["q", "k"] = "q"):
+    """A pandas dataframe of ``[layer, head_index, freq]`` rows for ``generic_activation_patch``."""
+    import pandas as pd
+
+    from .._inputs import as_layers
+
+    specs = rope_specs(model)
+    rows = []
+    for layer in as_layers(layers, len(specs)):
+        spec = specs[layer]
+        n = spec.n_heads if side == "q" else spec.n_kv_heads
+        head_list = list(range(n)) if heads is None else ([heads] if isinstance(heads, int) else list(heads))
+        bad = [h for h in head_list if not 0 <= h < n]
+        if bad:
+            raise InvalidSelectionError(
+                f"head {bad} out of range: layer {layer} has {n} {'query' if side == 'q' else 'KV'} heads"
+            )
+        for head in head_list:
+            rows += [(layer, head, f) for f in parse_freqs(freqs, spec)]
+    return pd.DataFrame(rows, columns=["layer", "head_index", "freq"])

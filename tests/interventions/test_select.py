@@ -1,0 +1,75 @@
+"""Selections: every accepted form, and clear errors for the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+import lens_possym as lp
+from lens_possym.errors import InvalidSelectionError
+from lens_possym.interventions import band_partition, parse_freqs, parse_heads, parse_selection
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return lp.rope_specs(lp.tiny_model("neox"))  # 2 layers, 4 heads, 4 pairs + a tail = 5 ids
+
+
+def test_heads_forms(specs):
+    assert parse_heads("1.0, 0.3", specs) == [(0, 3), (1, 0)]
+    assert parse_heads("1.*", specs) == [(1, h) for h in range(4)]
+    assert parse_heads((1, 2), specs) == [(1, 2)]
+    assert parse_heads([(1, 2), (1, 2), "0.1"], specs) == [(0, 1), (1, 2)]
+    assert parse_heads({0: [1, 2], 1: None}, specs) == [(0, 1), (0, 2)] + [(1, h) for h in range(4)]
+    assert parse_heads("-1.0", specs) == [(1, 0)]
+    assert len(parse_heads(None, specs)) == 8
+
+
+def test_freqs_forms(specs):
+    spec = specs[0]
+    assert parse_freqs("0:2,4", spec) == (0, 1, 4)
+    assert parse_freqs(":2", spec) == (0, 1)
+    assert parse_freqs("all", spec) == parse_freqs(None, spec) == (0, 1, 2, 3, 4)
+    assert parse_freqs(range(1, 3), spec) == (1, 2)
+    assert parse_freqs(slice(3, None), spec) == (3, 4)
+    assert parse_freqs(3, spec) == (3,)
+    assert parse_freqs([], spec) == ()
+    # thirds, fastest first; the tail (id 4) is in the slowest band
+    assert [parse_freqs(b, spec) for b in ("high", "middle", "low")] == [(0, 1), (2, 3), (4,)]
+    assert band_partition(5, 3) == [[0, 1], [2, 3], [4]]
+
+
+def test_selection_forms(specs):
+    assert parse_selection({"1.0": "0:2", (0, 3): [4]}, specs) == {0: {3: (4,)}, 1: {0: (0, 1)}}
+    assert parse_selection("1.0,1.1", specs, freqs="low") == {1: {0: (4,), 1: (4,)}}
+    normal = parse_selection({"1.0": "0:2", (0, 3): [4]}, specs)
+    assert parse_selection(normal, specs) == normal  # the normalised form reads as itself
+    assert parse_selection({1: [0, 2]}, specs, freqs=[3]) == {1: {0: (3,), 2: (3,)}}
+    assert parse_selection({"1.0": [0], "1.*": [1]}, specs) == {
+        1: {0: (0, 1), 1: (1,), 2: (1,), 3: (1,)}}
+
+
+@pytest.mark.parametrize("heads, message", [
+    ("1.4", "unknown head 1.4: layer 1 has 4 query heads"),
+    ("2.0", "layer 2 out of range"),
+    ("1", "write heads as LAYER.HEAD"),
+    ("a.b", "must be an integer"),
+    ("", "no heads selected"),
+    ([(1, 2, 3)], "cannot read head"),
+])
+def test_bad_heads(specs, heads, message):
+    with pytest.raises(InvalidSelectionError, match=message):
+        parse_heads(heads, specs)
+
+
+@pytest.mark.parametrize("freqs, message", [
+    (5, r"frequency id \[5\] out of range for layer 0: it has 5 frequency ids .*id 4 the non-rotated tail"),
+    ("0:6", "'0:6' out of range"),
+    ("3:1", "out of range"),
+    (slice(0, 4, 2), "step 1"),
+    (2.5, "cannot read frequency ids"),
+    ([1.0], "must be an integer"),
+    (",", "no frequency ids"),
+])
+def test_bad_freqs(specs, freqs, message):
+    with pytest.raises(InvalidSelectionError, match=message):
+        parse_freqs(freqs, specs[0])

@@ -1,0 +1,143 @@
+"""Band sweeps: every entry equals the ablation done by hand; shapes, bands, metrics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lens_possym as lp
+from conftest import hooks_attached
+from lens_possym.errors import InvalidSelectionError
+from lens_possym.interventions import ablate_frequencies, band_sweep, binding_metrics, resolve_bands
+from lens_possym.tasks import binding_task, evaluate_binding
+
+
+@pytest.fixture(scope="module")
+def llama_task():
+    model = lp.tiny_model("llama")
+    return model, binding_task(model, n_prompts=4, n_pairs=3, seed=2)
+
+
+def _by_hand(model, task, layer, head, ids, mode, **kwargs):
+    metrics = binding_metrics(task)
+    with torch.no_grad(), ablate_frequencies(model, {(layer, head): ids}, mode, **kwargs):
+        logits = model(task.tokens)
+    return {name: float(fn(logits)) for name, fn in metrics.items()}
+
+
+@pytest.mark.parametrize("mode", ["zero", "unrotate"])
+def test_every_entry_equals_the_ablation_by_hand(llama_task, mode):
+    model, task = llama_task
+    sweep = band_sweep(model, task.tokens, binding_metrics(task), mode=mode, progress=False)
+    n_layers, n_heads = 2, 4
+    for name in ("logit_diff", "accuracy", "candidate_accuracy"):
+        assert sweep.values[name].shape == (n_layers, n_heads, 3)
+    assert sweep.band_names == ["high", "middle", "low"]
+    assert sweep.bands[1] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            for b, ids in enumerate(sweep.bands[layer]):
+                expected = _by_hand(model, task, layer, head, ids, mode)
+                for name, value in expected.items():
+                    assert sweep.values[name][layer, head, b] == pytest.approx(value, abs=1e-5)
+    base = evaluate_binding(model, task)
+    assert sweep.baseline["logit_diff"] == pytest.approx(base.logit_diff, abs=1e-6)
+    assert sweep.baseline["accuracy"] == pytest.approx(base.accuracy)
+    assert torch.allclose(sweep.effect("logit_diff"),
+                          sweep.values["logit_diff"] - base.logit_diff, atol=1e-5)
+    assert hooks_attached(model) == 0
+
+
+def test_a_partial_sweep_leaves_the_rest_nan_and_takes_any_bands(llama_task):
+    model, task = llama_task
+    metric = binding_metrics(task)["logit_diff"]
+    sweep = band_sweep(model, task.tokens, metric, layers=[1], heads=[2],
+                       bands={"fast": "0:2", "slow": [7]}, progress=False)
+    values = sweep.values["metric"]
+    assert torch.isnan(values[0]).all() and torch.isnan(values[1, [0, 1, 3]]).all()
+    assert sweep.band_names == ["fast", "slow"]
+    assert values[1, 2, 1] == pytest.approx(_by_hand(model, task, 1, 2, [7], "zero")["logit_diff"],
+                                            abs=1e-5)
+    top = sweep.top(2)
+    assert len(top) == 2 and {t[:2] for t in top} == {(1, 2)}
+
+
+def test_mean_mode_and_models_without_start_at_layer(llama_task):
+    """A model that is not a bridge (here a proxy hiding it, as a toy model would be) gets
+    full forward passes: same numbers."""
+    model, task = llama_task
+    reference = binding_task(model, n_prompts=4, n_pairs=3, seed=9).tokens
+    specs = lp.rope_specs(model)
+
+    class Toy:
+        def __getattr__(self, name):
+            if name == "original_model":
+                raise AttributeError(name)
+            return getattr(model, name)
+
+        def lens_possym_rope_specs(self):
+            return specs
+
+        def __call__(self, *args, **kwargs):
+            return model(*args, **kwargs)
+
+    metric = binding_metrics(task)["logit_diff"]
+    a = band_sweep(model, task.tokens, metric, layers=[1], mode="mean", reference=reference,
+                   progress=False)
+    b = band_sweep(Toy(), task.tokens, metric, layers=[1], mode="mean", reference=reference,
+                   progress=False)
+    assert torch.allclose(a.values["metric"][1], b.values["metric"][1], atol=1e-5)
+    assert a.values["metric"][1, 0, 0] == pytest.approx(
+        _by_hand(model, task, 1, 0, a.bands[1][0], "mean", reference=reference)["logit_diff"],
+        abs=1e-5)
+
+
+def test_bad_sweeps(llama_task):
+    model, task = llama_task
+    metric = binding_metrics(task)["logit_diff"]
+    spec = lp.rope_spec(model, 0)
+    with pytest.raises(InvalidSelectionError, match="cannot split 8 frequency ids into 9 bands"):
+        resolve_bands(spec, 9)
+    with pytest.raises(InvalidSelectionError, match=r"head \[4\] out of range"):
+        band_sweep(model, task.tokens, metric, heads=[4], progress=False)
+    with pytest.raises(InvalidSelectionError, match="must return a scalar"):
+        band_sweep(model, task.tokens, lambda logits: logits[:, -1, 0], layers=[0], progress=False)
+    with pytest.raises(InvalidSelectionError, match="needs reference"):
+        band_sweep(model, task.tokens, metric, mode="mean", progress=False)
+    with pytest.raises(InvalidSelectionError, match="unknown ablation mode"):
+        band_sweep(model, task.tokens, metric, mode="shuffle", layers=[0], progress=False)
+    assert hooks_attached(model) == 0
+
+
+def test_compare_with_random_heads_matches_by_hand(llama_task):
+    from lens_possym.interventions import compare_with_random_heads
+
+    model, task = llama_task
+    reference = binding_task(model, n_prompts=4, n_pairs=3, seed=9).tokens
+    result = compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2",
+                                       bands=["low", "0:2"], modes=["zero", "mean"], n_random=2,
+                                       seed=3, reference=reference, progress=False)
+    assert result.heads == [(1, 0), (1, 2)]
+    assert len(result.random_heads) == 2 and all(len(s) == 2 for s in result.random_heads)
+    again = compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2",
+                                      bands=["low"], modes=["zero"], n_random=2, seed=3,
+                                      progress=False)
+    assert again.random_heads == result.random_heads  # the seed fixes the draws
+    for (band, mode), values in result.chosen.items():
+        kwargs = {"reference": reference} if mode == "mean" else {}
+        selection = {head: band for head in result.heads}
+        with torch.no_grad(), ablate_frequencies(model, selection, mode, **kwargs):
+            logits = model(task.tokens)
+        assert values["logit_diff"] == pytest.approx(
+            float(binding_metrics(task)["logit_diff"](logits)), abs=1e-5)
+        draw = result.random_heads[1]
+        with torch.no_grad(), ablate_frequencies(model, {h: band for h in draw}, mode, **kwargs):
+            logits = model(task.tokens)
+        assert result.random[(band, mode)][1]["accuracy"] == pytest.approx(
+            float(binding_metrics(task)["accuracy"](logits)))
+    rows = result.rows()
+    assert rows[0]["condition"] == "baseline" and len(rows) == 1 + 2 * 2 * 2
+    assert "±" in result.table()
+    with pytest.raises(InvalidSelectionError, match="from a pool of 1"):
+        compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2", pool="1.3",
+                                  progress=False)
