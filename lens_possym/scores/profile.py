@@ -82,7 +82,11 @@ def swap_scores(
         swap: ``"token"`` or ``"block"``.
         n_blocks: number of blocks for block swaps.
         method: ``"exact"`` (closed form, all swaps at once) or ``"rerun"`` (swap the layer
-            input and re-run the block per swap: the reference, ~100-1000x slower).
+            input and re-run the block per swap: the reference, ~100-1000x slower). The
+            closed form relies on the layer's queries and keys being row-wise functions of
+            its input, which holds for every model but not under hooks that edit q or k
+            *by position* (e.g. ``unrotate`` frequency ablation, which bakes each key's
+            position into it): score such runs with ``"rerun"``.
         per_frequency: also score each frequency id (``pos_freq``, ``sym_freq``).
         tau: temperature of the swap weights (paper C: 1e-4, nearly "the swap that moves
             the most mass").
