@@ -82,6 +82,7 @@ def exact_vs_rerun(model, layer: int, sizes: list[int], rerun_swaps: int) -> Non
     print(f"{'n':>5} {'swaps':>7} {'exact s':>8} {'re-run s (timed on)':>24} {'ratio':>8} "
           f"{'max |Δ| head':>13} {'max |Δ| freq':>13}")
     heads = list(range(lp.rope_spec(model, layer).n_heads))
+    lp.swap_scores(model, lp.random_token_prompts(model, n_tokens=16), layers=[layer])  # warm up
     for n in sizes:
         tokens = lp.random_token_prompts(model, n_prompts=1, n_tokens=n, seed=n)
         inputs = capture_attention_inputs(model, tokens, layer)[layer]
@@ -125,13 +126,15 @@ def profile_vs_forward(model, n: int) -> None:
 def peak_memory(model, layer: int, n: int) -> None:
     print(f"\n3. peak memory, one layer ({layer}) at n = {n}, per head and per frequency")
     tokens = lp.random_token_prompts(model, n_prompts=1, n_tokens=n, seed=2)
+    _, f_seconds, f_peak = _peak_during(lambda: capture_attention_inputs(model, tokens, layer))
     scores, seconds, peak = _peak_during(lambda: lp.swap_scores(model, tokens, layers=[layer]))
     assert scores.pos_freq[layer].isfinite().all()
     spec = lp.rope_spec(model, layer)
     pairs = (n - 2) * (n - 3) // 2
     naive = pairs * spec.n_heads * spec.n_freqs * 8 / 2**20
-    print(f"   {seconds:.1f} s, peak RSS +{peak:.0f} MiB (one float64 value per swap, head and "
-          f"frequency would be {naive:,.0f} MiB)")
+    print(f"   the forward pass up to layer {layer} alone: {f_seconds:.1f} s, peak RSS +{f_peak:.0f} MiB")
+    print(f"   scoring (that pass included): {seconds:.1f} s, peak RSS +{peak:.0f} MiB "
+          f"(one float64 value per swap, head and frequency would be {naive:,.0f} MiB)")
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ demand, so a per-frequency analysis never holds a ``pos × pos × freq`` tensor 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -72,6 +72,7 @@ class CrossLogitFactors:
     heads: list[int]
     query_position: int
     spec: RopeSpec
+    _full: Tensor | None = field(default=None, init=False, repr=False)
 
     @property
     def n_freqs(self) -> int:
@@ -102,10 +103,18 @@ class CrossLogitFactors:
         return self.head_full()[:, :, rows, cols]
 
     def head_full(self) -> Float[Tensor, "batch head_index pos pos"]:
-        """The whole ``C`` (rows: position, cols: content) as two matrix products."""
-        full = (self.cos @ self.x.transpose(-1, -2) + self.sin @ self.y.transpose(-1, -2))
-        full = apply_softcap(full * self.scale, self.softcap)
-        return full.masked_fill(~self.visible[:, None], float("-inf"))
+        """The whole ``C`` (rows: position, cols: content) as two matrix products.
+
+        Computed once and kept: ``[batch, head_index, pos, pos]`` is small next to the
+        per-frequency work, and every whole-head quantity reads it.
+        """
+        if self._full is None:
+            tables = torch.cat([self.cos, self.sin], dim=-1)                  # [p, 2f]
+            factors = torch.cat([self.x, self.y], dim=-1).transpose(-1, -2)   # [b, h, 2f, p]
+            full = (tables @ factors).mul_(self.scale)                        # one allocation
+            full = apply_softcap(full, self.softcap)
+            self._full = full.masked_fill_(~self.visible[:, None], float("-inf"))
+        return self._full
 
     def freq_matrix(self, positions: Int[Tensor, "n"], freqs: slice = slice(None)
                     ) -> Float[Tensor, "batch head_index freq n n"]:
@@ -114,8 +123,11 @@ class CrossLogitFactors:
         return self.freq_at(rows, rows.T, freqs)
 
     def head_matrix(self, positions: Int[Tensor, "n"]) -> Float[Tensor, "batch head_index n n"]:
-        """``C`` restricted to ``positions × positions``."""
-        rows = positions[:, None].expand(-1, len(positions))
+        """``C`` restricted to ``positions × positions`` (a view when they are a range)."""
+        start, n = int(positions[0]), len(positions)
+        if torch.equal(positions, torch.arange(start, start + n, device=positions.device)):
+            return self.head_full()[..., start : start + n, start : start + n]
+        rows = positions[:, None].expand(-1, n)
         return self.head_at(rows, rows.T)
 
     def freq_diagonal(self, freqs: slice = slice(None)) -> Float[Tensor, "batch head_index freq pos"]:

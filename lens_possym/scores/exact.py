@@ -21,9 +21,9 @@ from .swaps import SwapSet, WeightedCosines, swap_cosines
 
 __all__ = ["SwapScores", "exact_swap_scores"]
 
-#: Largest number of elements of one intermediate tensor (2**24 float64 = 128 MiB); the
+#: Largest number of elements of one intermediate tensor (2**21 float64 = 16 MiB); the
 #: work is cut into chunks of frequencies and of swaps to stay below it.
-MAX_ELEMENTS = 1 << 24
+MAX_ELEMENTS = 1 << 21
 
 
 @dataclass
@@ -71,10 +71,10 @@ def _swap_chunks(n_swaps: int, per_swap: int, budget: int) -> list[slice]:
 
 def _token_keys(swaps: SwapSet) -> Tensor | None:
     """The positions token swaps pair up, if the swaps are *all* pairs of them, else None."""
-    if swaps.kind != "token":
+    keys = swaps.keys
+    if swaps.kind != "token" or keys is None or len(keys) * (len(keys) - 1) // 2 != swaps.n_swaps:
         return None
-    keys = torch.unique(torch.cat([swaps.first, swaps.second]).flatten())
-    return keys if len(keys) * (len(keys) - 1) // 2 == swaps.n_swaps else None
+    return keys
 
 
 def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float

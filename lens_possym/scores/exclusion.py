@@ -108,13 +108,21 @@ class Exclusion:
 
 
 def exclusion_from_matrix(matrix: Float[Tensor, "... n n"]) -> Exclusion:
-    """Theorem 1's quantities from explicit cross logits (rows: position, cols: content)."""
+    """Theorem 1's quantities from explicit cross logits (rows: position, cols: content).
+
+    Each sum splits around the row (column) mean ``m``:
+    ``Σ_c (C[j,c] − C[j,j])² = n·(Var_c C[j,·] + (m_j − C[j,j])²)``, so no ``n × n``
+    temporary is made beyond the matrix itself.
+    """
     n = matrix.shape[-1]
     diag = torch.diagonal(matrix, dim1=-2, dim2=-1)
-    s_pos = (matrix - diag[..., :, None]).pow(2).sum((-2, -1))
-    s_sym = (matrix - diag[..., None, :]).pow(2).sum((-2, -1))
-    var = diag.var(-1, unbiased=False)
-    return Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
+
+    def spread(dim: int) -> Tensor:
+        var, mean = torch.var_mean(matrix, dim=dim, unbiased=False)
+        return n * (var + (mean - diag).pow(2)).sum(-1)
+
+    return Exclusion(var=diag.var(-1, unbiased=False), s_pos=spread(-1), s_sym=spread(-2),
+                     n_keys=n)
 
 
 def _check_keys(positions: Tensor, query_position: int) -> None:

@@ -70,12 +70,15 @@ class SwapSet:
         first, second: ``[n_swaps, block_size]`` positions; swap ``s`` exchanges the
             content at ``first[s, t]`` with the content at ``second[s, t]`` for every ``t``.
         query_position: the query's position (never swapped).
+        keys: for token swaps made by :func:`swap_set`, the positions they pair up (the
+            swaps are then all pairs of them), else ``None``.
     """
 
     kind: SwapKind
     first: Int[Tensor, "n_swaps block"]
     second: Int[Tensor, "n_swaps block"]
     query_position: int
+    keys: Int[Tensor, "n_keys"] | None = None
 
     @property
     def n_swaps(self) -> int:
@@ -108,14 +111,24 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
     positions = _eligible(query_position, exclude_bos)
     n = len(positions)
     where = "after excluding BOS " if exclude_bos else ""
+    device = visible.device
+    visible = visible.cpu()
     if kind == "token":
         if n < 2:
             raise InvalidSelectionError(
                 f"token swaps need at least two keys before the query; the query at position "
                 f"{query_position} has {n} {where}(use a longer prompt)"
             )
-        i, j = torch.triu_indices(n, n, offset=1)
-        first, second = positions[i][:, None], positions[j][:, None]
+        keys = positions[visible[positions]]  # pairs of visible keys: see the module docstring
+        if len(keys) < 2:
+            raise InvalidSelectionError(
+                f"no token swap has visible keys on both sides for the query at position "
+                f"{query_position} (its window hides the rest); use another layer"
+            )
+        i, j = torch.triu_indices(len(keys), len(keys), offset=1)
+        return SwapSet(kind=kind, first=keys[i][:, None].to(device),
+                       second=keys[j][:, None].to(device), query_position=query_position,
+                       keys=keys.to(device))
     elif kind == "block":
         if n_blocks < 2:
             raise InvalidSelectionError(f"block swaps need n_blocks >= 2, got {n_blocks}")
@@ -130,8 +143,6 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
         first, second = blocks[a], blocks[b]
     else:
         raise InvalidSelectionError(f"unknown swap kind {kind!r}; use 'token' or 'block'")
-    device = visible.device
-    visible = visible.cpu()
     keep = visible[first].any(-1) & visible[second].any(-1)
     if not keep.any():
         raise InvalidSelectionError(

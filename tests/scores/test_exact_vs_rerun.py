@@ -96,3 +96,14 @@ def test_exact_equals_rerun_on_a_real_model_layer():
         for name in ("pos", "sym", "pos_freq", "sym_freq"):
             diff = _max_diff(getattr(exact, name)[[4, 5]], getattr(rerun, name)[[4, 5]])
             assert diff <= TOL, (swap, name, diff)
+
+
+def test_the_compiled_loops_exponential_is_accurate():
+    import numpy as np
+
+    from lens_possym.scores._kernel import _exp_neg_array
+
+    g = np.concatenate([np.linspace(0, 40, 400_001), np.geomspace(1e-12, 1e-2, 1000)])
+    assert np.abs(_exp_neg_array(g) / np.exp(-g) - 1).max() <= 5e-16
+    beyond = _exp_neg_array(np.array([40.0, 41.0, 1e6, np.inf]))
+    assert np.all(beyond == beyond[0]) and beyond[0] == pytest.approx(np.exp(-40.0), rel=1e-15)
