@@ -11,6 +11,15 @@ from .frequency import (
     plot_usage,
     plot_usage_heatmap,
 )
+from .tasks import (
+    plot_accuracy_by_position,
+    plot_accuracy_vs_freq,
+    plot_qk_trajectory,
+    plot_scores_vs_freq,
+    plot_training_curves,
+    plot_w_max,
+    save_sweep_figures,
+)
 
 __all__ = [
     "frequency_axis",
@@ -18,4 +27,11 @@ __all__ = [
     "plot_logit_norms",
     "plot_usage",
     "plot_usage_heatmap",
+    "plot_accuracy_vs_freq",
+    "plot_accuracy_by_position",
+    "plot_w_max",
+    "plot_training_curves",
+    "plot_qk_trajectory",
+    "plot_scores_vs_freq",
+    "save_sweep_figures",
 ]
