@@ -73,9 +73,9 @@ class TrainConfig:
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
     """
 
-    steps: int = 3000
+    steps: int = 2000
     batch_size: int = 128
-    lr: float = 1e-2
+    lr: float = 3e-2
     weight_decay: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
     warmup_steps: int = 100

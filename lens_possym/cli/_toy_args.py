@@ -12,7 +12,8 @@ def add_task_args(parser: argparse.ArgumentParser) -> None:
                         choices=["index", "retrieval", "partial-induction"])
     parser.add_argument("--length", type=int, default=None,
                         help="Index: number of symbols before the marker (default 16); "
-                        "Retrieval / partial induction: number of pairs (default 8)")
+                        "Retrieval: number of pairs (default 8); partial induction: number of "
+                        "pairs (default 16)")
     parser.add_argument("--vocab", type=int, default=None,
                         help="Index: symbol alphabet (default 16); Retrieval / partial "
                         "induction: number of entities (default 8)")
@@ -47,10 +48,10 @@ def model_kwargs_from(args) -> dict:
 
 
 def add_train_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=3e-2)
-    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default 2000)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default 128")
+    parser.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default 3e-2)")
+    parser.add_argument("--eval-every", type=int, default=None, help="default 250")
     parser.add_argument("--target-accuracy", type=float, default=None,
                         help="stop at the first evaluation reaching this test accuracy")
     parser.add_argument("--device", default="auto", help="auto (GPU if present), cpu, cuda")
@@ -60,9 +61,10 @@ def add_train_args(parser: argparse.ArgumentParser) -> None:
 def train_config_from(args, **overrides):
     from ..training import TrainConfig
 
-    settings = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                    eval_every=args.eval_every, target_accuracy=args.target_accuracy,
-                    device=args.device)
+    given = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                 eval_every=args.eval_every, target_accuracy=args.target_accuracy)
+    settings = {k: v for k, v in given.items() if v is not None}
+    settings["device"] = args.device
     settings.update(overrides)
     return TrainConfig(**settings)
 

@@ -387,7 +387,7 @@ class PartialInductionTask(_PairTask):
     name = "partial-induction"
     behaviour = "mixed"
 
-    def __init__(self, n_entities: int = 8, n_attributes: int = 8, n_pairs: int = 8, *,
+    def __init__(self, n_entities: int = 8, n_attributes: int = 8, n_pairs: int = 16, *,
                  max_occurrences: int = 3, seed: int = 0, test_fraction: float = 0.1):
         super().__init__(n_entities, n_attributes, n_pairs, seed=seed,
                          test_fraction=test_fraction)
