@@ -1,8 +1,15 @@
-"""Task generators: canonical toy tasks (:mod:`.canonical`) and, alongside, prompts for LLMs.
+"""Prompts and tasks: binding prompts for language models (:mod:`.binding`) and paper A's
+canonical toy tasks (:mod:`.canonical`: Index, Retrieval, Partial Induction)."""
 
-Kept minimal and import-safe: each task family is its own module, imported on use.
-"""
-
+from .binding import (
+    BindingResult,
+    BindingTask,
+    BindingTemplate,
+    binding_logit_diff,
+    binding_task,
+    evaluate_binding,
+    random_token_prompts,
+)
 from .canonical import (
     TASKS,
     CanonicalTask,
@@ -14,11 +21,19 @@ from .canonical import (
 )
 
 __all__ = [
+    "BindingTemplate",
+    "BindingTask",
+    "BindingResult",
+    "binding_task",
+    "evaluate_binding",
+    "binding_logit_diff",
+    "random_token_prompts",
+    # canonical toy tasks
     "TASKS",
     "CanonicalTask",
     "IndexTask",
-    "PartialInductionTask",
     "RetrievalTask",
+    "PartialInductionTask",
     "TaskBatch",
     "make_task",
 ]
