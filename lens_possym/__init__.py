@@ -6,7 +6,11 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
   :func:`tiny_model`;
 * RoPE geometry: :class:`RopeSpec`, :func:`rope_specs`, :func:`rope_spec`;
 * capture and decomposition: :func:`capture_attention_inputs`, :func:`frequency_logits`,
-  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`.
+  :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`;
+* toy models and canonical tasks: :class:`ToyConfig`, :class:`ToyTransformer`,
+  :class:`IndexTask`, :class:`RetrievalTask`, :class:`PartialInductionTask`,
+  :func:`train`, :class:`TrainConfig`, :func:`sweep`, the hand-built heads
+  (:func:`build_index_head`, ...) and ``w_max`` (Theorem 7).
 """
 
 __version__ = "0.1.0"
@@ -32,6 +36,18 @@ from .models import (
     tiny_model,
 )
 from .rope import RopeSpec, rope_spec, rope_specs
+from .sweeps import QKTrajectory, SweepResult, head_scores, pairs_with, single_ids, sweep
+from .tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask, make_task
+from .toy import ToyConfig, ToyTransformer
+from .toy.heads import (
+    build_index_head,
+    build_partial_induction_head,
+    build_retrieval_head,
+    w_max_by_position,
+    w_max_positional,
+    w_max_symbolic,
+)
+from .training import TrainConfig, evaluate, load_checkpoint, toy_config_for, train
 
 
 def __getattr__(name: str):
@@ -69,4 +85,28 @@ __all__ = [
     "decompose_inputs",
     "FrequencyNorms",
     "frequency_norms",
+    # toy models, canonical tasks, training
+    "ToyConfig",
+    "ToyTransformer",
+    "IndexTask",
+    "RetrievalTask",
+    "PartialInductionTask",
+    "make_task",
+    "TrainConfig",
+    "train",
+    "evaluate",
+    "toy_config_for",
+    "load_checkpoint",
+    "sweep",
+    "SweepResult",
+    "single_ids",
+    "pairs_with",
+    "head_scores",
+    "QKTrajectory",
+    "build_index_head",
+    "build_retrieval_head",
+    "build_partial_induction_head",
+    "w_max_by_position",
+    "w_max_positional",
+    "w_max_symbolic",
 ]

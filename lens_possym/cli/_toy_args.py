@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 
 from ..errors import InvalidSelectionError
 
@@ -56,6 +57,24 @@ def add_train_args(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first evaluation reaching this test accuracy")
     parser.add_argument("--device", default="auto", help="auto (GPU if present), cpu, cuda")
     parser.add_argument("--verbose-train", action="store_true", help="print every evaluation")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads for this command (default 1: toy models are too "
+                        "small to gain from more, and extra threads slow down on a busy "
+                        "machine); 0 keeps torch's default")
+
+
+@contextmanager
+def apply_threads(args):
+    """Use ``--threads`` torch CPU threads while the command runs, then restore the count."""
+    import torch
+
+    before = torch.get_num_threads()
+    if args.threads and args.threads > 0:
+        torch.set_num_threads(args.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_config_from(args, **overrides):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._toy_args import add_model_args, add_task_args, add_train_args, make_task_from, \
-    model_kwargs_from, parse_ids, train_config_from
+from ._toy_args import add_model_args, add_task_args, add_train_args, apply_threads, \
+    make_task_from, model_kwargs_from, parse_ids, train_config_from
 
 
 def register(sub) -> None:
@@ -33,6 +33,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    with apply_threads(args):
+        return _run(args)
+
+
+def _run(args) -> int:
     from ..sweeps import pairs_with, single_ids, sweep
     from ..training import toy_config_for
     from ..viz.tasks import save_sweep_figures
