@@ -243,6 +243,19 @@ class SweepResult:
                 [float("nan") if a is None else a for a in r.accuracy_by_position])
         return out
 
+    def edge_minus_middle(self) -> Float[Tensor, "freq_set seed"]:
+        """Accuracy at the prompt's edges minus in its middle, per run.
+
+        Edges: the first and last quarter of the answer positions (at least one each);
+        middle: the rest. Positive: U-shaped (ends easier); negative: inverse U.
+        """
+        by_pos = self.accuracy_by_position()
+        n = by_pos.shape[-1]
+        k = max(1, n // 4)
+        edges = torch.cat([by_pos[..., :k], by_pos[..., n - k:]], dim=-1).nanmean(-1)
+        middle = by_pos[..., k: n - k].nanmean(-1)
+        return edges - middle
+
     def scores(self) -> tuple[Tensor, Tensor]:
         """``(s_POS, s_SYM)`` of the trained heads, each ``[n_sets, n_seeds]``."""
         return self._grid(lambda r: r.pos_score), self._grid(lambda r: r.sym_score)
@@ -256,7 +269,9 @@ class SweepResult:
         acc = self.accuracy()
         pos, sym = self.scores()
         has_scores = bool(torch.isfinite(pos).any())
-        head = ["ids", "θ (rad/token)"] + [f"acc seed {s}" for s in seeds] + ["mean acc"]
+        shape = self.edge_minus_middle()
+        head = ["ids", "θ (rad/token)"] + [f"acc seed {s}" for s in seeds] + ["mean acc",
+                                                                               "edges − middle"]
         if has_scores:
             head += ["s_POS", "s_SYM"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -265,6 +280,7 @@ class SweepResult:
             cells = ["+".join(map(str, s)), angles]
             cells += [f"{float(a):.3f}" for a in acc[row]]
             cells.append(f"{float(acc[row].nanmean()):.3f}")
+            cells.append(f"{float(shape[row].nanmean()):+.2f}")
             if has_scores:
                 cells += [f"{float(pos[row].nanmean()):.2f}", f"{float(sym[row].nanmean()):.2f}"]
             lines.append("| " + " | ".join(cells) + " |")

@@ -53,6 +53,11 @@ def test_sweep_shapes_and_bookkeeping(tiny_sweep):
     run = r.runs[-1]
     assert run.freq_ids == [4, 0] and run.angles == [0.0, pytest.approx(1.0)]
     assert run.accuracy_history[-1][0] == 40
+    shape = r.edge_minus_middle()
+    by_pos = r.accuracy_by_position()
+    assert shape.shape == (3, 2)
+    expected = (by_pos[..., [0, 4]].mean(-1) - by_pos[..., 1:4].mean(-1))  # 5 positions: k = 1
+    assert torch.allclose(shape, expected)
     table = r.table()
     assert table.count("\n") == 4 and "| 4+0 | 0, 1 |" in table and "s_POS" in table
 

@@ -97,7 +97,8 @@ def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=Non
     ax.set_ylabel("test accuracy")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"{sweep.task}: accuracy by answer position", fontsize="medium")
-    ax.legend(fontsize="x-small", ncol=2)
+    ax.legend(fontsize="x-small", ncol=1 if len(chosen) <= 9 else 2, loc="center left",
+              bbox_to_anchor=(1.01, 0.5))
     return ax
 
 
@@ -194,7 +195,7 @@ def save_sweep_figures(sweep, out_dir: str | Path) -> list[Path]:
     paths.append(out / "accuracy_vs_freq.png")
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(9, 4), constrained_layout=True)
     plot_accuracy_by_position(sweep, ax=ax)
     paths.append(out / "accuracy_by_position.png")
     fig.savefig(paths[-1], dpi=120)
