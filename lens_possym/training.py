@@ -25,9 +25,10 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
+
 from .errors import TrainingError
 from .tasks.canonical import CanonicalTask, TaskBatch, make_task
 from .toy.model import ToyConfig, ToyTransformer
