@@ -25,10 +25,11 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 demo: $(STAMP)
-	$(BIN)/lens-possym decompose --model gemma-3-270m --layer 5 --head 0
+	$(BIN)/lens-possym profile --out out/profile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_load.py
+	$(BIN)/python benchmarks/bench_scores.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -7,6 +7,9 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
 * RoPE geometry: :class:`RopeSpec`, :func:`rope_specs`, :func:`rope_spec`;
 * capture and decomposition: :func:`capture_attention_inputs`, :func:`frequency_logits`,
   :func:`frequency_logits_all`, :class:`FrequencyLogits`, :func:`frequency_norms`;
+* positional/symbolic scores: :func:`swap_scores`, :class:`PosSymScores` (and the
+  :mod:`lens_possym.scores` package: cross logits, exact and re-run swaps, exclusion);
+* tasks: :func:`binding_task`, :func:`evaluate_binding`, :func:`random_token_prompts`;
 * toy models and canonical tasks: :class:`ToyConfig`, :class:`ToyTransformer`,
   :class:`IndexTask`, :class:`RetrievalTask`, :class:`PartialInductionTask`,
   :func:`train`, :class:`TrainConfig`, :func:`sweep`, the hand-built heads
@@ -36,6 +39,8 @@ from .models import (
     tiny_model,
 )
 from .rope import RopeSpec, rope_spec, rope_specs
+from .scores import PosSymScores, swap_scores
+from .tasks import BindingTask, binding_task, evaluate_binding, random_token_prompts
 from .sweeps import QKTrajectory, SweepResult, head_scores, pairs_with, single_ids, sweep
 from .tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask, make_task
 from .toy import ToyConfig, ToyTransformer
@@ -85,6 +90,14 @@ __all__ = [
     "decompose_inputs",
     "FrequencyNorms",
     "frequency_norms",
+    # positional / symbolic scores
+    "swap_scores",
+    "PosSymScores",
+    # tasks
+    "BindingTask",
+    "binding_task",
+    "evaluate_binding",
+    "random_token_prompts",
     # toy models, canonical tasks, training
     "ToyConfig",
     "ToyTransformer",

@@ -2,7 +2,8 @@
 
 Every analysis in lens-possym starts from the same few tensors per layer: the query rows
 it looks from, all keys, and (to check itself) the model's own score rows. The hook
-functions here keep only those, and the forward pass stops after the last layer asked for,
+functions here keep only those, and the forward pass stops as soon as the last of them is
+captured (no later layer, no unembedding),
 so memory is O(batch · pos · heads · d_head) per layer and never O(pos²) unless all query
 positions are requested.
 
@@ -22,9 +23,14 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens
-from .rope import RopeSpec, rope_specs
+from .errors import UnsupportedModelError
+from .rope import RopeSpec, rope_specs, visible_keys
 
 __all__ = ["AttentionInputs", "capture_attention_inputs"]
+
+
+class _Captured(Exception):
+    """Raised by the last capturing hook to end the forward pass early."""
 
 
 @dataclass
@@ -58,12 +64,7 @@ class AttentionInputs:
 
     def mask(self) -> torch.BoolTensor:
         """``[query_pos, key_pos]``: keys each query row may attend to (causal and window)."""
-        qp = self.query_positions.to(self.key_positions.device)[:, None]
-        kp = self.key_positions[None, :]
-        allowed = kp <= qp
-        if self.spec.window:
-            allowed &= (qp - kp) < self.spec.window
-        return allowed
+        return visible_keys(self.spec, self.query_positions, self.key_positions)
 
     def k_for_heads(self, heads: Sequence[int] | None = None
                     ) -> Float[Tensor, "batch key_pos head_index d_head"]:
@@ -78,6 +79,7 @@ def capture_attention_inputs(
     *,
     query_positions: int | Sequence[int] | Tensor | None = -1,
     model_scores: bool = True,
+    fwd_hooks: Sequence[tuple[str, Any]] = (),
 ) -> dict[int, AttentionInputs]:
     """Run ``model`` once on ``input`` and keep, per layer, what attention analyses need.
 
@@ -89,9 +91,15 @@ def capture_attention_inputs(
         query_positions: rows to keep the queries of; ``-1`` (the last token) by default,
             ``None`` for all.
         model_scores: also keep the model's own score and pattern rows, to check against.
+        fwd_hooks: more ``(name, fn)`` hooks to run during the pass (an intervention to
+            capture under). They run before the capturing hooks of the same hook point.
+            One may return a tensor with a larger batch (e.g. ``B`` edited copies of
+            ``blocks.L.hook_resid_pre``): the captures then have that batch.
 
     Returns:
-        ``{layer: AttentionInputs}``. Hooks are removed when the pass ends, also on error.
+        ``{layer: AttentionInputs}``. The pass stops right after the last tensor it needs
+        (so ``fwd_hooks`` on later hook points do not run). Hooks are removed when the pass
+        ends, also on error.
     """
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
@@ -99,42 +107,44 @@ def capture_attention_inputs(
     n_pos = tokens.shape[1]
     qpos = as_positions(query_positions, n_pos).to(tokens.device)
     store: dict[str, Tensor] = {}
+    last = specs[max(chosen)]
+    wanted_last = {last.q_hook, last.k_hook}
+    if model_scores:
+        wanted_last |= {last.pattern_hook} | ({last.scores_hook} if last.scores_hook else set())
 
-    # Each hook stores under the name we registered it by (on the bridge ``hook.name`` is the
-    # canonical name, not the ``blocks.L.attn.hook_q`` alias).
-    def keep_query_rows(name: str, layout: str):
+    def keep(name: str, take):
+        # Stored under the name we registered it by (on the bridge ``hook.name`` is the
+        # canonical name, not the ``blocks.L.attn.hook_q`` alias). Once the last layer's
+        # tensors are in, the rest of the forward pass is of no use: stop it.
         def hook(tensor: Tensor, hook) -> Tensor:
-            rows = tensor[:, :, qpos].transpose(1, 2) if layout == "bhpd" else tensor[:, qpos]
-            store[name] = rows.detach().clone()
+            store[name] = take(tensor).detach().clone()
+            if wanted_last <= store.keys():
+                raise _Captured
             return tensor
         return hook
 
-    def keep_all(name: str, layout: str):
-        def hook(tensor: Tensor, hook) -> Tensor:
-            full = tensor.transpose(1, 2) if layout == "bhpd" else tensor
-            store[name] = full.detach().clone()
-            return tensor
-        return hook
+    def query_rows(layout: str):
+        return lambda t: t[:, :, qpos].transpose(1, 2) if layout == "bhpd" else t[:, qpos]
 
-    def keep_score_rows(name: str):
-        def hook(tensor: Tensor, hook) -> Tensor:
-            store[name] = tensor[:, :, qpos].detach().clone()
-            return tensor
-        return hook
+    def all_rows(layout: str):
+        return lambda t: t.transpose(1, 2) if layout == "bhpd" else t
 
-    fwd_hooks = []
+    hooks = list(fwd_hooks)
     for layer in chosen:
         spec = specs[layer]
-        fwd_hooks.append((spec.q_hook, keep_query_rows(spec.q_hook, spec.qk_layout)))
-        fwd_hooks.append((spec.k_hook, keep_all(spec.k_hook, spec.qk_layout)))
+        hooks.append((spec.q_hook, keep(spec.q_hook, query_rows(spec.qk_layout))))
+        hooks.append((spec.k_hook, keep(spec.k_hook, all_rows(spec.qk_layout))))
         if model_scores:
-            if spec.scores_hook:
-                fwd_hooks.append((spec.scores_hook, keep_score_rows(spec.scores_hook)))
-            fwd_hooks.append((spec.pattern_hook, keep_score_rows(spec.pattern_hook)))
-    stop = max(chosen) + 1
-    kwargs = {"stop_at_layer": stop} if stop < len(specs) else {}
+            for name in filter(None, (spec.scores_hook, spec.pattern_hook)):
+                hooks.append((name, keep(name, lambda t: t[:, :, qpos])))
     with torch.no_grad():
-        model.run_with_hooks(tokens, fwd_hooks=fwd_hooks, return_type=None, **kwargs)
+        try:
+            model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None)
+        except _Captured:
+            pass
+        else:
+            missing = sorted(wanted_last - store.keys())
+            raise UnsupportedModelError(f"the hooks {missing} did not fire during the forward pass")
 
     key_positions = torch.arange(n_pos, device=tokens.device)
     out = {}

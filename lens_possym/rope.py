@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .errors import InvalidSelectionError, NotRopeModelError, RopeGeometryError, UnsupportedModelError
@@ -50,6 +50,7 @@ __all__ = [
     "to_pairs",
     "from_pairs",
     "rotate",
+    "visible_keys",
     "Pairing",
 ]
 
@@ -173,6 +174,17 @@ class RopeSpec:
     def with_(self, **changes: Any) -> "RopeSpec":
         """A copy with some fields changed (e.g. ``spec.with_(inv_freq=...)``)."""
         return replace(self, **changes)
+
+
+def visible_keys(spec: RopeSpec, query_positions: Int[Tensor, "query_pos"],
+                 key_positions: Int[Tensor, "key_pos"]) -> Bool[Tensor, "query_pos key_pos"]:
+    """Keys each query may attend to: causal, and inside the layer's sliding window."""
+    qp = query_positions.to(key_positions.device)[:, None]
+    kp = key_positions[None, :]
+    allowed = kp <= qp
+    if spec.window:
+        allowed &= (qp - kp) < spec.window
+    return allowed
 
 
 def _estimate_base(inv_freq: Tensor, rotary_dim: int) -> float:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pickle
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -228,11 +231,54 @@ def _boot_entry(folder: Path, sha: str, gguf_source, display: str, device, dtype
 
 
 def _read_entry(folder: Path, dtype: torch.dtype):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, add_bos_token=True)
+    tokenizer = _load_tokenizer(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
     return model.eval(), tokenizer
+
+
+_TOKENIZER_SNAPSHOT = "tokenizer.pickle"
+
+
+def _library_versions() -> dict[str, str]:
+    import tokenizers
+    import transformers
+
+    return {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
+            "python": "%d.%d" % sys.version_info[:2], "format": str(cache.CACHE_FORMAT)}
+
+
+def _load_tokenizer(folder: Path) -> Any:
+    """The entry's tokenizer, from a pickled snapshot when one matches the installed libraries.
+
+    ``AutoTokenizer.from_pretrained`` spends most of a warm load on gemma-3-270m re-parsing
+    its 262k-token ``tokenizer.json`` in Python; unpickling the object it built takes about
+    half as long. The snapshot lives in the cache entry (written by lens-possym, read by
+    nobody else) and is keyed by the transformers/tokenizers/Python versions: any mismatch
+    or unreadable file falls back to ``from_pretrained`` and writes a fresh snapshot.
+    """
+    from transformers import AutoTokenizer
+
+    snapshot = folder / _TOKENIZER_SNAPSHOT
+    versions = _library_versions()
+    try:
+        with snapshot.open("rb") as handle:
+            saved = pickle.load(handle)
+        if saved.get("versions") == versions:
+            return saved["tokenizer"]
+    except Exception:  # missing, stale or unreadable: rebuild it below
+        pass
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, add_bos_token=True)
+    try:
+        staging = snapshot.with_name(f"{snapshot.name}.tmp-{os.getpid()}")
+        with staging.open("wb") as handle:
+            pickle.dump({"versions": versions, "tokenizer": tokenizer}, handle,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(staging, snapshot)
+    except Exception:  # a read-only cache only costs the slower load next time
+        pass
+    return tokenizer
 
 
 def _tokenizer_with_bos(tokenizer: Any) -> Any:

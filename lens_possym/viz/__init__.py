@@ -11,6 +11,14 @@ from .frequency import (
     plot_usage,
     plot_usage_heatmap,
 )
+from .scores import (
+    pick_example_heads,
+    plot_frequency_plane,
+    plot_frequency_scores,
+    plot_plane,
+    plot_score_heatmaps,
+    plot_swap_attention,
+)
 from .tasks import (
     plot_accuracy_by_position,
     plot_accuracy_vs_freq,
@@ -27,6 +35,13 @@ __all__ = [
     "plot_logit_norms",
     "plot_usage",
     "plot_usage_heatmap",
+    "plot_plane",
+    "plot_score_heatmaps",
+    "plot_frequency_scores",
+    "plot_frequency_plane",
+    "plot_swap_attention",
+    "pick_example_heads",
+    # canonical tasks and toy models
     "plot_accuracy_vs_freq",
     "plot_accuracy_by_position",
     "plot_w_max",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -43,8 +44,10 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
 def _angle_label(theta: float) -> str:
     if theta == 0:
         return "0"
-    mantissa, exponent = f"{theta:.1e}".split("e")   # rounds first: 0.00999… → 1.0e-02
-    return f"{mantissa}e{int(exponent)}" if int(exponent) < -1 else f"{theta:.2g}"
+    if theta >= 0.01:
+        return f"{theta:.2g}"
+    mantissa, exponent = f"{theta:.1e}".split("e")  # rounding settles the exponent
+    return f"{mantissa}e{int(exponent)}"
 
 
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],

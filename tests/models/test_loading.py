@@ -147,3 +147,23 @@ def test_from_hf_accepts_an_in_memory_tokenizer():
     model = lp.from_hf(hf, tok, name="scratch")
     assert model.to_tokens("a b c")[0].tolist() == [0, 3, 4, 5]
     assert lp.frequency_logits(model, "a b c", 0).max_abs_error <= 1e-4
+
+
+def test_tokenizer_snapshot_is_written_reused_and_replaced_when_stale(gguf_file, tmp_cache):
+    import pickle
+
+    from lens_possym.models import loading
+
+    lp.from_gguf(gguf_file)
+    snapshot = _entry(gguf_file) / loading._TOKENIZER_SNAPSHOT
+    saved = pickle.loads(snapshot.read_bytes())
+    assert saved["versions"] == loading._library_versions()
+    expected = lp.from_gguf(gguf_file).to_tokens("the cat in a hat")
+    # a snapshot from other library versions is ignored and rewritten
+    saved["versions"] = {"transformers": "0.0"}
+    snapshot.write_bytes(pickle.dumps(saved))
+    assert torch.equal(lp.from_gguf(gguf_file).to_tokens("the cat in a hat"), expected)
+    assert pickle.loads(snapshot.read_bytes())["versions"] == loading._library_versions()
+    # an unreadable snapshot falls back to the tokenizer files
+    snapshot.write_bytes(b"not a pickle")
+    assert torch.equal(lp.from_gguf(gguf_file).to_tokens("the cat in a hat"), expected)

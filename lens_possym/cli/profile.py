@@ -1,0 +1,112 @@
+"""``lens-possym profile``: every head of a model on the positional-symbolic plane.
+
+Writes ``DIR/scores.json`` (:class:`~lens_possym.scores.results.PosSymScores`), the
+figures as PNGs and a self-contained ``DIR/report.html``, and prints a short summary.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "profile",
+        help="positional/symbolic scores of every head and frequency, with a report",
+        description="Load a model offline, build prompts, score every attention head (and "
+        "every RoPE frequency) as positional or symbolic by content swaps (paper A), and "
+        "write scores.json, figures and report.html to --out.",
+    )
+    parser.add_argument("--model", default="gemma-3-270m", help="a known model name")
+    parser.add_argument("--task", choices=["binding", "random"], default="binding",
+                        help="binding prompts (entity-attribute) or random word tokens")
+    parser.add_argument("--n-prompts", type=int, default=16)
+    parser.add_argument("--n-pairs", type=int, default=8, help="bindings per prompt (binding)")
+    parser.add_argument("--n-tokens", type=int, default=64, help="tokens per prompt (random)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--method", choices=["exact", "rerun"], default="exact")
+    parser.add_argument("--swap", choices=["token", "block"], default="token")
+    parser.add_argument("--n-blocks", type=int, default=8, help="blocks for --swap block")
+    parser.add_argument("--tau", type=float, default=1e-4, help="swap-weight temperature")
+    parser.add_argument("--layers", help="comma-separated layers (default: all)")
+    parser.add_argument("--keep-bos", action="store_true",
+                        help="also swap position 0 (by default BOS is left out)")
+    parser.add_argument("--no-freq", action="store_true", help="skip per-frequency scores")
+    parser.add_argument("--no-report", action="store_true", help="only write scores.json")
+    parser.add_argument("--out", default="profile", help="output folder (created)")
+    parser.set_defaults(func=run)
+
+
+def _prompts(model, args):
+    from ..tasks import binding_task, evaluate_binding, random_token_prompts
+
+    if args.task == "binding":
+        task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
+        result = evaluate_binding(model, task)
+        info = {"name": "binding", "n_pairs": args.n_pairs, "seed": args.seed, **result.as_dict()}
+        return task.tokens, task.prompts[0], info
+    tokens = random_token_prompts(model, n_prompts=args.n_prompts, n_tokens=args.n_tokens,
+                                  seed=args.seed)
+    text = "".join(model.to_str_tokens(tokens[0]))
+    return tokens, text, {"name": "random", "n_tokens": args.n_tokens, "seed": args.seed}
+
+
+def run(args) -> int:
+    from .. import load_model, swap_scores
+    from ..errors import InvalidSelectionError
+
+    start = time.perf_counter()
+    out = Path(args.out)
+    layers = None
+    if args.layers:
+        try:
+            layers = [int(x) for x in args.layers.split(",") if x.strip()]
+        except ValueError:
+            raise InvalidSelectionError(f"--layers takes comma-separated integers, got {args.layers!r}")
+    print(f"loading {args.model} ...", file=sys.stderr)
+    model = load_model(args.model)
+    tokens, first_prompt, task = _prompts(model, args)
+    print(f"{tokens.shape[0]} {task['name']} prompts of {tokens.shape[1]} tokens; scoring "
+          f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
+          f"{args.swap} swaps)", file=sys.stderr)
+    scores = swap_scores(model, tokens, layers=layers, swap=args.swap, n_blocks=args.n_blocks,
+                         method=args.method, per_frequency=not args.no_freq, tau=args.tau,
+                         exclude_bos=False if args.keep_bos else "auto", progress=True)
+    scores.task = task
+    scores.model_name = args.model
+    path = scores.save(out / "scores.json")
+    written = [path]
+    if not args.no_report:
+        from ..report import attention_view_html, save_profile_figures, write_report
+        from ..viz import pick_example_heads
+
+        figures = save_profile_figures(model, scores, tokens, out)
+        heads = list(dict.fromkeys(pick_example_heads(scores).values()))
+        view = attention_view_html(model, tokens, heads)
+        command = "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        written += list(figures.values())
+        written.append(write_report(out / "report.html", scores, figures, attention_html=view,
+                                    prompt=first_prompt, command=command))
+    _print_summary(scores, time.perf_counter() - start)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _print_summary(scores, seconds: float) -> None:
+    s = scores.summary()
+    task = s.get("task") or {}
+    if "accuracy" in task:
+        print(f"binding accuracy {task['accuracy']:.1%} (among the prompt's attributes "
+              f"{task['candidate_accuracy']:.1%}), logit difference {task['logit_diff']:.2f}")
+    print(f"median s_POS: layers {s['first_half_layers'][0]}-{s['first_half_layers'][1]} "
+          f"{s['median_pos_first_half']:.2f}, layers {s['second_half_layers'][0]}-"
+          f"{s['second_half_layers'][1]} {s['median_pos_second_half']:.2f}  "
+          f"(s_SYM {s['median_sym_first_half']:.2f} / {s['median_sym_second_half']:.2f})")
+    print(f"Pearson r(s_POS, s_SYM) over {s['n_heads_scored']} heads: {s['pearson_pos_sym']:.2f}")
+    if "sym_low_minus_high_freq" in s:
+        print(f"low- minus high-frequency third, mean over heads: s_SYM "
+              f"{s['sym_low_minus_high_freq']:+.3f}, s_POS {s['pos_low_minus_high_freq']:+.3f}")
+    print(f"done in {seconds:.0f} s")

@@ -1,0 +1,35 @@
+"""Positional and symbolic scores of attention heads (paper A), per head and per frequency.
+
+* :func:`swap_scores` scores every head of a model: ``PosSymScores`` with ``pos``/``sym``
+  ``[n_layers, n_heads]`` and ``pos_freq``/``sym_freq`` ``[n_layers, n_heads, n_freqs]``;
+* :mod:`.crosslogits`: the cross-logit matrix ``C[p, c]`` everything is computed from;
+* :mod:`.swaps`: which swaps, and the weighted cosines; :mod:`.exact` (closed form) and
+  :mod:`.rerun` (re-run the block per swap: the reference);
+* :mod:`.exclusion`: Theorem 1's deviations, variance and bound, exactly.
+"""
+
+from .crosslogits import CrossLogitFactors, cross_logit_factors
+from .exact import SwapScores, exact_swap_scores
+from .exclusion import Exclusion, exclusion_by_enumeration, exclusion_from_factors, exclusion_from_matrix
+from .profile import swap_scores
+from .rerun import rerun_swap_scores
+from .results import PosSymScores, pearson_r
+from .swaps import SwapSet, swap_cosines, swap_set
+
+__all__ = [
+    "swap_scores",
+    "PosSymScores",
+    "pearson_r",
+    "CrossLogitFactors",
+    "cross_logit_factors",
+    "SwapSet",
+    "swap_set",
+    "swap_cosines",
+    "SwapScores",
+    "exact_swap_scores",
+    "rerun_swap_scores",
+    "Exclusion",
+    "exclusion_from_matrix",
+    "exclusion_from_factors",
+    "exclusion_by_enumeration",
+]

@@ -1,0 +1,185 @@
+r"""The cross-logit matrix of one query row: what the head would give any content at any position.
+
+For a layer, query head :math:`h` and the query at position :math:`n`, let
+:math:`\hat q = R(n)\,q_n` be the rotated query and :math:`\tilde k_c` the *un-rotated* key
+computed from row :math:`c` of the layer input. The cross-logit matrix is
+
+.. math::
+
+    C[p, c] = s \cdot \langle \hat q,\; R(p)\,\tilde k_c \rangle ,
+
+the logit the head gives the content of row :math:`c` if it stood at position :math:`p`
+(its diagonal is the clean logit row). Per frequency :math:`f`, with the model's own
+rotation tables :math:`(\cos_{pf}, \sin_{pf})` and the pairs
+:math:`\hat q_f = (\hat q_a, \hat q_b)`, :math:`\tilde k_{c,f} = (k_a, k_b)`:
+
+.. math::
+
+    C_f[p, c] = s\,\big(\cos_{pf}\, X_{cf} + \sin_{pf}\, Y_{cf}\big), \qquad
+    X_{cf} = \hat q_a k_a + \hat q_b k_b, \quad Y_{cf} = \hat q_b k_a - \hat q_a k_b ,
+
+a rank-2 outer product per frequency. A partial-rotary tail is one more "frequency" with
+:math:`\cos = 1, \sin = 0, X_c = \langle \hat q_{tail}, k_{c,tail}\rangle, Y = 0`, so
+:math:`C = \mathrm{softcap}(\sum_f C_f)` over all ids, exactly as the model adds its terms.
+
+Because q, k and v are row-wise functions of the layer input, swapping rows :math:`i` and
+:math:`j` of that input changes the last-row logits at :math:`i` and :math:`j` to
+:math:`C[i, j]` and :math:`C[j, i]` and nothing else: every swap score follows from these
+factors without re-running the model (see :mod:`lens_possym.scores.exact`).
+
+:class:`CrossLogitFactors` stores only the ``O(pos · freq)`` factors and evaluates entries on
+demand, so a per-frequency analysis never holds a ``pos × pos × freq`` tensor unless asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from ..capture import AttentionInputs
+from ..decompose import apply_softcap
+from ..rope import RopeSpec, cos_sin, rotate_pairs, to_pairs
+
+__all__ = ["CrossLogitFactors", "cross_logit_factors"]
+
+
+@dataclass
+class CrossLogitFactors:
+    """Factors of the cross-logit matrices of one layer's query row, for chosen heads.
+
+    Attributes:
+        cos, sin: ``[pos, freq]`` rotation tables at every key position (the model's own,
+            in the computation dtype; the tail column is 1 and 0).
+        x, y: ``[batch, head_index, pos, freq]`` content factors of each key row.
+        scale: the layer's factor on ``q·k`` (already applied by the methods).
+        softcap: the layer's cap on the *summed* logits, or ``None``.
+        visible: ``[pos]`` positions the query row may attend to (causal, window).
+        heads: the query heads along ``head_index``.
+        query_position: the query's position ``n``.
+        spec: the layer's geometry.
+    """
+
+    cos: Float[Tensor, "pos freq"]
+    sin: Float[Tensor, "pos freq"]
+    x: Float[Tensor, "batch head_index pos freq"]
+    y: Float[Tensor, "batch head_index pos freq"]
+    scale: float
+    softcap: float | None
+    visible: Bool[Tensor, "pos"]
+    heads: list[int]
+    query_position: int
+    spec: RopeSpec
+
+    @property
+    def n_freqs(self) -> int:
+        return self.x.shape[-1]
+
+    @property
+    def n_pos(self) -> int:
+        return self.x.shape[-2]
+
+    def freq_at(self, rows: Int[Tensor, "*idx"], cols: Int[Tensor, "*idx"],
+                freqs: slice = slice(None)) -> Float[Tensor, "batch head_index freq *idx"]:
+        r"""Per-frequency entries :math:`C_f[\mathrm{rows}, \mathrm{cols}]` (no softcap).
+
+        Entries whose row (position) is not visible to the query are ``-inf``: content
+        moved there is masked, like any key at that position.
+        """
+        cos = self.cos[:, freqs][rows]            # [*idx, f]
+        sin = self.sin[:, freqs][rows]
+        x = self.x[..., freqs][:, :, cols]        # [b, h, *idx, f]
+        y = self.y[..., freqs][:, :, cols]
+        values = (cos * x + sin * y) * self.scale
+        values = values.masked_fill(~self.visible[rows][..., None], float("-inf"))
+        return values.movedim(-1, 2)
+
+    def head_at(self, rows: Int[Tensor, "*idx"], cols: Int[Tensor, "*idx"]
+                ) -> Float[Tensor, "batch head_index *idx"]:
+        """Whole-head entries ``C[rows, cols]``: sum over frequencies, then the softcap."""
+        return self.head_full()[:, :, rows, cols]
+
+    def head_full(self) -> Float[Tensor, "batch head_index pos pos"]:
+        """The whole ``C`` (rows: position, cols: content) as two matrix products."""
+        full = (self.cos @ self.x.transpose(-1, -2) + self.sin @ self.y.transpose(-1, -2))
+        full = apply_softcap(full * self.scale, self.softcap)
+        return full.masked_fill(~self.visible[:, None], float("-inf"))
+
+    def freq_matrix(self, positions: Int[Tensor, "n"], freqs: slice = slice(None)
+                    ) -> Float[Tensor, "batch head_index freq n n"]:
+        """``C_f`` restricted to ``positions × positions`` (rows: position, cols: content)."""
+        rows = positions[:, None].expand(-1, len(positions))
+        return self.freq_at(rows, rows.T, freqs)
+
+    def head_matrix(self, positions: Int[Tensor, "n"]) -> Float[Tensor, "batch head_index n n"]:
+        """``C`` restricted to ``positions × positions``."""
+        rows = positions[:, None].expand(-1, len(positions))
+        return self.head_at(rows, rows.T)
+
+    def freq_diagonal(self, freqs: slice = slice(None)) -> Float[Tensor, "batch head_index freq pos"]:
+        """The clean per-frequency logit rows ``C_f[p, p]`` (``-inf`` where masked)."""
+        index = torch.arange(self.n_pos, device=self.x.device)
+        return self.freq_at(index, index, freqs)
+
+    def attention_after_swap(self, first: Int[Tensor, "block"], second: Int[Tensor, "block"]
+                             ) -> tuple[Float[Tensor, "batch head_index pos"],
+                                        Float[Tensor, "batch head_index pos"]]:
+        """The query row's attention before and after swapping the contents of two groups.
+
+        After the swap, the logit at ``first[t]`` is ``C[first[t], second[t]]`` and at
+        ``second[t]`` it is ``C[second[t], first[t]]``; every other logit is unchanged.
+        """
+        full = self.head_full()
+        logits = torch.diagonal(full, dim1=-2, dim2=-1)
+        swapped = logits.clone()
+        swapped[..., first] = full[..., first, second]
+        swapped[..., second] = full[..., second, first]
+        return torch.softmax(logits, -1), torch.softmax(swapped, -1)
+
+    def head_diagonal(self) -> Float[Tensor, "batch head_index pos"]:
+        """The clean logit row ``C[p, p]`` (``-inf`` where masked): the model's scores."""
+        index = torch.arange(self.n_pos, device=self.x.device)
+        return self.head_at(index, index)
+
+
+def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row: int = 0,
+                        dtype: torch.dtype = torch.float64) -> CrossLogitFactors:
+    """The factors of ``C`` for the query row ``query_row`` of captured inputs.
+
+    The query is rotated with the model's own table at its position and in the model's
+    dtype (so the diagonal reproduces the model's scores to rounding); everything after
+    that is computed in ``dtype``.
+    """
+    spec = inputs.spec
+    device = inputs.k.device
+    n_pos = inputs.k.shape[1]
+    qpos = inputs.query_positions[query_row : query_row + 1].to(device)
+    q = inputs.q[:, query_row : query_row + 1][:, :, heads]               # [b, 1, h, d]
+    k = inputs.k_for_heads(heads)                                         # [b, p, h, d]
+
+    q_cos, q_sin = cos_sin(spec, qpos)
+    q_pairs, q_tail = to_pairs(q, spec)
+    q_rot = rotate_pairs(q_pairs, q_cos.to(q.dtype)[None, :, None, :],
+                         q_sin.to(q.dtype)[None, :, None, :])[:, 0].to(dtype)  # [b, h, F, 2]
+    k_pairs, k_tail = to_pairs(k.to(dtype), spec)                         # [b, p, h, F, 2]
+    k_pairs = k_pairs.transpose(1, 2)                                     # [b, h, p, F, 2]
+    qa, qb = q_rot[..., None, :, 0], q_rot[..., None, :, 1]               # [b, h, 1, F]
+    ka, kb = k_pairs[..., 0], k_pairs[..., 1]
+    x = qa * ka + qb * kb
+    y = qb * ka - qa * kb
+
+    positions = torch.arange(n_pos, device=device)
+    cos, sin = (t.to(inputs.k.dtype).to(dtype) for t in cos_sin(spec, positions))
+    if spec.has_tail:
+        tail = torch.einsum("bhd,bphd->bhp", q_tail[:, 0].to(dtype), k_tail.to(dtype))
+        x = torch.cat([x, tail[..., None]], dim=-1)
+        y = torch.cat([y, torch.zeros_like(tail)[..., None]], dim=-1)
+        cos = torch.cat([cos, cos.new_ones(n_pos, 1)], dim=-1)
+        sin = torch.cat([sin, sin.new_zeros(n_pos, 1)], dim=-1)
+    visible = inputs.mask()[query_row].to(device)
+    return CrossLogitFactors(
+        cos=cos, sin=sin, x=x, y=y, scale=float(spec.scale), softcap=spec.softcap,
+        visible=visible, heads=list(heads), query_position=int(qpos[0]), spec=spec,
+    )

@@ -1,0 +1,225 @@
+r"""The positional-symbolic exclusion principle (paper A, Theorem 1), computed exactly.
+
+Take the query at position :math:`n` and a set :math:`K` of :math:`N` key positions (those
+before the query that the swap scores use). With the cross-logit matrix
+:math:`L(x_n, n, x_c, p) = C[p, c]` (:mod:`.crosslogits`) and the logits
+:math:`\lambda_j = C[j, j]`, paper A's deviation vectors over all permutations
+:math:`\pi` of :math:`K` are
+
+.. math::
+
+    \delta^{pos}(\pi, j) = C[j, \pi(j)] - C[j, j], \qquad
+    \delta^{sym}(\pi, j) = C[\pi(j), j] - C[j, j].
+
+Exactly :math:`(N-1)!` permutations send :math:`j` to any given :math:`c \ne j`, so
+
+.. math::
+
+    \lVert\delta^{pos}\rVert^2 = (N-1)!\, S_{pos}, \quad
+    S_{pos} = \sum_j \sum_{c} (C[j, c] - C[j, j])^2, \qquad
+    \lVert\delta^{sym}\rVert^2 = (N-1)!\, S_{sym}, \quad
+    S_{sym} = \sum_c \sum_{p} (C[p, c] - C[c, c])^2,
+
+and Theorem 1, :math:`\mathrm{Var}(\lambda) \le (\lVert\delta^{pos}\rVert^2 +
+\lVert\delta^{sym}\rVert^2) / (N!\, N)`, reads
+
+.. math::
+
+    \mathrm{Var}(\lambda) \le \frac{S_{pos} + S_{sym}}{N^2}.
+
+(Proof in one line: :math:`\lambda_j - \lambda_c = (C[j,j] - C[j,c]) + (C[j,c] - C[c,c])`,
+square, use :math:`(a+b)^2 \le 2a^2 + 2b^2` and
+:math:`\mathrm{Var} = \frac{1}{2N^2}\sum_{j,c}(\lambda_j-\lambda_c)^2`.) A ratio
+``Var / bound`` near 1 means the head is far from both behaviours relative to its spread;
+a head that is nearly positional *and* nearly symbolic must have nearly constant logits.
+
+Per frequency, :math:`C_f[p, c] = s(\cos_{pf} X_{cf} + \sin_{pf} Y_{cf})`, and both sums
+reduce to :math:`O(N)` moment sums (centred, for accuracy), so the per-frequency bound of
+a whole layer costs :math:`O(N \cdot \text{freq})`. :func:`exclusion_by_enumeration`
+checks all of this by brute force: it re-runs the layer on every permutation of the key
+rows (:math:`N \le 6`) and sums the squared deviations of the re-run logits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..capture import capture_attention_inputs
+from ..decompose import apply_softcap, decompose_inputs
+from ..errors import InvalidSelectionError
+from .crosslogits import CrossLogitFactors
+
+__all__ = ["Exclusion", "exclusion_from_matrix", "exclusion_from_factors",
+           "exclusion_by_enumeration"]
+
+
+@dataclass
+class Exclusion:
+    """Theorem 1's quantities for some heads (and frequencies), any leading shape.
+
+    Attributes:
+        var: ``Var(λ)`` over the ``n_keys`` logits (population variance).
+        s_pos, s_sym: the sums :math:`S_{pos}`, :math:`S_{sym}` (module docstring).
+        n_keys: ``N``, the number of keys permuted.
+    """
+
+    var: Tensor
+    s_pos: Tensor
+    s_sym: Tensor
+    n_keys: int
+
+    @property
+    def bound(self) -> Tensor:
+        """``(S_pos + S_sym) / N²``: Theorem 1's upper bound on ``Var(λ)``."""
+        return (self.s_pos + self.s_sym) / self.n_keys**2
+
+    @property
+    def ratio(self) -> Tensor:
+        """``Var / bound`` in ``[0, 1]`` (0 where the bound is 0, hence ``Var`` too)."""
+        bound = self.bound
+        return torch.where(bound > 0, self.var / bound.clamp(min=torch.finfo(bound.dtype).tiny),
+                           torch.zeros_like(bound))
+
+    @property
+    def balance(self) -> Tensor:
+        """``S_sym / (S_pos + S_sym)``: 1 for an exactly positional head (no positional
+        deviation), 0 for an exactly symbolic one; a logit-level counterpart of the scores
+        (``nan`` where both sums are 0)."""
+        total = self.s_pos + self.s_sym
+        return torch.where(total > 0, self.s_sym / total.clamp(min=torch.finfo(total.dtype).tiny),
+                           torch.full_like(total, float("nan")))
+
+    def norm_sq(self) -> tuple[Tensor, Tensor]:
+        """``(‖δ_pos‖², ‖δ_sym‖²)`` themselves: ``(N-1)!`` times the sums (may overflow)."""
+        factor = math.factorial(self.n_keys - 1)
+        return self.s_pos * factor, self.s_sym * factor
+
+    def log_norm(self) -> tuple[Tensor, Tensor]:
+        """``(log ‖δ_pos‖, log ‖δ_sym‖)``, finite for any ``N``."""
+        half_log_factorial = 0.5 * math.lgamma(self.n_keys)
+        return 0.5 * self.s_pos.log() + half_log_factorial, 0.5 * self.s_sym.log() + half_log_factorial
+
+
+def exclusion_from_matrix(matrix: Float[Tensor, "... n n"]) -> Exclusion:
+    """Theorem 1's quantities from explicit cross logits (rows: position, cols: content)."""
+    n = matrix.shape[-1]
+    diag = torch.diagonal(matrix, dim1=-2, dim2=-1)
+    s_pos = (matrix - diag[..., :, None]).pow(2).sum((-2, -1))
+    s_sym = (matrix - diag[..., None, :]).pow(2).sum((-2, -1))
+    var = diag.var(-1, unbiased=False)
+    return Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
+
+
+def _check_keys(positions: Tensor, query_position: int) -> None:
+    if len(positions) < 2 or len(set(positions.tolist())) != len(positions):
+        raise InvalidSelectionError("the exclusion needs at least two distinct key positions")
+    if int(positions.max()) >= query_position or int(positions.min()) < 0:
+        raise InvalidSelectionError(
+            f"the exclusion keys must come before the query at position {query_position}, "
+            f"got {positions.tolist()}"
+        )
+
+
+def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n"], *,
+                           per_frequency: bool = True) -> tuple[Exclusion, Exclusion | None]:
+    """Theorem 1 for each head (``[batch, head_index]``) and frequency (``[..., freq]``).
+
+    ``positions`` are the keys permuted; they must all be visible to the query.
+    """
+    _check_keys(positions, factors.query_position)
+    if not bool(factors.visible[positions].all()):
+        raise InvalidSelectionError("the exclusion keys must all be visible to the query")
+    head = exclusion_from_matrix(factors.head_matrix(positions))
+    if not per_frequency:
+        return head, None
+    n = len(positions)
+    s = factors.scale
+    cos, sin = factors.cos[positions], factors.sin[positions]            # [n, f]
+    x, y = factors.x[:, :, positions], factors.y[:, :, positions]        # [b, h, n, f]
+    xc, yc = x - x.mean(-2, keepdim=True), y - y.mean(-2, keepdim=True)
+    sxx, sxy, syy = (xc * xc).sum(-2), (xc * yc).sum(-2), (yc * yc).sum(-2)
+    s_pos = (cos**2 * (sxx[..., None, :] + n * xc**2)
+             + 2 * cos * sin * (sxy[..., None, :] + n * xc * yc)
+             + sin**2 * (syy[..., None, :] + n * yc**2)).sum(-2) * s**2
+    gc, gs = cos - cos.mean(0), sin - sin.mean(0)
+    scc, scs, sss = (gc * gc).sum(0), (gc * gs).sum(0), (gs * gs).sum(0)
+    s_sym = (x**2 * (scc + n * gc**2) + 2 * x * y * (scs + n * gc * gs)
+             + y**2 * (sss + n * gs**2)).sum(-2) * s**2
+    diag = (cos * x + sin * y) * s
+    var = diag.var(-2, unbiased=False)
+    return head, Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
+
+
+def exclusion_by_enumeration(model: Any, tokens: Tensor, layer: int, heads: list[int],
+                             positions: Int[Tensor, "n"], *, query_position: int = -1
+                             ) -> tuple[Exclusion, Exclusion]:
+    """Theorem 1 by brute force: re-run ``layer`` on every permutation of the key rows.
+
+    For each permutation ``π`` of ``positions`` the rows of ``blocks.{layer}.hook_resid_pre``
+    are permuted, the layer's queries and keys are recomputed by the model, and the logits
+    of the query row are summed from their per-frequency terms (softcapped for the head).
+    The squared deviations are summed over all permutations and keys, as in paper A's
+    definition, and divided by ``(N-1)!`` so the result is comparable with
+    :func:`exclusion_from_factors`. Only for ``N <= 6`` (720 re-runs).
+
+    Returns:
+        ``(head, per_frequency)`` :class:`Exclusion` for prompt ``tokens`` (``[1, pos]``).
+    """
+    n = len(positions)
+    if n > 6:
+        raise InvalidSelectionError(f"enumeration over {n}! permutations is too slow; use N <= 6")
+    resid_name = f"blocks.{layer}.hook_resid_pre"
+    store: dict[str, Tensor] = {}
+
+    def keep(tensor: Tensor, hook) -> Tensor:
+        store["resid"] = tensor.detach().clone()
+        return tensor
+
+    clean = capture_attention_inputs(model, tokens, layer, query_positions=query_position,
+                                     fwd_hooks=[(resid_name, keep)])[layer]
+    _check_keys(positions, int(clean.query_positions[0]))
+    n_pos = tokens.shape[1]
+    perms = list(itertools.permutations(range(n)))
+    rows = torch.arange(n_pos).repeat(len(perms), 1)                    # [perms, pos]
+    index = torch.tensor(perms)
+    rows[:, positions] = positions[index]        # position K[j] gets content K[π(j)]
+
+    def replace(tensor: Tensor, hook) -> Tensor:
+        return store["resid"][0, rows.to(tensor.device)]
+
+    permuted = capture_attention_inputs(model, tokens, layer, query_positions=query_position,
+                                        fwd_hooks=[(resid_name, replace)])[layer]
+
+    def logits(inputs) -> tuple[Tensor, Tensor]:
+        terms = decompose_inputs(inputs, heads, dtype=torch.float64).terms[:, :, 0]  # [b,h,p,f]
+        return apply_softcap(terms.sum(-1), inputs.spec.softcap), terms.movedim(-1, 2)
+
+    clean_head, clean_freq = logits(clean)                               # [1,h,p], [1,h,f,p]
+    perm_head, perm_freq = logits(permuted)                              # [P,h,p], [P,h,f,p]
+    inverse = torch.argsort(index, dim=1)
+    # δ_pos(π, j): logit at K[j] when it holds K[π(j)], minus the clean logit at K[j].
+    # δ_sym(π, j): content K[j] at K[π(j)], i.e. in the run of π⁻¹, minus the same.
+    by_perm = {tuple(p): i for i, p in enumerate(perms)}
+    inv_run = torch.tensor([by_perm[tuple(inv.tolist())] for inv in inverse])
+
+    def sums(clean_l: Tensor, perm_l: Tensor) -> Exclusion:
+        at_keys = perm_l[..., positions]                                 # [P, ..., n]
+        base = clean_l[0][..., positions]                                # [..., n]
+        s_pos = (at_keys - base).pow(2).sum(-1).sum(0)
+        # in the run of π⁻¹, content K[j] stands at K[π(j)]
+        moved = at_keys[inv_run]                                         # run of π⁻¹ per π
+        gathered = torch.gather(moved, -1, index.view(len(perms), *([1] * (moved.ndim - 2)), n)
+                                .expand_as(moved))
+        s_sym = (gathered - base).pow(2).sum(-1).sum(0)
+        factor = math.factorial(n - 1)
+        return Exclusion(var=base.var(-1, unbiased=False), s_pos=s_pos / factor,
+                         s_sym=s_sym / factor, n_keys=n)
+
+    return sums(clean_head, perm_head), sums(clean_freq, perm_freq)

@@ -1,0 +1,188 @@
+r"""Swaps, and the weighted cosines that turn their effect on attention into two scores.
+
+A *swap* exchanges the contents of two equally long groups of key positions, ``first`` and
+``second`` (single tokens for token swaps, contiguous blocks for block swaps), leaving the
+positions, and the query, where they are. With the clean attention :math:`a` of the query
+row and the attention :math:`a'` after the swap, paper A (as implemented in paper C's code)
+compares the 2-vectors of the mass on the two groups:
+
+.. math::
+
+    \mathrm{pos} = \cos\big((a'_1, a'_2), (a_1, a_2)\big), \qquad
+    \mathrm{sym} = \cos\big((a'_1, a'_2), (a_2, a_1)\big),
+
+(mass stayed with the positions: positional; it moved with the content: symbolic), weights
+the swaps by :math:`w = \mathrm{softmax}(|a_1 - a_2| / \tau)` over all swaps, and sums:
+:math:`s_{POS} = \sum w\,\mathrm{pos}`, :math:`s_{SYM} = \sum w\,\mathrm{sym}`.
+
+**Only logits are needed.** A cosine does not change when a vector is rescaled, so the
+softmax normaliser of :math:`a'` cancels: with :math:`u_g` the log of the (unnormalised)
+swapped mass on group :math:`g` and :math:`v_g` the clean one,
+
+.. math::
+
+    \frac{(e^{u_1}, e^{u_2})}{\lVert\cdot\rVert} = (c_u, s_u), \quad
+    c_u = (1 + e^{2(u_2 - u_1)})^{-1/2}, \quad s_u = (1 + e^{2(u_1 - u_2)})^{-1/2},
+
+so :math:`\mathrm{pos} = c_u c_v + s_u s_v` and :math:`\mathrm{sym} = c_u s_v + s_u c_v`.
+This is exact, stable for any logit gap (an infinite gap gives 0 or 1, never NaN) and
+needs four logits per swap. For token swaps :math:`u_1 = C[i, j]`, :math:`u_2 = C[j, i]`,
+:math:`v = (\lambda_i, \lambda_j)`; for block swaps the logs of block sums
+(``logsumexp`` over the block) of the same quantities.
+
+Which swaps exist (:func:`swap_set`): all pairs ``0 <= i < j < n`` of key positions before
+the query ``n`` (paper C), optionally without position 0 (BOS). On a layer with a sliding
+window, only swaps whose two groups each hold a key the query can see are kept: a swap with
+a hidden position always scores (pos, sym) = (1, 0), since no mass can follow content out
+of the window, so it says nothing about the head (paper C's models have no windows). Blocks: the eligible positions split into ``n_blocks`` equal
+contiguous blocks; when the count does not divide, the remainder is dropped from the
+*start* (the keys farthest from the query), so every block is whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from ..errors import InvalidSelectionError
+
+__all__ = [
+    "SwapKind",
+    "SwapSet",
+    "swap_set",
+    "swap_cosines",
+    "WeightedCosines",
+]
+
+SwapKind = Literal["token", "block"]
+
+
+@dataclass(frozen=True)
+class SwapSet:
+    """The swaps of one query row.
+
+    Attributes:
+        kind: ``"token"`` or ``"block"``.
+        first, second: ``[n_swaps, block_size]`` positions; swap ``s`` exchanges the
+            content at ``first[s, t]`` with the content at ``second[s, t]`` for every ``t``.
+        query_position: the query's position (never swapped).
+    """
+
+    kind: SwapKind
+    first: Int[Tensor, "n_swaps block"]
+    second: Int[Tensor, "n_swaps block"]
+    query_position: int
+
+    @property
+    def n_swaps(self) -> int:
+        return self.first.shape[0]
+
+    @property
+    def block_size(self) -> int:
+        return self.first.shape[1]
+
+    def permutation(self, index: int, n_pos: int) -> Int[Tensor, "pos"]:
+        """Row order of the layer input after swap ``index``: row ``p`` takes row ``perm[p]``."""
+        perm = torch.arange(n_pos)
+        first, second = self.first[index].cpu(), self.second[index].cpu()
+        perm[first], perm[second] = second, first
+        return perm
+
+
+def _eligible(query_position: int, exclude_bos: bool) -> Tensor:
+    return torch.arange(int(exclude_bos), query_position)
+
+
+def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], *,
+             exclude_bos: bool = False, n_blocks: int = 8) -> SwapSet:
+    """The swaps for a query at ``query_position`` whose visible keys are ``visible``.
+
+    Raises:
+        InvalidSelectionError: fewer than two eligible keys (token swaps) or fewer eligible
+            keys than ``n_blocks`` (block swaps), or an unknown ``kind``.
+    """
+    positions = _eligible(query_position, exclude_bos)
+    n = len(positions)
+    where = "after excluding BOS " if exclude_bos else ""
+    if kind == "token":
+        if n < 2:
+            raise InvalidSelectionError(
+                f"token swaps need at least two keys before the query; the query at position "
+                f"{query_position} has {n} {where}(use a longer prompt)"
+            )
+        i, j = torch.triu_indices(n, n, offset=1)
+        first, second = positions[i][:, None], positions[j][:, None]
+    elif kind == "block":
+        if n_blocks < 2:
+            raise InvalidSelectionError(f"block swaps need n_blocks >= 2, got {n_blocks}")
+        if n < n_blocks:
+            raise InvalidSelectionError(
+                f"too few keys for {n_blocks} blocks: the query at position {query_position} "
+                f"has {n} keys before it {where}; use fewer blocks or a longer prompt"
+            )
+        size = n // n_blocks
+        blocks = positions[n - size * n_blocks:].view(n_blocks, size)
+        a, b = torch.triu_indices(n_blocks, n_blocks, offset=1)
+        first, second = blocks[a], blocks[b]
+    else:
+        raise InvalidSelectionError(f"unknown swap kind {kind!r}; use 'token' or 'block'")
+    device = visible.device
+    visible = visible.cpu()
+    keep = visible[first].any(-1) & visible[second].any(-1)
+    if not keep.any():
+        raise InvalidSelectionError(
+            f"no {kind} swap has visible keys on both sides for the query at position "
+            f"{query_position} (its window hides the rest); use fewer blocks or another layer"
+        )
+    return SwapSet(kind=kind, first=first[keep].to(device), second=second[keep].to(device),
+                   query_position=query_position)
+
+
+def swap_cosines(u_first: Tensor, u_second: Tensor, v_first: Tensor, v_second: Tensor
+                 ) -> tuple[Tensor, Tensor]:
+    """``(pos, sym)`` cosines from swapped (``u``) and clean (``v``) log-masses of two groups.
+
+    See the module docstring; all arguments broadcast together.
+    """
+    cu, su = _unit(u_second - u_first)
+    cv, sv = _unit(v_second - v_first)
+    return cu * cv + su * sv, cu * sv + su * cv
+
+
+def _unit(gap: Tensor) -> tuple[Tensor, Tensor]:
+    """The unit vector of ``(1, e^gap)``: ``((1 + e^{2 gap})^-½, (1 + e^{-2 gap})^-½)``."""
+    return torch.rsqrt(1 + torch.exp(2 * gap)), torch.rsqrt(1 + torch.exp(-2 * gap))
+
+
+class WeightedCosines:
+    """Running ``Σ softmax(logw)·pos`` and ``Σ softmax(logw)·sym`` over chunks of swaps.
+
+    The softmax runs over the last axis across every chunk added (an online softmax: the
+    sums are rescaled when a larger weight logit appears), so memory does not grow with the
+    number of swaps.
+    """
+
+    def __init__(self) -> None:
+        self._max: Tensor | None = None
+        self._z = self._pos = self._sym = None
+
+    def add(self, logw: Float[Tensor, "... swap"], pos: Float[Tensor, "... swap"],
+            sym: Float[Tensor, "... swap"]) -> None:
+        chunk_max = logw.amax(-1)
+        new_max = chunk_max if self._max is None else torch.maximum(self._max, chunk_max)
+        w = torch.exp(logw - new_max[..., None])
+        z, p, s = w.sum(-1), (w * pos).sum(-1), (w * sym).sum(-1)
+        if self._max is not None:
+            shrink = torch.exp(self._max - new_max)
+            z, p, s = z + self._z * shrink, p + self._pos * shrink, s + self._sym * shrink
+        self._max, self._z, self._pos, self._sym = new_max, z, p, s
+
+    def result(self) -> tuple[Tensor, Tensor]:
+        """``(s_POS, s_SYM)``."""
+        if self._max is None:
+            raise ValueError("no swaps were added")
+        return self._pos / self._z, self._sym / self._z

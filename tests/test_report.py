@@ -1,0 +1,74 @@
+"""Figures and the HTML report, on a tiny model: files written, nothing fetched."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import pytest
+import torch
+
+import lens_possym as lp
+from lens_possym import viz
+from lens_possym.report import attention_view_html, save_profile_figures, write_report
+
+matplotlib.use("Agg")
+
+PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    model = lp.tiny_model("gemma3", sliding_window=8)
+    tokens = model.to_tokens([PROMPT, PROMPT.replace("Bob", "Dave")])
+    return model, tokens, lp.swap_scores(model, tokens)
+
+
+def test_example_heads_are_the_extremes(profiled):
+    _, _, scores = profiled
+    heads = viz.pick_example_heads(scores)
+    gap = scores.sym - scores.pos
+    assert gap[heads["symbolic"]] == gap.max() and gap[heads["positional"]] == gap.min()
+    both = torch.minimum(scores.pos, scores.sym)
+    assert both[heads["mixed"]] == both.max()
+
+
+def test_swap_attention_moves_the_swapped_mass(profiled):
+    model, tokens, scores = profiled
+    from lens_possym.capture import capture_attention_inputs
+    from lens_possym.scores import cross_logit_factors
+
+    layer = 2
+    factors = cross_logit_factors(capture_attention_inputs(model, tokens, layer)[layer], [0, 1])
+    before, after = factors.attention_after_swap(torch.tensor([3]), torch.tensor([7]))
+    untouched = [p for p in range(tokens.shape[1]) if p not in (3, 7)]
+    # only the two logits change, so the other weights keep their ratios
+    ratio = after[..., untouched] / before[..., untouched]
+    assert torch.allclose(ratio, ratio[..., :1].expand_as(ratio), rtol=1e-5)
+    assert torch.allclose(after.sum(-1), torch.ones(2, 2, dtype=after.dtype))
+
+
+def test_figures_and_report(profiled, tmp_path):
+    model, tokens, scores = profiled
+    figures = save_profile_figures(model, scores, tokens, tmp_path, dpi=40)
+    assert set(figures) == {"plane", "heatmaps", "frequency_scores", "frequency_plane",
+                            "logit_norms", "swap_attention"}
+    for path in figures.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    view = attention_view_html(model, tokens, [(0, 1), (2, 3)])
+    report = write_report(tmp_path / "report.html", scores, figures, attention_html=view,
+                          prompt=PROMPT, command="lens-possym profile")
+    text = report.read_text()
+    assert text.count("data:image/png;base64,") == len(figures)
+    assert "L2H3" in text and "Most symbolic heads" in text
+    # self-contained: no resource is loaded from anywhere
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
+
+
+def test_plots_reject_scores_without_frequencies(profiled):
+    model, tokens, _ = profiled
+    scores = lp.swap_scores(model, tokens, per_frequency=False)
+    with pytest.raises(ValueError, match="per_frequency=False"):
+        viz.plot_frequency_scores(scores, 0, 0)
+    with pytest.raises(ValueError, match="per_frequency=False"):
+        scores.band_means()
