@@ -11,9 +11,8 @@ standard angle schedule and a θ = 0 tail as the last id; the **gate** restricts
 the chosen ids, so all runs share architecture, initial weights (per seed), data stream and
 optimiser, and differ only in the frequencies the head may use.
 
-Scores: :func:`head_scores` uses ``lens_possym.swap_scores`` (the toolkit's scores module)
-when it is available and otherwise a private brute-force re-run of the same token-swap
-procedure (:mod:`lens_possym.toy._swap_reference`).
+Scores: :func:`head_scores` wraps :func:`lens_possym.swap_scores` (token swaps, the exact
+closed form) for one head.
 """
 
 from __future__ import annotations
@@ -62,8 +61,8 @@ def pairs_with(fixed: int, ids: Sequence[int]) -> list[tuple[int, ...]]:
 class HeadScores:
     """Positional and symbolic scores of one head (mean over prompts).
 
-    ``pos_freq``/``sym_freq`` are ``[n_freqs]`` per-frequency scores when the scores module
-    provides them, else ``None``. ``method`` says which implementation produced them.
+    ``pos_freq``/``sym_freq`` are the ``[n_freqs]`` per-frequency scores (each frequency
+    scored as a 2-D head). ``method`` says how they were computed.
     """
 
     pos: float
@@ -77,27 +76,21 @@ def head_scores(model: ToyTransformer, tokens: Tensor, *, layer: int = 0, head: 
                 tau: float = 1e-4) -> HeadScores:
     """Token-swap positional/symbolic scores of one head at the last position.
 
-    Uses ``lens_possym.swap_scores`` if the installed lens-possym has it (per-frequency
-    scores included), else the private re-run reference (head-level scores only).
+    A thin wrapper of :func:`lens_possym.swap_scores` (exact closed form, token swaps,
+    no BOS: the toy tasks have none) that returns plain numbers for one head, with its
+    per-frequency scores.
     """
-    import lens_possym
+    from .scores import swap_scores
 
-    swap_scores = getattr(lens_possym, "swap_scores", None)
-    tokens = tokens.to(model.device)
-    if swap_scores is not None:
-        result = swap_scores(model, tokens, tau=tau, exclude_bos=False)
-        pos_freq = getattr(result, "pos_freq", None)
-        sym_freq = getattr(result, "sym_freq", None)
-        return HeadScores(
-            pos=float(result.pos[layer, head]), sym=float(result.sym[layer, head]),
-            pos_freq=None if pos_freq is None else pos_freq[layer, head].tolist(),
-            sym_freq=None if sym_freq is None else sym_freq[layer, head].tolist(),
-            method="lens_possym.swap_scores",
-        )
-    from .toy._swap_reference import reference_swap_scores
-
-    pos, sym = reference_swap_scores(model, tokens, layer=layer, head=head, tau=tau)
-    return HeadScores(pos=pos, sym=sym, method="re-run reference (lens_possym.toy._swap_reference)")
+    result = swap_scores(model, tokens.to(model.device), layers=[layer], heads=[head], tau=tau,
+                         exclude_bos=False)
+    pos_freq, sym_freq = result.pos_freq, result.sym_freq          # [n_layers, n_heads, ...]
+    return HeadScores(
+        pos=float(result.pos[layer, head]), sym=float(result.sym[layer, head]),
+        pos_freq=None if pos_freq is None else pos_freq[layer, head].tolist(),
+        sym_freq=None if sym_freq is None else sym_freq[layer, head].tolist(),
+        method="lens_possym.swap_scores (token swaps, exact)",
+    )
 
 
 # ----------------------------------------------------------------------------------------

@@ -109,25 +109,19 @@ def _random_head(task, ids, seed=0, init_std=None):
     return ToyTransformer(cfg).set_frequencies(ids)
 
 
-def test_head_scores_uses_the_toolkit_when_present(monkeypatch):
-    import lens_possym
+def test_head_scores_is_swap_scores_for_one_head():
+    import lens_possym as lp
 
-    class Fake:
-        pos = torch.tensor([[0.25]])
-        sym = torch.tensor([[0.75]])
-        pos_freq = torch.tensor([[[0.5, 0.25]]])
-        sym_freq = torch.tensor([[[0.125, 1.0]]])
-
-    calls = {}
-
-    def fake_swap_scores(model, tokens, **kw):
-        calls.update(kw)
-        return Fake()
-
-    monkeypatch.setattr(lens_possym, "swap_scores", fake_swap_scores, raising=False)
-    s = head_scores(_random_head(TINY, [0]), TINY.test_set(4).tokens)
-    assert (s.pos, s.sym, s.pos_freq, s.sym_freq) == (0.25, 0.75, [0.5, 0.25], [0.125, 1.0])
-    assert s.method == "lens_possym.swap_scores" and calls["exclude_bos"] is False
+    task = IndexTask(n_symbols=5, length=5, seed=2)
+    cfg = toy_config_for(task, n_freqs=4, n_layers=2, n_heads=2, init_std=1.0)
+    model = ToyTransformer(cfg)
+    tokens = task.test_set(8).tokens
+    full = lp.swap_scores(model, tokens, exclude_bos=False)
+    one = head_scores(model, tokens, layer=1, head=0)
+    assert one.pos == pytest.approx(float(full.pos[1, 0]), abs=1e-9)
+    assert one.sym == pytest.approx(float(full.sym[1, 0]), abs=1e-9)
+    assert one.pos_freq == pytest.approx(full.pos_freq[1, 0].tolist(), abs=1e-9)
+    assert len(one.sym_freq) == cfg.n_freqs and "swap_scores" in one.method
 
 
 # ---- trajectories ------------------------------------------------------------------------------

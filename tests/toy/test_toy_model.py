@@ -307,3 +307,37 @@ def test_toy_works_with_capture_and_norms():
     assert got[0].q.shape == (4, 1, 3, 10) and got[0].k.shape == (4, 9, 3, 10)
     with pytest.raises(InvalidSelectionError):
         lp.frequency_logits(model, tokens(model, pos=9), layer=2)
+
+
+# ---- the scores module on the toy ---------------------------------------------------------------
+
+
+def test_swap_scores_exact_equals_rerun_on_the_toy():
+    """The re-run path feeds swapped copies through hook_resid_pre (a larger batch).
+
+    Moderate weights: with saturated attention (weights below float32's range) the float32
+    re-run and the float64 closed form legitimately part ways.
+    """
+    model = small(n_layers=2, init_std=0.6)
+    t = tokens(model, 3)
+    exact = lp.swap_scores(model, t, exclude_bos=False, method="exact")
+    rerun = lp.swap_scores(model, t, exclude_bos=False, method="rerun")
+    assert torch.allclose(exact.pos, rerun.pos, atol=1e-5)
+    assert torch.allclose(exact.sym, rerun.sym, atol=1e-5)
+
+
+def test_swap_scores_invariants_on_the_toy():
+    """Definition 2: a NoPE head is exactly symbolic; equal keys make a head exactly positional."""
+    model = small(n_layers=1, init_std=2.0)           # peaked attention (uniform scores ~1 on both)
+    t = tokens(model, 6)
+    model.set_frequencies([4])                         # the θ = 0 tail only
+    nope = lp.swap_scores(model, t, exclude_bos=False)
+    assert torch.allclose(nope.sym, torch.ones_like(nope.sym), atol=1e-6)
+    assert (nope.pos < 0.95).all()
+    model.set_frequencies([0])
+    with torch.no_grad():
+        w = model.blocks[0].attn.W_K
+        w[:] = w[:, :1]                                # every token has the same key
+    same = lp.swap_scores(model, t, exclude_bos=False)
+    assert torch.allclose(same.pos, torch.ones_like(same.pos), atol=1e-6)
+    assert (same.sym < 0.95).all()
