@@ -14,6 +14,10 @@ Built on TransformerLens's ``TransformerBridge``. The public surface:
   :func:`frequency_ablation_hooks`, :class:`FrequencyGate`, :func:`patch_heads`,
   :func:`patch_frequencies`, :func:`permute_content`, :func:`band_sweep`,
   :func:`compare_with_random_heads`.
+* toy models and canonical tasks: :class:`ToyConfig`, :class:`ToyTransformer`,
+  :class:`IndexTask`, :class:`RetrievalTask`, :class:`PartialInductionTask`,
+  :func:`train`, :class:`TrainConfig`, :func:`sweep`, the hand-built heads
+  (:func:`build_index_head`, ...) and ``w_max`` (Theorem 7).
 """
 
 __version__ = "0.1.0"
@@ -62,6 +66,18 @@ from .interventions import (
     permute_content,
     swap_permutation,
 )
+from .sweeps import QKTrajectory, SweepResult, head_scores, pairs_with, single_ids, sweep
+from .tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask, make_task
+from .toy import ToyConfig, ToyTransformer
+from .toy.heads import (
+    build_index_head,
+    build_partial_induction_head,
+    build_retrieval_head,
+    w_max_by_position,
+    w_max_positional,
+    w_max_symbolic,
+)
+from .training import TrainConfig, evaluate, load_checkpoint, toy_config_for, train
 
 
 def __getattr__(name: str):
@@ -127,4 +143,28 @@ __all__ = [
     "BandSweep",
     "binding_metrics",
     "compare_with_random_heads",
+    # toy models, canonical tasks, training
+    "ToyConfig",
+    "ToyTransformer",
+    "IndexTask",
+    "RetrievalTask",
+    "PartialInductionTask",
+    "make_task",
+    "TrainConfig",
+    "train",
+    "evaluate",
+    "toy_config_for",
+    "load_checkpoint",
+    "sweep",
+    "SweepResult",
+    "single_ids",
+    "pairs_with",
+    "head_scores",
+    "QKTrajectory",
+    "build_index_head",
+    "build_retrieval_head",
+    "build_partial_induction_head",
+    "w_max_by_position",
+    "w_max_positional",
+    "w_max_symbolic",
 ]

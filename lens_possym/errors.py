@@ -17,6 +17,9 @@ __all__ = [
     "RopeGeometryError",
     "DecompositionMismatchError",
     "InvalidSelectionError",
+    "ToyConfigError",
+    "TaskConfigError",
+    "TrainingError",
 ]
 
 
@@ -57,3 +60,15 @@ class DecompositionMismatchError(LensPossymError, RuntimeError):
 
 class InvalidSelectionError(LensPossymError, ValueError):
     """A layer, head, position or frequency outside the model's range, or an unusable input."""
+
+
+class ToyConfigError(LensPossymError, ValueError):
+    """A toy-model configuration that cannot describe a model (sizes, angles, embedding)."""
+
+
+class TaskConfigError(LensPossymError, ValueError):
+    """A canonical-task setting that cannot generate valid prompts."""
+
+
+class TrainingError(LensPossymError, RuntimeError):
+    """A training or sweep setting that cannot run, or a checkpoint that cannot be read."""

@@ -1,4 +1,5 @@
-"""Prompts and tasks: binding prompts for language models (:mod:`.binding`)."""
+"""Prompts and tasks: binding prompts for language models (:mod:`.binding`) and paper A's
+canonical toy tasks (:mod:`.canonical`: Index, Retrieval, Partial Induction)."""
 
 from .binding import (
     BindingResult,
@@ -9,6 +10,15 @@ from .binding import (
     evaluate_binding,
     random_token_prompts,
 )
+from .canonical import (
+    TASKS,
+    CanonicalTask,
+    IndexTask,
+    PartialInductionTask,
+    RetrievalTask,
+    TaskBatch,
+    make_task,
+)
 
 __all__ = [
     "BindingTemplate",
@@ -18,4 +28,12 @@ __all__ = [
     "evaluate_binding",
     "binding_logit_diff",
     "random_token_prompts",
+    # canonical toy tasks
+    "TASKS",
+    "CanonicalTask",
+    "IndexTask",
+    "RetrievalTask",
+    "PartialInductionTask",
+    "TaskBatch",
+    "make_task",
 ]

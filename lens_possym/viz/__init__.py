@@ -20,6 +20,15 @@ from .scores import (
     plot_score_heatmaps,
     plot_swap_attention,
 )
+from .tasks import (
+    plot_accuracy_by_position,
+    plot_accuracy_vs_freq,
+    plot_qk_trajectory,
+    plot_scores_vs_freq,
+    plot_training_curves,
+    plot_w_max,
+    save_sweep_figures,
+)
 
 __all__ = [
     "frequency_axis",
@@ -35,4 +44,12 @@ __all__ = [
     "pick_example_heads",
     "plot_band_sweep",
     "plot_ablation_comparison",
+    # canonical tasks and toy models
+    "plot_accuracy_vs_freq",
+    "plot_accuracy_by_position",
+    "plot_w_max",
+    "plot_training_curves",
+    "plot_qk_trajectory",
+    "plot_scores_vs_freq",
+    "save_sweep_figures",
 ]

@@ -1,0 +1,108 @@
+"""Arguments shared by ``lens-possym train`` and ``lens-possym sweep``."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import contextmanager
+
+from ..errors import InvalidSelectionError
+
+
+def add_task_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True,
+                        choices=["index", "retrieval", "partial-induction"])
+    parser.add_argument("--length", type=int, default=None,
+                        help="Index: number of symbols before the marker (default 16); "
+                        "Retrieval: number of pairs (default 8); partial induction: number of "
+                        "pairs (default 16)")
+    parser.add_argument("--vocab", type=int, default=None,
+                        help="Index: symbol alphabet (default 16); Retrieval / partial "
+                        "induction: number of entities (default 8)")
+
+
+def make_task_from(args):
+    from ..tasks import make_task
+
+    kwargs = {}
+    if args.task == "index":
+        if args.length is not None:
+            kwargs["length"] = args.length
+        if args.vocab is not None:
+            kwargs["n_symbols"] = args.vocab
+    else:
+        if args.length is not None:
+            kwargs["n_pairs"] = args.length
+        if args.vocab is not None:
+            kwargs["n_entities"] = args.vocab
+    return make_task(args.task, **kwargs)
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-freqs", type=int, default=16,
+                        help="rotating frequency ids on the standard schedule (default 16); "
+                        "the θ=0 tail is id N")
+    parser.add_argument("--rope-base", type=float, default=10000.0)
+
+
+def model_kwargs_from(args) -> dict:
+    return {"n_freqs": args.n_freqs, "rope_base": args.rope_base}
+
+
+def add_train_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default 2000)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default 128")
+    parser.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default 3e-2)")
+    parser.add_argument("--eval-every", type=int, default=None, help="default 250")
+    parser.add_argument("--target-accuracy", type=float, default=None,
+                        help="stop at the first evaluation reaching this test accuracy")
+    parser.add_argument("--device", default="auto", help="auto (GPU if present), cpu, cuda")
+    parser.add_argument("--verbose-train", action="store_true", help="print every evaluation")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads for this command (default 1: toy models are too "
+                        "small to gain from more, and extra threads slow down on a busy "
+                        "machine); 0 keeps torch's default")
+
+
+@contextmanager
+def apply_threads(args):
+    """Use ``--threads`` torch CPU threads while the command runs, then restore the count."""
+    import torch
+
+    before = torch.get_num_threads()
+    if args.threads and args.threads > 0:
+        torch.set_num_threads(args.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def train_config_from(args, **overrides):
+    from ..training import TrainConfig
+
+    given = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                 eval_every=args.eval_every, target_accuracy=args.target_accuracy)
+    settings = {k: v for k, v in given.items() if v is not None}
+    settings["device"] = args.device
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def parse_ids(text: str | None) -> list[int] | None:
+    """``"3"``, ``"16,4"``, ``"0-4,8"`` → ids; ``None``/``"all"`` → ``None``."""
+    if text is None or text.strip().lower() in ("", "all"):
+        return None
+    ids: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1)
+                ids.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                ids.append(int(part))
+    except ValueError:
+        raise InvalidSelectionError(
+            f"cannot read frequency ids {text!r}; write them like '3', '16,4' or '0-4,8'"
+        ) from None
+    return ids

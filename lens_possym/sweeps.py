@@ -1,0 +1,403 @@
+r"""Frequency sweeps on the canonical tasks, scores of the trained heads, q/k trajectories.
+
+:func:`sweep` trains one toy model per frequency set (a single id, or a pair such as
+``(θ=0 id, k)``) and seed, and gathers test accuracy overall and by answer position,
+against frequency id and angle, plus the positional/symbolic scores of each trained head.
+:class:`QKTrajectory` records a head's query and key on one frequency's rotation plane
+during training (paper A, Figure 3B).
+
+Every model is the same one-layer, one-head, one-hot toy (:func:`toy_config_for`) with the
+standard angle schedule and a θ = 0 tail as the last id; the **gate** restricts the head to
+the chosen ids, so all runs share architecture, initial weights (per seed), data stream and
+optimiser, and differ only in the frequencies the head may use.
+
+Scores: :func:`head_scores` wraps :func:`lens_possym.swap_scores` (token swaps, the exact
+closed form) for one head.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .errors import TrainingError
+from .tasks.canonical import CanonicalTask, TaskBatch, make_task
+from .toy.model import ToyTransformer
+from .training import TrainConfig, TrainResult, _jsonable, toy_config_for, train
+
+__all__ = [
+    "SweepRun",
+    "SweepResult",
+    "sweep",
+    "single_ids",
+    "pairs_with",
+    "head_scores",
+    "HeadScores",
+    "QKTrajectory",
+]
+
+
+def single_ids(ids: Sequence[int]) -> list[tuple[int, ...]]:
+    """``[(k,), ...]``: one run per single frequency id."""
+    return [(int(k),) for k in ids]
+
+
+def pairs_with(fixed: int, ids: Sequence[int]) -> list[tuple[int, ...]]:
+    """``[(fixed, k), ...]`` for ``k != fixed``: e.g. the θ = 0 id paired with each other id."""
+    return [(int(fixed), int(k)) for k in ids if int(k) != int(fixed)]
+
+
+# ----------------------------------------------------------------------------------------
+# scores of trained heads
+
+
+@dataclass
+class HeadScores:
+    """Positional and symbolic scores of one head (mean over prompts).
+
+    ``pos_freq``/``sym_freq`` are the ``[n_freqs]`` per-frequency scores (each frequency
+    scored as a 2-D head). ``method`` says how they were computed.
+    """
+
+    pos: float
+    sym: float
+    pos_freq: list[float] | None = None
+    sym_freq: list[float] | None = None
+    method: str = ""
+
+
+def head_scores(model: ToyTransformer, tokens: Tensor, *, layer: int = 0, head: int = 0,
+                tau: float = 1e-4) -> HeadScores:
+    """Token-swap positional/symbolic scores of one head at the last position.
+
+    A thin wrapper of :func:`lens_possym.swap_scores` (exact closed form, token swaps,
+    no BOS: the toy tasks have none) that returns plain numbers for one head, with its
+    per-frequency scores.
+    """
+    from .scores import swap_scores
+
+    result = swap_scores(model, tokens.to(model.device), layers=[layer], heads=[head], tau=tau,
+                         exclude_bos=False)
+    pos_freq, sym_freq = result.pos_freq, result.sym_freq          # [n_layers, n_heads, ...]
+    return HeadScores(
+        pos=float(result.pos[layer, head]), sym=float(result.sym[layer, head]),
+        pos_freq=None if pos_freq is None else pos_freq[layer, head].tolist(),
+        sym_freq=None if sym_freq is None else sym_freq[layer, head].tolist(),
+        method="lens_possym.swap_scores (token swaps, exact)",
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# q/k trajectories
+
+
+class QKTrajectory:
+    """A training callback recording one head's q and k on one frequency's 2-D plane.
+
+    At every evaluation it runs ``probe`` and keeps the pair of dims of frequency ``freq``
+    of the query at the last position and of every key, un-rotated (``rotated=False``,
+    the content the head writes on that plane) or as attention sees them after RoPE.
+
+    Attributes (after training): ``steps`` ``[n_evals]``; ``q`` ``[n_evals, batch, 2]``;
+    ``k`` ``[n_evals, batch, pos, 2]``.
+
+    Example::
+
+        traj = QKTrajectory(task.test_set(64), freq=3)
+        train(model, task, config, callbacks=[traj])
+    """
+
+    def __init__(self, probe: TaskBatch, freq: int, *, layer: int = 0, head: int = 0,
+                 rotated: bool = False):
+        self.probe, self.freq, self.layer, self.head = probe, int(freq), int(layer), int(head)
+        self.rotated = bool(rotated)
+        self.steps: list[int] = []
+        self._q: list[Tensor] = []
+        self._k: list[Tensor] = []
+
+    def __call__(self, step: int, model: ToyTransformer) -> None:
+        spec = model.lens_possym_rope_specs()[self.layer]
+        dims = spec.dims_of(self.freq)[:2]
+        kind = "rot_" if self.rotated else ""
+        names = [f"blocks.{self.layer}.attn.hook_{kind}q", f"blocks.{self.layer}.attn.hook_{kind}k"]
+        store: dict[str, Tensor] = {}
+
+        def keep(t, hook):
+            store[hook.name] = t[:, :, self.head][..., dims].detach().cpu()
+            return t
+
+        stop = self.layer + 1 if self.layer + 1 < model.cfg.n_layers else None
+        model.run_with_hooks(self.probe.tokens.to(model.device),
+                             fwd_hooks=[(name, keep) for name in names], return_type=None,
+                             stop_at_layer=stop)
+        self.steps.append(int(step))
+        self._q.append(store[names[0]][:, -1])
+        self._k.append(store[names[1]])
+
+    @property
+    def q(self) -> Float[Tensor, "eval batch 2"]:
+        return torch.stack(self._q)
+
+    @property
+    def k(self) -> Float[Tensor, "eval batch pos 2"]:
+        return torch.stack(self._k)
+
+    def to_dict(self) -> dict:
+        return {"steps": self.steps, "freq": self.freq, "layer": self.layer, "head": self.head,
+                "rotated": self.rotated, "q": self.q.tolist(), "k": self.k.tolist()}
+
+
+# ----------------------------------------------------------------------------------------
+# sweeps
+
+
+@dataclass
+class SweepRun:
+    """One trained model of a sweep."""
+
+    freq_ids: list[int]
+    angles: list[float]
+    seed: int
+    test_accuracy: float
+    accuracy_by_position: list[float]
+    steps_run: int
+    train_time_s: float
+    reached_target_at: int | None = None
+    pos_score: float | None = None
+    sym_score: float | None = None
+    pos_freq: list[float] | None = None
+    sym_freq: list[float] | None = None
+    score_method: str | None = None
+    accuracy_history: list[list[float]] = field(default_factory=list)  # [[step, acc], ...]
+
+    @property
+    def label(self) -> str:
+        return "+".join(str(f) for f in self.freq_ids)
+
+
+@dataclass
+class SweepResult:
+    """All runs of a :func:`sweep`, with tables and arrays over frequency sets × seeds.
+
+    Attributes:
+        task, task_config: the task.
+        model_config, train_config: shared settings (per-run seeds differ).
+        angles: angle of every frequency id of the model (the θ = 0 tail last).
+        answer_positions: positions of ``accuracy_by_position``.
+        runs: one :class:`SweepRun` per (frequency set, seed), in sweep order.
+    """
+
+    task: str
+    task_config: dict
+    model_config: dict
+    train_config: dict
+    angles: list[float]
+    answer_positions: list[int]
+    runs: list[SweepRun]
+    wall_time_s: float = 0.0
+
+    @property
+    def freq_sets(self) -> list[tuple[int, ...]]:
+        return list(dict.fromkeys(tuple(r.freq_ids) for r in self.runs))
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(dict.fromkeys(r.seed for r in self.runs))
+
+    def _grid(self, value: Callable[[SweepRun], Any]) -> Tensor:
+        sets, seeds = self.freq_sets, self.seeds
+        index = {(tuple(r.freq_ids), r.seed): r for r in self.runs}
+        rows = []
+        for s in sets:
+            row = []
+            for seed in seeds:
+                run = index.get((s, seed))
+                v = value(run) if run is not None else None
+                row.append(v if v is not None else float("nan"))
+            rows.append(row)
+        return torch.tensor(rows, dtype=torch.float64)
+
+    def accuracy(self) -> Float[Tensor, "freq_set seed"]:
+        """Test accuracy ``[n_sets, n_seeds]``."""
+        return self._grid(lambda r: r.test_accuracy)
+
+    def accuracy_by_position(self) -> Float[Tensor, "freq_set seed answer_pos"]:
+        sets, seeds = self.freq_sets, self.seeds
+        out = torch.full((len(sets), len(seeds), len(self.answer_positions)), float("nan"),
+                         dtype=torch.float64)
+        for r in self.runs:
+            out[sets.index(tuple(r.freq_ids)), seeds.index(r.seed)] = torch.tensor(
+                [float("nan") if a is None else a for a in r.accuracy_by_position])
+        return out
+
+    def edge_minus_middle(self) -> Float[Tensor, "freq_set seed"]:
+        """Accuracy at the prompt's edges minus in its middle, per run.
+
+        Edges: the first and last quarter of the answer positions (at least one each);
+        middle: the rest. Positive: U-shaped (ends easier); negative: inverse U.
+        """
+        by_pos = self.accuracy_by_position()
+        n = by_pos.shape[-1]
+        k = max(1, n // 4)
+        edges = torch.cat([by_pos[..., :k], by_pos[..., n - k:]], dim=-1).nanmean(-1)
+        middle = by_pos[..., k: n - k].nanmean(-1)
+        return edges - middle
+
+    def scores(self) -> tuple[Tensor, Tensor]:
+        """``(s_POS, s_SYM)`` of the trained heads, each ``[n_sets, n_seeds]``."""
+        return self._grid(lambda r: r.pos_score), self._grid(lambda r: r.sym_score)
+
+    def set_angles(self, freq_set: Sequence[int]) -> list[float]:
+        return [self.angles[f] for f in freq_set]
+
+    def table(self) -> str:
+        """A Markdown table: one row per frequency set, accuracy per seed and mean."""
+        seeds = self.seeds
+        acc = self.accuracy()
+        pos, sym = self.scores()
+        has_scores = bool(torch.isfinite(pos).any())
+        shape = self.edge_minus_middle()
+        head = ["ids", "θ (rad/token)"] + [f"acc seed {s}" for s in seeds] + ["mean acc",
+                                                                               "edges − middle"]
+        if has_scores:
+            head += ["s_POS", "s_SYM"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for row, s in enumerate(self.freq_sets):
+            angles = ", ".join(_fmt_angle(a) for a in self.set_angles(s))
+            cells = ["+".join(map(str, s)), angles]
+            cells += [f"{float(a):.3f}" for a in acc[row]]
+            cells.append(f"{float(acc[row].nanmean()):.3f}")
+            cells.append(f"{float(shape[row].nanmean()):+.2f}")
+            if has_scores:
+                cells += [f"{float(pos[row].nanmean()):.2f}", f"{float(sym[row].nanmean()):.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_jsonable(self.to_dict()), indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SweepResult":
+        data = json.loads(Path(path).read_text())
+        runs = []
+        for r in data.pop("runs"):
+            r["accuracy_by_position"] = [float("nan") if a is None else a
+                                         for a in r["accuracy_by_position"]]
+            runs.append(SweepRun(**r))
+        return cls(runs=runs, **data)
+
+
+def _fmt_angle(theta: float) -> str:
+    if theta == 0:
+        return "0"
+    return f"{theta:.3g}"
+
+
+def sweep(
+    task: CanonicalTask | str,
+    freq_sets: Sequence[Sequence[int] | int] | None = None,
+    *,
+    seeds: Sequence[int] = (0,),
+    train_config: TrainConfig | None = None,
+    model_kwargs: dict | None = None,
+    scores: bool = True,
+    score_prompts: int = 64,
+    out_dir: str | Path | None = None,
+    callbacks_for: Callable[[tuple[int, ...], int], Sequence[Callable]] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> SweepResult:
+    """Train one toy model per frequency set and seed on ``task``; gather accuracies and scores.
+
+    Args:
+        task: a canonical task or its name (default settings).
+        freq_sets: frequency ids the head may use in each run: ints for single ids, tuples
+            for sets (e.g. ``pairs_with(16, range(16))``); default every single id.
+        seeds: one run per seed per set (the seed sets both the weights and the data).
+        train_config: shared training settings (its ``seed`` and ``out_dir`` are replaced
+            per run).
+        model_kwargs: passed to :func:`~lens_possym.training.toy_config_for`
+            (``n_freqs``, ``rope_base``, ``nope_dims``, ``attn_scale``, ...).
+        scores: also compute the trained head's positional/symbolic scores on
+            ``score_prompts`` test prompts (:func:`head_scores`).
+        out_dir: if set, each run writes ``runs/<ids>_seed<s>/{model.pt,metrics.json}`` and
+            the sweep ``sweep.json`` and ``table.md``.
+        callbacks_for: ``fn(freq_set, seed) -> callbacks`` passed to :func:`train`
+            (e.g. a :class:`QKTrajectory` for chosen runs).
+        log: one line per finished run (e.g. ``print``).
+
+    Returns:
+        :class:`SweepResult`.
+    """
+    import time
+
+    if isinstance(task, str):
+        task = make_task(task)
+    config = train_config or TrainConfig()
+    model_kwargs = dict(model_kwargs or {})
+    base = toy_config_for(task, **model_kwargs)
+    n_freqs = base.n_freqs
+    if freq_sets is None:
+        freq_sets = single_ids(range(n_freqs))
+    sets = [tuple(int(f) for f in ([s] if isinstance(s, int) else s)) for s in freq_sets]
+    bad = [s for s in sets if not s or any(not 0 <= f < n_freqs for f in s)]
+    if bad:
+        raise TrainingError(
+            f"frequency sets {bad} out of range: the sweep's model has ids 0..{n_freqs - 1} "
+            f"({n_freqs - 1} is the θ=0 tail)" if base.has_tail else
+            f"frequency sets {bad} out of range: ids 0..{n_freqs - 1}")
+    if not seeds:
+        raise TrainingError("seeds is empty: give at least one seed")
+    out = Path(out_dir) if out_dir else None
+    probe = task.test_set(score_prompts).tokens if scores else None
+    angles = ToyTransformer(base).angles.tolist()
+    runs: list[SweepRun] = []
+    start = time.perf_counter()
+    for s in sets:
+        for seed in seeds:
+            model = ToyTransformer(toy_config_for(task, seed=int(seed), **model_kwargs))
+            model.set_frequencies(list(s))
+            run_dir = out / "runs" / f"{'+'.join(map(str, s))}_seed{seed}" if out else None
+            cfg = replace(config, seed=int(seed), out_dir=str(run_dir) if run_dir else None,
+                          checkpoint_every=config.checkpoint_every if run_dir else None)
+            callbacks = list(callbacks_for(s, seed)) if callbacks_for else []
+            result: TrainResult = train(model, task, cfg, callbacks=callbacks)
+            run = SweepRun(
+                freq_ids=list(s), angles=[angles[f] for f in s], seed=int(seed),
+                test_accuracy=result.test_accuracy,
+                accuracy_by_position=result.test_accuracy_by_position,
+                steps_run=result.steps_run, train_time_s=result.train_time_s,
+                reached_target_at=result.reached_target_at,
+                accuracy_history=[[h.step, h.test_accuracy] for h in result.history],
+            )
+            if scores:
+                hs = head_scores(model, probe)
+                run.pos_score, run.sym_score = hs.pos, hs.sym
+                run.pos_freq, run.sym_freq, run.score_method = hs.pos_freq, hs.sym_freq, hs.method
+            runs.append(run)
+            if log:
+                extra = (f"  s_POS {run.pos_score:.2f} s_SYM {run.sym_score:.2f}"
+                         if run.pos_score is not None else "")
+                log(f"{task.name} ids {run.label:>6} seed {seed}: test acc "
+                    f"{run.test_accuracy:.3f} ({run.steps_run} steps, "
+                    f"{run.train_time_s:.1f}s){extra}")
+    result = SweepResult(
+        task=task.name, task_config=task.config(), model_config=base.to_dict(),
+        train_config=asdict(config), angles=angles, answer_positions=task.answer_positions,
+        runs=runs, wall_time_s=time.perf_counter() - start,
+    )
+    if out:
+        result.save(out / "sweep.json")
+        (out / "table.md").write_text(result.table() + "\n")
+    return result

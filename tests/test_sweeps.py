@@ -1,0 +1,143 @@
+"""Sweeps over frequency sets, scores of trained heads, q/k trajectories."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from lens_possym.errors import TrainingError
+from lens_possym.sweeps import (
+    QKTrajectory,
+    SweepResult,
+    head_scores,
+    pairs_with,
+    single_ids,
+    sweep,
+)
+from lens_possym.tasks import IndexTask
+from lens_possym.toy import ToyTransformer
+from lens_possym.training import TrainConfig, toy_config_for
+
+TINY = IndexTask(n_symbols=5, length=5, seed=2)
+QUICK = TrainConfig(steps=40, eval_every=20, eval_size=128)
+MODEL = {"n_freqs": 4}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Toy models are too small to gain from intra-op threads, and extra threads slow
+    down badly on a busy CI machine; restore the count afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep():
+    return sweep(TINY, [0, 3, (4, 0)], seeds=(0, 1), train_config=QUICK, model_kwargs=MODEL,
+                 score_prompts=8)
+
+
+def test_sweep_shapes_and_bookkeeping(tiny_sweep):
+    r = tiny_sweep
+    assert r.freq_sets == [(0,), (3,), (4, 0)] and r.seeds == [0, 1]
+    assert r.accuracy().shape == (3, 2)
+    assert r.accuracy_by_position().shape == (3, 2, 5)
+    pos, sym = r.scores()
+    assert pos.shape == sym.shape == (3, 2) and torch.isfinite(pos).all()
+    assert r.angles[4] == 0.0 and r.angles[0] == pytest.approx(1.0)
+    run = r.runs[-1]
+    assert run.freq_ids == [4, 0] and run.angles == [0.0, pytest.approx(1.0)]
+    assert run.accuracy_history[-1][0] == 40
+    shape = r.edge_minus_middle()
+    by_pos = r.accuracy_by_position()
+    assert shape.shape == (3, 2)
+    expected = (by_pos[..., [0, 4]].mean(-1) - by_pos[..., 1:4].mean(-1))  # 5 positions: k = 1
+    assert torch.allclose(shape, expected)
+    table = r.table()
+    assert table.count("\n") == 4 and "| 4+0 | 0, 1 |" in table and "s_POS" in table
+
+
+def test_each_run_is_gated_and_seeded_like_a_single_training(tiny_sweep):
+    """A sweep run equals training the same model by hand."""
+    from lens_possym.training import train
+
+    model = ToyTransformer(toy_config_for(TINY, seed=1, **MODEL)).set_frequencies([3])
+    result = train(model, TINY, replace(QUICK, seed=1))
+    run = [x for x in tiny_sweep.runs if x.freq_ids == [3] and x.seed == 1][0]
+    assert run.test_accuracy == result.test_accuracy
+    assert run.accuracy_by_position == result.test_accuracy_by_position
+
+
+def test_sweep_writes_and_reloads(tmp_path, tiny_sweep):
+    r = sweep(TINY, [1], train_config=QUICK, model_kwargs=MODEL, scores=False, out_dir=tmp_path)
+    assert (tmp_path / "sweep.json").is_file() and (tmp_path / "table.md").is_file()
+    assert (tmp_path / "runs" / "1_seed0" / "model.pt").is_file()
+    back = SweepResult.load(tmp_path / "sweep.json")
+    assert back.table() == r.table()
+    assert torch.equal(back.accuracy(), r.accuracy())
+    path = tiny_sweep.save(tmp_path / "x.json")
+    again = SweepResult.load(path)
+    assert torch.allclose(again.accuracy_by_position(), tiny_sweep.accuracy_by_position(),
+                          equal_nan=True)
+
+
+def test_sweep_figures(tmp_path, tiny_sweep):
+    from lens_possym.viz import save_sweep_figures
+
+    paths = save_sweep_figures(tiny_sweep, tmp_path)
+    assert [p.name for p in paths] == ["accuracy_vs_freq.png", "accuracy_by_position.png",
+                                       "scores_vs_freq.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_frequency_set_helpers_and_errors():
+    assert single_ids([3, 1]) == [(3,), (1,)]
+    assert pairs_with(16, [0, 16, 4]) == [(16, 0), (16, 4)]
+    with pytest.raises(TrainingError, match="out of range"):
+        sweep(TINY, [9], train_config=QUICK, model_kwargs=MODEL)
+    with pytest.raises(TrainingError, match="seeds is empty"):
+        sweep(TINY, [0], seeds=(), train_config=QUICK, model_kwargs=MODEL)
+
+
+def _random_head(task, ids, seed=0, init_std=None):
+    cfg = toy_config_for(task, n_freqs=4, seed=seed, init_std=init_std)
+    return ToyTransformer(cfg).set_frequencies(ids)
+
+
+def test_head_scores_is_swap_scores_for_one_head():
+    import lens_possym as lp
+
+    task = IndexTask(n_symbols=5, length=5, seed=2)
+    cfg = toy_config_for(task, n_freqs=4, n_layers=2, n_heads=2, init_std=1.0)
+    model = ToyTransformer(cfg)
+    tokens = task.test_set(8).tokens
+    full = lp.swap_scores(model, tokens, exclude_bos=False)
+    one = head_scores(model, tokens, layer=1, head=0)
+    assert one.pos == pytest.approx(float(full.pos[1, 0]), abs=1e-9)
+    assert one.sym == pytest.approx(float(full.sym[1, 0]), abs=1e-9)
+    assert one.pos_freq == pytest.approx(full.pos_freq[1, 0].tolist(), abs=1e-9)
+    assert len(one.sym_freq) == cfg.n_freqs and "swap_scores" in one.method
+
+
+# ---- trajectories ------------------------------------------------------------------------------
+
+
+def test_qk_trajectory_records_the_plane_of_one_frequency():
+    from lens_possym.training import train
+
+    probe = TINY.test_set(6)
+    model = _random_head(TINY, [1])
+    traj = QKTrajectory(probe, freq=1)
+    train(model, TINY, TrainConfig(steps=20, eval_every=10, eval_size=32), callbacks=[traj])
+    assert traj.steps == [0, 10, 20]
+    assert traj.q.shape == (3, 6, 2) and traj.k.shape == (3, 6, 6, 2)
+    # one-hot inputs: the query is the W_Q row of the last token on the pair's dims
+    dims = [1, 5]                                            # pair 1 of 4, "half" layout
+    expected = model.blocks[0].attn.W_Q[0][probe.tokens[:, -1]][:, dims]
+    assert torch.allclose(traj.q[-1], expected.detach(), atol=1e-6)
+    assert json.dumps(traj.to_dict())
