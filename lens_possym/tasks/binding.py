@@ -373,7 +373,7 @@ def evaluate_binding(model: Any, task: BindingTask,
     if logits is None:
         with torch.no_grad():
             logits = model(task.tokens)
-    last = logits[:, -1].float()
+    last = logits[:, -1].detach().float()
     answers = task.answers.to(last.device)
     correct = last.argmax(-1) == answers
     cand = task.candidate_mask(last.shape[-1]).to(last.device)
