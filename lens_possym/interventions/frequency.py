@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from .._inputs import ModelInput, as_layers

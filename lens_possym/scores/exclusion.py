@@ -51,10 +51,10 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..capture import capture_attention_inputs
 from ..decompose import apply_softcap, decompose_inputs
 from ..errors import InvalidSelectionError
 from .crosslogits import CrossLogitFactors
+from .rerun import capture_with_layer_input, capture_with_rows
 
 __all__ = ["Exclusion", "exclusion_from_matrix", "exclusion_from_factors",
            "exclusion_by_enumeration"]
@@ -183,15 +183,7 @@ def exclusion_by_enumeration(model: Any, tokens: Tensor, layer: int, heads: list
     n = len(positions)
     if n > 6:
         raise InvalidSelectionError(f"enumeration over {n}! permutations is too slow; use N <= 6")
-    resid_name = f"blocks.{layer}.hook_resid_pre"
-    store: dict[str, Tensor] = {}
-
-    def keep(tensor: Tensor, hook) -> Tensor:
-        store["resid"] = tensor.detach().clone()
-        return tensor
-
-    clean = capture_attention_inputs(model, tokens, layer, query_positions=query_position,
-                                     fwd_hooks=[(resid_name, keep)])[layer]
+    clean, residual = capture_with_layer_input(model, tokens, layer, query_position)
     _check_keys(positions, int(clean.query_positions[0]))
     n_pos = tokens.shape[1]
     perms = list(itertools.permutations(range(n)))
@@ -199,11 +191,7 @@ def exclusion_by_enumeration(model: Any, tokens: Tensor, layer: int, heads: list
     index = torch.tensor(perms)
     rows[:, positions] = positions[index]        # position K[j] gets content K[π(j)]
 
-    def replace(tensor: Tensor, hook) -> Tensor:
-        return store["resid"][0, rows.to(tensor.device)]
-
-    permuted = capture_attention_inputs(model, tokens, layer, query_positions=query_position,
-                                        fwd_hooks=[(resid_name, replace)])[layer]
+    permuted = capture_with_rows(model, tokens, layer, query_position, residual, rows)
 
     def logits(inputs) -> tuple[Tensor, Tensor]:
         terms = decompose_inputs(inputs, heads, dtype=torch.float64).terms[:, :, 0]  # [b,h,p,f]

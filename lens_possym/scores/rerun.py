@@ -26,7 +26,7 @@ from ..decompose import decompose_inputs
 from .exact import SwapScores
 from .swaps import SwapSet, WeightedCosines
 
-__all__ = ["rerun_swap_scores"]
+__all__ = ["rerun_swap_scores", "capture_with_layer_input", "capture_with_rows"]
 
 
 def _freq_attention(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head freq pos"]:
@@ -41,10 +41,30 @@ def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, T
     return attention[..., swaps.first[sl]].mean(-1), attention[..., swaps.second[sl]].mean(-1)
 
 
-def _swap_batch_hook(residual: Tensor, perms: Tensor):
-    def hook(tensor: Tensor, hook) -> Tensor:
-        return residual[0, perms]                                  # [swaps, pos, d_model]
-    return hook
+def capture_with_layer_input(model: Any, tokens: Tensor, layer: int, query_position: int
+                             ) -> tuple[AttentionInputs, Tensor]:
+    """The layer's captured inputs on ``tokens`` (``[1, pos]``) and its input residual."""
+    store: dict[str, Tensor] = {}
+
+    def keep(tensor: Tensor, hook) -> Tensor:
+        store["resid"] = tensor.detach().clone()
+        return tensor
+
+    inputs = capture_attention_inputs(model, tokens, layer, query_positions=query_position,
+                                      fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", keep)])
+    return inputs[layer], store["resid"]
+
+
+def capture_with_rows(model: Any, tokens: Tensor, layer: int, query_position: int,
+                      residual: Tensor, rows: Tensor) -> AttentionInputs:
+    """Re-run ``layer`` with its input rows reordered: copy ``b``'s position ``p`` holds
+    row ``rows[b, p]`` of ``residual`` (``[1, pos, d_model]``); positions are unchanged."""
+
+    def replace(tensor: Tensor, hook) -> Tensor:
+        return residual[0, rows.to(tensor.device)]                 # [copies, pos, d_model]
+
+    return capture_attention_inputs(model, tokens, layer, query_positions=query_position,
+                                    fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
 def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], swaps: SwapSet,
@@ -58,15 +78,7 @@ def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], 
     if tokens.shape[0] != 1:
         raise ValueError("rerun_swap_scores takes one prompt at a time")
     qpos = swaps.query_position
-    resid_name = f"blocks.{layer}.hook_resid_pre"
-    store: dict[str, Tensor] = {}
-
-    def keep_resid(tensor: Tensor, hook) -> Tensor:
-        store["resid"] = tensor.detach().clone()
-        return tensor
-
-    clean = capture_attention_inputs(model, tokens, layer, query_positions=qpos,
-                                     fwd_hooks=[(resid_name, keep_resid)])[layer]
+    clean, residual = capture_with_layer_input(model, tokens, layer, qpos)
     a = clean.model_pattern[:, heads, 0].double()                  # [1, h, p]
     a_freq = _freq_attention(clean, heads) if per_frequency else None
     n_pos = tokens.shape[1]
@@ -75,9 +87,7 @@ def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], 
     for start in range(0, swaps.n_swaps, batch_size):
         sl = slice(start, min(start + batch_size, swaps.n_swaps))
         perms = torch.stack([swaps.permutation(s, n_pos) for s in range(sl.start, sl.stop)])
-        hook = _swap_batch_hook(store["resid"], perms.to(tokens.device))
-        swapped = capture_attention_inputs(model, tokens, layer, query_positions=qpos,
-                                           fwd_hooks=[(resid_name, hook)])[layer]
+        swapped = capture_with_rows(model, tokens, layer, qpos, residual, perms)
         a_new = swapped.model_pattern[:, heads, 0].double()        # [swaps, h, p]
         _add(acc, a_new.transpose(0, 1)[None], a, swaps, sl, tau)  # [1, h, swaps, p]
         if per_frequency:

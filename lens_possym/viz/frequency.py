@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -12,13 +11,14 @@ from torch import Tensor
 
 from ..decompose import FrequencyLogits, FrequencyNorms
 
+from ._axes import axes_or_new
+
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
 
 
 def _axes(ax, figsize=(7, 3.5)):
-    if ax is not None:
-        return ax
+    return axes_or_new(ax, figsize)
     import matplotlib.pyplot as plt
 
     _, ax = plt.subplots(figsize=figsize, constrained_layout=True)

@@ -14,6 +14,8 @@ import torch
 from ..scores.results import PosSymScores
 from .frequency import plot_frequency_profile
 
+from ._axes import axes_or_new
+
 __all__ = [
     "plot_plane",
     "plot_score_heatmaps",
@@ -25,8 +27,7 @@ __all__ = [
 
 
 def _axes(ax, figsize=(5, 4.5)):
-    if ax is not None:
-        return ax
+    return axes_or_new(ax, figsize)
     import matplotlib.pyplot as plt
 
     _, ax = plt.subplots(figsize=figsize, constrained_layout=True)

@@ -11,6 +11,8 @@ import torch
 
 from .frequency import _angle_label
 
+from ._axes import axes_or_new
+
 __all__ = [
     "plot_accuracy_vs_freq",
     "plot_accuracy_by_position",
@@ -23,8 +25,7 @@ __all__ = [
 
 
 def _axes(ax, figsize=(6.5, 3.5)):
-    if ax is not None:
-        return ax
+    return axes_or_new(ax, figsize)
     import matplotlib.pyplot as plt
 
     _, ax = plt.subplots(figsize=figsize, constrained_layout=True)

@@ -156,7 +156,7 @@ def test_a_whole_kv_group_is_edited_at_the_key_hook(tiny_by_family):
     assert [n for n, _ in whole] == [spec.q_hook, spec.k_hook]
     # different frequency sets within one group cannot share the key: recomputed
     mixed = frequency_ablation_hooks(model, {"1.0": "0:2", "1.1": "0:3"}, "unrotate")
-    assert f"blocks.1.attn.hook_z" in [n for n, _ in mixed]
+    assert "blocks.1.attn.hook_z" in [n for n, _ in mixed]
 
 
 def test_zero_removes_exactly_the_chosen_terms(tiny):
