@@ -44,6 +44,7 @@ from .errors import InvalidSelectionError, NotRopeModelError, RopeGeometryError,
 
 __all__ = [
     "RopeSpec",
+    "FrequencyIds",
     "rope_specs",
     "rope_spec",
     "cos_sin",
@@ -58,8 +59,35 @@ Pairing = Literal["half", "adjacent"]
 QKLayout = Literal["bphd", "bhpd"]
 
 
+class FrequencyIds:
+    """Frequency-id bookkeeping of a head with ``d_head`` dims, ``rotary_dim`` of them rotated.
+
+    A mixin for anything with those two attributes (:class:`RopeSpec`, the toy models'
+    config): ids ``0 .. R/2 - 1`` are the rotated pairs, and a partial-rotary head's
+    non-rotated tail is one more id, the last.
+    """
+
+    d_head: int
+    rotary_dim: int
+
+    @property
+    def n_rot(self) -> int:
+        """Number of rotated pairs, ``R/2``."""
+        return self.rotary_dim // 2
+
+    @property
+    def has_tail(self) -> bool:
+        """Whether some dims are not rotated (partial rotary)."""
+        return self.d_head > self.rotary_dim
+
+    @property
+    def n_freqs(self) -> int:
+        """Number of frequency ids: ``R/2`` pairs, plus one for the tail if any."""
+        return self.n_rot + int(self.has_tail)
+
+
 @dataclass(frozen=True, eq=False)
-class RopeSpec:
+class RopeSpec(FrequencyIds):
     """The rotary geometry of one attention layer, and where to read its queries and keys.
 
     Attributes:
@@ -106,21 +134,6 @@ class RopeSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     # ---- derived quantities --------------------------------------------------------
-
-    @property
-    def n_rot(self) -> int:
-        """Number of rotated pairs, ``R/2``."""
-        return self.rotary_dim // 2
-
-    @property
-    def has_tail(self) -> bool:
-        """Whether some dims are not rotated (partial rotary)."""
-        return self.d_head > self.rotary_dim
-
-    @property
-    def n_freqs(self) -> int:
-        """Number of frequency components: ``R/2`` pairs, plus one for the tail if any."""
-        return self.n_rot + int(self.has_tail)
 
     @property
     def angles(self) -> Float[Tensor, "freq"]:

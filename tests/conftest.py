@@ -11,10 +11,22 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import lens_possym as lp
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Toy models are too small to gain from intra-op threads, and extra threads slow
+    down badly on a busy CI machine; the count is restored afterwards. Modules that train
+    toys use it with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session", params=lp.TINY_FAMILIES)

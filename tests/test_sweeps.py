@@ -26,14 +26,7 @@ QUICK = TrainConfig(steps=40, eval_every=20, eval_size=128)
 MODEL = {"n_freqs": 4}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Toy models are too small to gain from intra-op threads, and extra threads slow
-    down badly on a busy CI machine; restore the count afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

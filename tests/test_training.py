@@ -22,14 +22,7 @@ from lens_possym.training import (
 SMALL_INDEX = IndexTask(n_symbols=6, length=6, seed=1)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Toy models are too small to gain from intra-op threads, and extra threads slow
-    down badly on a busy CI machine; restore the count afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def small_model(task=SMALL_INDEX, ids=(0,), seed=0, **kw):

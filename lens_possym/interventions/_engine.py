@@ -29,7 +29,7 @@ not incremental decoding with a KV cache).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Hashable, Protocol
+from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -39,8 +39,8 @@ from ..decompose import apply_softcap
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..rope import RopeSpec, rotate
 
-__all__ = ["HookFn", "PairEdit", "bphd", "edit_hook", "compile_layer", "attend", "z_hook_name",
-           "v_hook_name"]
+__all__ = ["HookFn", "PairEdit", "bphd", "edit_hook", "compile_layer", "compile_selection",
+           "attend", "z_hook_name", "v_hook_name"]
 
 HookFn = Callable[..., Tensor]
 
@@ -223,4 +223,31 @@ def compile_layer(spec: RopeSpec, q_edits: dict[int, PairEdit],
         hooks.append((spec.k_hook, edit_hook(spec, "k", kv_edits)))
     if partial:
         hooks += z_rep
+    return hooks
+
+
+def compile_selection(specs: Sequence[RopeSpec], chosen: Mapping[int, Mapping[int, Sequence[int]]],
+                      side: str, make_edit: Callable[[RopeSpec, tuple[int, ...], str], PairEdit]
+                      ) -> list[tuple[str, HookFn]]:
+    """Hooks for a whole selection ``{layer: {query head: frequency ids}}``.
+
+    ``make_edit(spec, ids, "q" | "k")`` gives the edit of one head's queries or keys; it
+    is asked for the sides named in ``side`` (``"q"``, ``"k"`` or ``"qk"``). Heads with no
+    ids get no edit, so an empty selection gives no hooks at all. The keys' edits are
+    identified by their ids, which lets :func:`compile_layer` edit a KV group once when all
+    its query heads ask for the same ids (see the module docstring).
+    """
+    hooks: list[tuple[str, HookFn]] = []
+    for layer, heads in chosen.items():
+        spec = specs[layer]
+        q_edits: dict[int, PairEdit] = {}
+        k_edits: dict[int, tuple[Hashable, PairEdit]] = {}
+        for head, ids in heads.items():
+            if not ids:
+                continue
+            if "q" in side:
+                q_edits[head] = make_edit(spec, tuple(ids), "q")
+            if "k" in side:
+                k_edits[head] = (tuple(ids), make_edit(spec, tuple(ids), "k"))
+        hooks += compile_layer(spec, q_edits, k_edits)
     return hooks

@@ -58,7 +58,7 @@ from .._inputs import ModelInput, as_layers
 from ..capture import capture_attention_inputs
 from ..errors import InvalidSelectionError
 from ..rope import RopeSpec, cos_sin, rope_specs
-from ._engine import HookFn, PairEdit, bphd, compile_layer, edit_hook
+from ._engine import HookFn, PairEdit, bphd, compile_selection, edit_hook
 from ._select import FreqsLike, Selection, parse_freqs, parse_selection
 
 __all__ = [
@@ -335,20 +335,8 @@ def frequency_ablation_hooks(model: Any, selection: Any, mode: AblationMode = "z
                 "mode='mean' needs reference=<prompts or tokens> to take the means over"
             )
         means = frequency_means(model, reference, list(chosen), per_position=per_position)
-    hooks: list[tuple[str, HookFn]] = []
-    for layer, heads in chosen.items():
-        spec = specs[layer]
-        q_edits: dict[int, PairEdit] = {}
-        k_edits: dict[int, tuple[Any, PairEdit]] = {}
-        for head, ids in heads.items():
-            if not ids:
-                continue
-            if "q" in side:
-                q_edits[head] = _edit_for(mode, spec, ids, "q", means)
-            if "k" in side:
-                k_edits[head] = (ids, _edit_for(mode, spec, ids, "k", means))
-        hooks += compile_layer(spec, q_edits, k_edits)
-    return hooks
+    return compile_selection(specs, chosen, side,
+                             lambda spec, ids, which: _edit_for(mode, spec, ids, which, means))
 
 
 @contextmanager

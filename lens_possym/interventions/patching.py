@@ -35,7 +35,7 @@ from torch import Tensor
 from .._inputs import as_positions, as_tokens
 from ..errors import InvalidSelectionError, UnsupportedModelError
 from ..rope import RopeSpec, rope_specs
-from ._engine import HookFn, PairEdit, bphd, compile_layer, edit_hook, z_hook_name
+from ._engine import HookFn, PairEdit, bphd, compile_selection, edit_hook, z_hook_name
 from ._select import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
 from .frequency import _check_side, _replace_edit
 
@@ -192,22 +192,12 @@ def frequency_patch_hooks(model: Any, source: Any, selection: Any, *, freqs: Fre
         if "k" in side:
             names.append(specs[layer].k_hook)
     acts = source_activations(model, source, names)
-    hooks: list[tuple[str, HookFn]] = []
-    for layer, heads in chosen.items():
-        spec = specs[layer]
-        q_edits: dict[int, PairEdit] = {}
-        k_edits: dict[int, tuple[Any, PairEdit]] = {}
-        for head, ids in heads.items():
-            if not ids:
-                continue
-            if "q" in side:
-                q_edits[head] = _replace_edit(spec, ids, bphd(acts[spec.q_hook], spec.qk_layout),
-                                              "source")
-            if "k" in side:
-                k_edits[head] = (ids, _replace_edit(
-                    spec, ids, bphd(acts[spec.k_hook], spec.qk_layout), "source"))
-        hooks += compile_layer(spec, q_edits, k_edits)
-    return hooks
+
+    def from_source(spec: RopeSpec, ids: tuple[int, ...], which: str) -> PairEdit:
+        hook = spec.q_hook if which == "q" else spec.k_hook
+        return _replace_edit(spec, ids, bphd(acts[hook], spec.qk_layout), "source")
+
+    return compile_selection(specs, chosen, side, from_source)
 
 
 @contextmanager

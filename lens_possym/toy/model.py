@@ -49,7 +49,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ..errors import InvalidSelectionError, ToyConfigError
-from ..rope import RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
+from ..rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
 
 __all__ = ["ToyConfig", "ToyTransformer", "rope_schedule"]
 
@@ -68,7 +68,7 @@ def rope_schedule(n_freqs: int, base: float = 10000.0) -> list[float]:
 
 
 @dataclass
-class ToyConfig:
+class ToyConfig(FrequencyIds):
     """Configuration of a :class:`ToyTransformer` (validated on creation).
 
     Attributes:
@@ -153,19 +153,6 @@ class ToyConfig:
             raise ToyConfigError(f"init_std must be > 0, got {self.init_std}")
 
     # ---- derived --------------------------------------------------------------------
-
-    @property
-    def n_rot(self) -> int:
-        return self.rotary_dim // 2
-
-    @property
-    def has_tail(self) -> bool:
-        return self.d_head > self.rotary_dim
-
-    @property
-    def n_freqs(self) -> int:
-        """Frequency ids: one per rotated pair, plus one for a non-rotated tail."""
-        return self.n_rot + int(self.has_tail)
 
     @property
     def scale(self) -> float:

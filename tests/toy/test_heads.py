@@ -26,14 +26,7 @@ from lens_possym.training import evaluate, toy_config_for
 NOPE = 16  # the θ = 0 tail of the default toy (16 rotating ids)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Toy models are too small to gain from intra-op threads, and extra threads slow
-    down badly on a busy CI machine; restore the count afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def toy(task, **kw):
