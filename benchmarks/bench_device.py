@@ -11,7 +11,8 @@ toolkit runs on one and how fast. On a CPU it runs too (``--device cpu``), more 
    the CPU's (the compiled per-frequency loop runs only on the CPU; the device uses the
    tensor code), the frequency terms against the model's own pre-softmax scores, an empty
    frequency ablation leaving the logits bit-for-bit unchanged, and ``unrotate`` on every
-   frequency making the heads of a layer exactly symbolic (re-run s_SYM = 1).
+   frequency making the heads of a layer exactly symbolic (re-run s_SYM = 1), and the
+   profile's figures drawn from the device's results (``figs``: how many PNGs written).
 2. **Timings** on a model of gemma-3-270m's shape: the real weights when its GGUF package
    is installed (``--weights auto``/``real``), else random weights of the same shape
    (``random``: 18 layers, 4 query heads on 1 KV head, d_head 256, sliding window 512,
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 
 import torch
@@ -102,10 +104,21 @@ def _unrotated_sym(model, tokens) -> float:
     return float(scores.sym[layer].min())
 
 
+def _figures_written(model, tokens, scores) -> int:
+    """The profile's PNGs, drawn from results that live on the device."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lens_possym.report import save_profile_figures
+
+    with tempfile.TemporaryDirectory() as folder:
+        return sum(p.exists() for p in save_profile_figures(model, scores, tokens, folder).values())
+
+
 def checks(device: torch.device) -> None:
     print(f"\n1. checks on {device}, float64, every tiny family (tolerance 1e-5)")
     print(f"{'family':<7} {'token ex-rr':>12} {'block ex-rr':>12} {'dev-cpu':>9} "
-          f"{'terms':>9} {'no-op':>6} {'unrot sSYM':>11}")
+          f"{'terms':>9} {'no-op':>6} {'unrot sSYM':>11} {'figs':>5}")
     failures = []
     for family in lp.TINY_FAMILIES:
         model, cpu_model = _tiny(family, device), _tiny(family, "cpu")
@@ -119,13 +132,15 @@ def checks(device: torch.device) -> None:
             if swap == "token":
                 on_cpu = lp.swap_scores(cpu_model, tokens.cpu(), method="exact", **kw)
                 dev_cpu = _worst(exact, on_cpu)
+                figures = _figures_written(model, tokens, exact)
         terms = _terms_error(model, tokens)
         identity = _empty_ablation_is_identity(model, tokens)
         sym = _unrotated_sym(model, tokens)
-        ok = max(row + [dev_cpu]) <= 1e-5 and terms <= 1e-4 and identity and sym >= 1 - 1e-6
+        ok = (max(row + [dev_cpu]) <= 1e-5 and terms <= 1e-4 and identity and sym >= 1 - 1e-6
+              and figures == 6)
         failures += [] if ok else [family]
         print(f"{family:<7} {row[0]:>12.1e} {row[1]:>12.1e} {dev_cpu:>9.1e} {terms:>9.1e} "
-              f"{'yes' if identity else 'NO':>6} {sym:>11.8f}")
+              f"{'yes' if identity else 'NO':>6} {sym:>11.8f} {figures:>5}")
     print(f"   all checks {'pass' if not failures else 'FAIL for ' + ', '.join(failures)}")
 
 

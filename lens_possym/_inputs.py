@@ -14,9 +14,35 @@ from torch import Tensor
 
 from .errors import InvalidSelectionError
 
-__all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "ModelInput"]
+__all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput"]
 
 ModelInput = Union[str, Sequence[str], Tensor]
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` → CUDA if available, else CPU; anything else as given, checked.
+
+    Raises ``InvalidSelectionError`` for a name torch does not know, or for CUDA on a
+    machine where torch cannot reach a GPU (instead of torch's own error deep inside a
+    model's ``.to``).
+    """
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InvalidSelectionError(
+            f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'") from exc
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InvalidSelectionError(
+                f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA GPU "
+                "here; use 'cpu' (or 'auto', which picks a GPU only when there is one)")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise InvalidSelectionError(
+                f"device {device!r} does not exist: this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)")
+    return resolved
 
 
 def _context_length(model: Any) -> int | None:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ._inputs import resolve_device
 from .errors import TrainingError
 from .tasks.canonical import CanonicalTask, TaskBatch, make_task
 from .toy.model import ToyConfig, ToyTransformer
@@ -44,13 +45,6 @@ __all__ = [
     "load_checkpoint",
     "resolve_device",
 ]
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` → CUDA if available, else CPU; anything else as given."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 @dataclass

@@ -72,3 +72,15 @@ def test_plots_reject_scores_without_frequencies(profiled):
         viz.plot_frequency_scores(scores, 0, 0)
     with pytest.raises(ValueError, match="per_frequency=False"):
         scores.band_means()
+
+
+def test_figures_take_tensors_that_need_grad():
+    """Figures copy tensors to the host themselves (detached, on the CPU), so results from
+    a GPU or from a run with autograd on plot as they are."""
+    from lens_possym.viz._axes import to_numpy
+
+    values = torch.linspace(0, 1, 8, requires_grad=True) * 2
+    assert to_numpy(values).tolist() == pytest.approx((torch.linspace(0, 1, 8) * 2).tolist())
+    assert to_numpy([1.0, 2.0]).tolist() == [1.0, 2.0]
+    ax = viz.plot_frequency_profile(values, torch.logspace(0, -3, 8))
+    assert ax.lines[0].get_ydata().tolist() == pytest.approx(to_numpy(values).tolist())

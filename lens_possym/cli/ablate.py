@@ -9,7 +9,8 @@ The first ablates the chosen frequency ids of the chosen heads together and repo
 binding task's accuracy and logit difference before and after (``DIR/ablate.json``). The
 second ablates each band of each head alone over the whole model (or ``--layers``) and
 writes ``DIR/sweep.json`` and one heatmap per metric (``DIR/sweep_<metric>.png``).
-``--model tiny-<family>`` uses a tiny random model (for smoke tests).
+``--model tiny-<family>`` uses a tiny random model (for smoke tests); ``--device``
+picks where the model runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+
+from ._model_args import add_model_args, load_from_args
 
 MODES = ("zero", "mean", "unrotate")
 
@@ -28,8 +31,7 @@ def register(sub) -> None:
         description="Ablate chosen RoPE frequencies of chosen heads (or sweep every band of "
         "every head) and report binding-task accuracy and logit difference before and after.",
     )
-    parser.add_argument("--model", default="gemma-3-270m",
-                        help="a known model name, or tiny-<family> for a tiny random model")
+    add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding"])
     parser.add_argument("--heads", help="heads as LAYER.HEAD, comma-separated (e.g. 12.0,13.1; "
                         "12.* for a whole layer)")
@@ -55,15 +57,6 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
-def load(name: str):
-    """A known model, or ``tiny-<family>`` for a tiny random one."""
-    from .. import TINY_FAMILIES, load_model, tiny_model
-
-    if name.startswith("tiny-") and name[5:] in TINY_FAMILIES:
-        return tiny_model(name[5:])
-    return load_model(name)
-
-
 def _table(rows: list[tuple[str, float, float]]) -> str:
     lines = [f"  {'':<20} {'before':>8} {'after':>8} {'change':>8}"]
     for label, before, after in rows:
@@ -81,7 +74,7 @@ def run(args) -> int:
 
     if (args.sweep is None) == (args.heads is None):
         raise InvalidSelectionError("pass either --heads (with --freqs) or --sweep bands")
-    model = load(args.model)
+    model = load_from_args(args)
     task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
     reference = None
     if args.mode == "mean":

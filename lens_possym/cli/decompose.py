@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+from ._model_args import add_model_args, load_from_args
+
 DEFAULT_PROMPT = (
     "Alice likes red. Bob likes blue. Carol likes green. Dave likes pink. "
     "What color does Carol like? Carol likes"
@@ -19,7 +21,7 @@ def register(sub) -> None:
         "token into one term per RoPE frequency, check they add up to the model's own scores, "
         "and print which frequencies carry the logit.",
     )
-    parser.add_argument("--model", default="gemma-3-270m", help="a known model name")
+    add_model_args(parser)
     parser.add_argument("--layer", type=int, default=5)
     parser.add_argument("--head", type=int, default=0)
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
@@ -31,9 +33,9 @@ def register(sub) -> None:
 def run(args) -> int:
     import torch
 
-    from .. import frequency_logits, frequency_norms, load_model
+    from .. import frequency_logits, frequency_norms
 
-    model = load_model(args.model)
+    model = load_from_args(args)
     fl = frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
     norms = frequency_norms(model, args.prompt, args.layer)
     spec = fl.spec

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from ._model_args import add_model_args, load_from_args
+
 
 def register(sub) -> None:
     parser = sub.add_parser(
@@ -20,7 +22,7 @@ def register(sub) -> None:
         "every RoPE frequency) as positional or symbolic by content swaps (paper A), and "
         "write scores.json, figures and report.html to --out.",
     )
-    parser.add_argument("--model", default="gemma-3-270m", help="a known model name")
+    add_model_args(parser)
     parser.add_argument("--task", choices=["binding", "random"], default="binding",
                         help="binding prompts (entity-attribute) or random word tokens")
     parser.add_argument("--n-prompts", type=int, default=16)
@@ -55,7 +57,7 @@ def _prompts(model, args):
 
 
 def run(args) -> int:
-    from .. import load_model, swap_scores
+    from .. import swap_scores
     from ..errors import InvalidSelectionError
 
     start = time.perf_counter()
@@ -66,8 +68,7 @@ def run(args) -> int:
             layers = [int(x) for x in args.layers.split(",") if x.strip()]
         except ValueError:
             raise InvalidSelectionError(f"--layers takes comma-separated integers, got {args.layers!r}")
-    print(f"loading {args.model} ...", file=sys.stderr)
-    model = load_model(args.model)
+    model = load_from_args(args)
     tokens, first_prompt, task = _prompts(model, args)
     print(f"{tokens.shape[0]} {task['name']} prompts of {tokens.shape[1]} tokens; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from ._toy_args import add_model_args, add_task_args, add_train_args, apply_threads, \
-    make_task_from, model_kwargs_from, parse_ids, train_config_from
+from ._toy_args import (
+    add_model_args,
+    add_task_args,
+    add_train_args,
+    apply_threads,
+    make_task_from,
+    model_kwargs_from,
+    parse_ids,
+    train_config_from,
+)
 
 
 def register(sub) -> None:

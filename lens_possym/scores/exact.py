@@ -136,6 +136,10 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
     if kernel:
         if keys is None:
             raise ValueError("the compiled loop handles token swaps over all pairs of a key set")
+        if factors.x.device.type != "cpu":
+            raise ValueError(f"the compiled loop runs on the CPU, the factors are on "
+                             f"{factors.x.device}; pass kernel=None (or False) to use the "
+                             f"tensor code there")
         return SwapScores(pos, sym, *_freq_scores_kernel(factors, keys.cpu(), tau))
 
     n_freqs = factors.n_freqs

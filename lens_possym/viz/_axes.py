@@ -1,8 +1,8 @@
-"""The one helper every figure module shares: draw into the caller's axes or a new figure."""
+"""Helpers every figure module shares: the axes to draw into, and tensors made plottable."""
 
 from __future__ import annotations
 
-__all__ = ["axes_or_new"]
+__all__ = ["axes_or_new", "to_numpy"]
 
 
 def axes_or_new(ax, figsize: tuple[float, float]):
@@ -13,3 +13,16 @@ def axes_or_new(ax, figsize: tuple[float, float]):
 
     _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
     return ax
+
+
+def to_numpy(values):
+    """A tensor (on any device, with or without grad) or array-like as a NumPy array.
+
+    Results can live on a GPU (frequency logits and norms stay on the model's device);
+    matplotlib needs host memory.
+    """
+    import numpy as np
+
+    if hasattr(values, "detach"):
+        return values.detach().cpu().numpy()
+    return np.asarray(values)

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..decompose import FrequencyLogits, FrequencyNorms
 
-from ._axes import axes_or_new
+from ._axes import axes_or_new, to_numpy
 
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
@@ -56,7 +56,7 @@ def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
     ax = _axes(ax)
     values = torch.as_tensor(values, dtype=torch.float64).cpu()
-    ax.plot(np.arange(len(values)), values.numpy(), label=label, **line_kwargs)
+    ax.plot(np.arange(len(values)), to_numpy(values), label=label, **line_kwargs)
     if logy:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
@@ -118,7 +118,7 @@ def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, norm
     if normalize:
         rows = rows / rows.sum(-1, keepdim=True)
     ax = _axes(ax, figsize=(8, max(3.0, 0.12 * len(rows))))
-    image = ax.imshow(rows.numpy(), aspect="auto", cmap="viridis", interpolation="nearest")
+    image = ax.imshow(to_numpy(rows), aspect="auto", cmap="viridis", interpolation="nearest")
     ax.figure.colorbar(image, ax=ax, label="share of norm" if normalize else f"‖{which}_f‖")
     ticks = np.arange(0, n_layers * n_heads, n_heads)
     ax.set_yticks(ticks)

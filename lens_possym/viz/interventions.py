@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..interventions.sweep import BandSweep
+from ._axes import to_numpy
 
 __all__ = ["plot_band_sweep", "plot_ablation_comparison"]
 
@@ -44,7 +45,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
     kwargs = dict(cmap=cmap, vmin=-limit, vmax=limit) if effect else dict(cmap="viridis")
     image = None
     for b, ax in enumerate(axes):
-        image = ax.imshow(data[..., b].numpy(), aspect="auto", interpolation="nearest", **kwargs)
+        image = ax.imshow(to_numpy(data[..., b]), aspect="auto", interpolation="nearest", **kwargs)
         ax.set_title(f"{sweep.band_names[b]} ids "
                      f"{_ids_label(sweep.bands[sweep.layers[0]][b])}", fontsize="small")
         ax.set_xlabel("head")

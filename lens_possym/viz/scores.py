@@ -14,7 +14,7 @@ import torch
 from ..scores.results import PosSymScores
 from .frequency import plot_frequency_profile
 
-from ._axes import axes_or_new
+from ._axes import axes_or_new, to_numpy
 
 __all__ = [
     "plot_plane",
@@ -53,8 +53,8 @@ def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = 
     ax = _axes(ax)
     layers = torch.arange(scores.n_layers)[:, None].expand(-1, scores.n_heads)
     keep = scores.pos.isfinite() & scores.sym.isfinite()
-    points = ax.scatter(scores.pos[keep].numpy(), scores.sym[keep].numpy(),
-                        c=layers[keep].numpy(), cmap=cmap, s=28, edgecolors="k", linewidths=0.3,
+    points = ax.scatter(to_numpy(scores.pos[keep]), to_numpy(scores.sym[keep]),
+                        c=to_numpy(layers[keep]), cmap=cmap, s=28, edgecolors="k", linewidths=0.3,
                         vmin=0, vmax=max(scores.n_layers - 1, 1))
     plt.colorbar(points, ax=ax, label="layer", shrink=0.8)
     _square(ax)
@@ -77,7 +77,7 @@ def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = No
         _, axes = plt.subplots(1, 2, figsize=(2.2 + 0.5 * scores.n_heads * 2, height),
                                constrained_layout=True)
     for ax, name, values in zip(axes, ("$s_{POS}$", "$s_{SYM}$"), (scores.pos, scores.sym)):
-        image = ax.imshow(values.numpy(), vmin=0, vmax=1, cmap="magma", aspect="auto",
+        image = ax.imshow(to_numpy(values), vmin=0, vmax=1, cmap="magma", aspect="auto",
                           interpolation="nearest")
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
@@ -114,8 +114,8 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
     ax = _axes(ax)
     pos, sym = scores.pos_freq[layer, head], scores.sym_freq[layer, head]
     keep = pos.isfinite()
-    ids = np.arange(len(pos))[keep.numpy()]
-    points = ax.scatter(pos[keep].numpy(), sym[keep].numpy(), c=ids, cmap="plasma", s=22,
+    ids = np.arange(len(pos))[to_numpy(keep)]
+    points = ax.scatter(to_numpy(pos[keep]), to_numpy(sym[keep]), c=ids, cmap="plasma", s=22,
                         edgecolors="k", linewidths=0.2)
     plt.colorbar(points, ax=ax, label="frequency id (0 = fastest)", shrink=0.8)
     ax.scatter([float(scores.pos[layer, head])], [float(scores.sym[layer, head])], marker="*",
@@ -177,7 +177,7 @@ def plot_swap_attention(model: Any, tokens: torch.Tensor, heads: dict[str, tuple
         weight = (clean[swaps.first].mean(-1) - clean[swaps.second].mean(-1)).abs()
         top = int(weight.argmax())
         first, second = swaps.first[top], swaps.second[top]
-        before, after = (t[0, 0].numpy() for t in factors.attention_after_swap(first, second))
+        before, after = (to_numpy(t[0, 0]) for t in factors.attention_after_swap(first, second))
         x = np.arange(n_pos)
         ax.bar(x - 0.2, before, width=0.4, color="0.6", label="clean")
         ax.bar(x + 0.2, after, width=0.4, color="tab:blue", label="after swap")

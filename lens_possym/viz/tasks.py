@@ -11,7 +11,7 @@ import torch
 
 from .frequency import _angle_label
 
-from ._axes import axes_or_new
+from ._axes import axes_or_new, to_numpy
 
 __all__ = [
     "plot_accuracy_vs_freq",
@@ -58,7 +58,7 @@ def plot_accuracy_vs_freq(sweep, *, ax=None, label: str | None = None, chance: f
     """Test accuracy against frequency id (angle on top): mean line, one dot per seed."""
     ax = _axes(ax)
     xs = _varying_id(sweep)
-    acc = sweep.accuracy().numpy()
+    acc = to_numpy(sweep.accuracy())
     order = np.argsort(xs)
     xs_sorted = np.array(xs)[order]
     ax.plot(xs_sorted, np.nanmean(acc, axis=1)[order], marker="o",
@@ -85,7 +85,7 @@ def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=Non
     import matplotlib.pyplot as plt
 
     ax = _axes(ax)
-    by_pos = sweep.accuracy_by_position().numpy()  # [set, seed, pos]
+    by_pos = to_numpy(sweep.accuracy_by_position())  # [set, seed, pos]
     xs = _varying_id(sweep)
     chosen = [i for i, x in enumerate(xs) if ids is None or x in ids]
     colors = plt.cm.viridis(np.linspace(0, 1, max(len(chosen), 2)))
@@ -107,7 +107,7 @@ def plot_w_max(w_max, positions: Sequence[int] | None = None, *, ax=None, label:
                **line_kwargs):
     """``w_max(j)`` along the answer position (Theorem 7)."""
     ax = _axes(ax)
-    w = torch.as_tensor(w_max, dtype=torch.float64).numpy()
+    w = to_numpy(torch.as_tensor(w_max, dtype=torch.float64))
     xs = np.arange(len(w)) if positions is None else np.asarray(positions)
     ax.plot(xs, w, marker="o", label=label, **line_kwargs)
     ax.set_xlabel("answer position j")
@@ -144,8 +144,8 @@ def plot_qk_trajectory(traj, *, ax=None, color_by: Sequence[int] | None = None,
     import matplotlib.pyplot as plt
 
     ax = _axes(ax, figsize=(4.5, 4.5))
-    q = traj.q.numpy()        # [eval, batch, 2]
-    k = traj.k.numpy()        # [eval, batch, pos, 2]
+    q = to_numpy(traj.q)        # [eval, batch, 2]
+    k = to_numpy(traj.k)        # [eval, batch, pos, 2]
     keys = k[:, :, :-1].reshape(k.shape[0], -1, 2)[:, :max_keys]
     for n in range(keys.shape[1]):
         ax.plot(keys[:, n, 0], keys[:, n, 1], color="tab:orange", alpha=0.25, lw=0.8)
@@ -170,7 +170,7 @@ def plot_scores_vs_freq(sweep, *, ax=None):
     ax = _axes(ax)
     xs = np.array(_varying_id(sweep))
     order = np.argsort(xs)
-    pos, sym = (t.numpy() for t in sweep.scores())
+    pos, sym = (to_numpy(t) for t in sweep.scores())
     ax.plot(xs[order], np.nanmean(pos, axis=1)[order], marker="o", color="tab:red", label="s_POS")
     ax.plot(xs[order], np.nanmean(sym, axis=1)[order], marker="s", color="tab:green",
             label="s_SYM")
