@@ -9,17 +9,11 @@ import pytest
 import torch
 
 from lens_possym.errors import TrainingError
-from lens_possym.sweeps import (
-    QKTrajectory,
-    SweepResult,
-    head_scores,
-    pairs_with,
-    single_ids,
-    sweep,
-)
-from lens_possym.tasks import IndexTask
-from lens_possym.toy import ToyTransformer
-from lens_possym.training import TrainConfig, toy_config_for
+from lens_possym.synthetic.models.toy import ToyTransformer, toy_config_for
+from lens_possym.synthetic.sweeps import SweepResult, pairs_with, single_ids, sweep
+from lens_possym.synthetic.tasks import IndexTask
+from lens_possym.synthetic.training import TrainConfig
+from lens_possym.synthetic.trajectories import QKTrajectory, head_scores
 
 TINY = IndexTask(n_symbols=5, length=5, seed=2)
 QUICK = TrainConfig(steps=40, eval_every=20, eval_size=128)
@@ -57,7 +51,7 @@ def test_sweep_shapes_and_bookkeeping(tiny_sweep):
 
 def test_each_run_is_gated_and_seeded_like_a_single_training(tiny_sweep):
     """A sweep run equals training the same model by hand."""
-    from lens_possym.training import train
+    from lens_possym.synthetic.training import train
 
     model = ToyTransformer(toy_config_for(TINY, seed=1, **MODEL)).set_frequencies([3])
     result = train(model, TINY, replace(QUICK, seed=1))
@@ -121,7 +115,7 @@ def test_head_scores_is_swap_scores_for_one_head():
 
 
 def test_qk_trajectory_records_the_plane_of_one_frequency():
-    from lens_possym.training import train
+    from lens_possym.synthetic.training import train
 
     probe = TINY.test_set(6)
     model = _random_head(TINY, [1])
