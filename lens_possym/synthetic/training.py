@@ -393,6 +393,9 @@ def resume(run_dir: str | Path, *, device: str | None = None,
 
 
 def _check_fit(model: TrainableModel, task: Task) -> None:
+    if not isinstance(task, Task):
+        raise TrainingError(f"train expects a Task such as IndexTask, got {type(task).__name__}"
+                            "; build one with make_task(name)")
     if not isinstance(model, TrainableModel):
         raise TrainingError(f"train expects a TrainableModel such as ToyTransformer, got "
                             f"{type(model).__name__}")

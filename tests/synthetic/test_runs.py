@@ -129,6 +129,11 @@ def test_resume_without_a_checkpoint_starts_afresh(tmp_path):
     assert _without_times(resumed.history) == _without_times(fresh.history)
 
 
+def test_train_refuses_what_is_not_a_task():
+    with pytest.raises(TrainingError, match="expects a Task"):
+        train(_model(), "index", TrainConfig(steps=1))
+
+
 def test_latest_checkpoint_orders_by_step(tmp_path):
     assert latest_checkpoint(tmp_path) is None
     for step in (9, 10, 1_000_000):
