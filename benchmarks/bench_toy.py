@@ -53,7 +53,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     import lens_possym as lp
-    from lens_possym.training import resolve_device
+    from lens_possym._inputs import resolve_device
 
     device = resolve_device(args.device)
     print(f"torch {torch.__version__} on {device} ({platform.processor() or platform.machine()}, "

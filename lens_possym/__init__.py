@@ -66,19 +66,31 @@ from .interventions import (
     permute_content,
     swap_permutation,
 )
-from .sweeps import QKTrajectory, SweepResult, head_scores, pairs_with, single_ids, sweep
-from .tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask, make_task
-from .toy import ToyConfig, ToyTransformer
-from .toy.heads import (
+from .synthetic import (
+    IndexTask,
+    PartialInductionTask,
+    QKTrajectory,
+    RetrievalTask,
+    SweepResult,
+    ToyConfig,
+    ToyTransformer,
+    TrainConfig,
     build_index_head,
     build_partial_induction_head,
     build_retrieval_head,
+    evaluate,
+    head_scores,
+    load_checkpoint,
+    make_task,
+    pairs_with,
+    single_ids,
+    sweep,
+    toy_config_for,
+    train,
     w_max_by_position,
     w_max_positional,
     w_max_symbolic,
 )
-from .training import TrainConfig, evaluate, load_checkpoint, toy_config_for, train
-
 
 def __getattr__(name: str):
     # Figures pull in matplotlib; import them only when asked for (``lp.viz``).

@@ -2,7 +2,8 @@
 
 Each source file defines ``CELLS``: a list of ``("md" | "code", text)``. Run
 ``python notebooks/_build.py`` after editing a source; commit both. Notebooks are stored
-without outputs; CI executes them (tests/test_notebooks.py).
+without outputs; CI executes them, and a fast test checks that every notebook is what its
+source builds (tests/test_notebooks.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import nbformat
 HERE = Path(__file__).parent
 
 
-def build(source: Path) -> Path:
+def notebook(source: Path) -> nbformat.NotebookNode:
+    """The notebook ``source`` describes (not written anywhere)."""
     spec = importlib.util.spec_from_file_location(source.stem, source)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -26,8 +28,13 @@ def build(source: Path) -> Path:
         text = text.strip("\n")
         nb.cells.append(nbformat.v4.new_markdown_cell(text) if kind == "md"
                         else nbformat.v4.new_code_cell(text))
+    return nb
+
+
+def build(source: Path) -> Path:
+    """Write the notebook of ``source`` next to this script; return its path."""
     target = HERE / f"{source.stem}.ipynb"
-    nbformat.write(nb, target)
+    nbformat.write(notebook(source), target)
     return target
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures.
+"""Shared fixtures (shared plain helpers: :mod:`tests.helpers`).
 
 The network is off for the whole run (pytest-socket, configured in pyproject.toml: only
 loopback is allowed, for the notebook kernels). Tiny models are built once per session;
@@ -7,15 +7,12 @@ real models load from the user's lens-possym cache (converted once, then seconds
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 import lens_possym as lp
 
-sys.path.insert(0, str(Path(__file__).parent))
+from .helpers import PROMPT
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +54,6 @@ def tmp_cache(tmp_path, monkeypatch):
     root = tmp_path / "cache"
     monkeypatch.setenv("LENS_POSSYM_CACHE", str(root))
     return root
-
-
-def hooks_attached(model) -> int:
-    """Number of forward hooks currently registered on the model's hook points."""
-    return sum(len(hp._forward_hooks) for hp in model.hook_dict.values())
-
-
-PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does Bob like ?"
 
 
 @pytest.fixture

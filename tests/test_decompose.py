@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import lens_possym as lp
-from conftest import hooks_attached
 from lens_possym.decompose import apply_softcap, decompose_inputs
 from lens_possym.errors import DecompositionMismatchError, InvalidSelectionError
+from tests.helpers import hooks_attached
 
 
 def _model_rows(model, tokens, spec):

@@ -1,4 +1,4 @@
-"""Execute every notebook in notebooks/ top to bottom, offline.
+"""Every notebook is what its source builds (fast), and runs top to bottom offline (slow).
 
 The kernel runs in its own process, out of reach of pytest-socket, so it gets an IPython
 startup file that refuses every connection except to loopback (which the kernel itself
@@ -7,13 +7,16 @@ needs) and Unix sockets. A notebook that reaches for the network fails here.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+SOURCES = sorted((NOTEBOOK_DIR / "src").glob("*.py"))
 
 _NETWORK_GUARD = textwrap.dedent(
     """
@@ -31,6 +34,39 @@ _NETWORK_GUARD = textwrap.dedent(
     _socket.socket.connect = _guarded_connect
     """
 )
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location("notebook_build", NOTEBOOK_DIR / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _without_cell_ids(nb) -> dict:
+    # nbformat gives every new cell a random id, so two builds of one source differ there
+    data = dict(nb)
+    data["cells"] = [{k: v for k, v in cell.items() if k != "id"} for cell in nb["cells"]]
+    return data
+
+
+def test_every_notebook_has_a_source_and_every_source_a_notebook():
+    assert [p.stem for p in NOTEBOOKS] == [p.stem for p in SOURCES]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[p.stem for p in SOURCES])
+def test_each_notebook_is_what_its_source_builds(source):
+    """Run ``python notebooks/_build.py`` after editing a source, and commit both."""
+    import nbformat
+
+    built = _builder().notebook(source)
+    committed = nbformat.read(NOTEBOOK_DIR / f"{source.stem}.ipynb", as_version=4)
+    assert not any(cell.get("outputs") or cell.get("execution_count")
+                   for cell in committed.cells if cell.cell_type == "code"), \
+        f"{source.stem}.ipynb was committed with outputs"
+    assert _without_cell_ids(committed) == _without_cell_ids(built), \
+        f"{source.stem}.ipynb differs from notebooks/src/{source.name}: run " \
+        "python notebooks/_build.py"
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lens_possym import viz  # noqa: E402
-from lens_possym.sweeps import SweepResult  # noqa: E402
+from lens_possym.synthetic.sweeps import SweepResult  # noqa: E402
 
 HERE = Path(__file__).parent
 

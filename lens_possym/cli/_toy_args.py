@@ -21,7 +21,7 @@ def add_task_args(parser: argparse.ArgumentParser) -> None:
 
 
 def make_task_from(args):
-    from ..tasks import make_task
+    from ..synthetic.tasks import make_task
 
     kwargs = {}
     if args.task == "index":
@@ -78,7 +78,7 @@ def apply_threads(args):
 
 
 def train_config_from(args, **overrides):
-    from ..training import TrainConfig
+    from ..synthetic.training import TrainConfig
 
     given = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                  eval_every=args.eval_every, target_accuracy=args.target_accuracy)

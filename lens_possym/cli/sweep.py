@@ -46,9 +46,8 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..sweeps import pairs_with, single_ids, sweep
-    from ..training import toy_config_for
-    from ..viz.tasks import save_sweep_figures
+    from ..synthetic import pairs_with, single_ids, sweep, toy_config_for
+    from ..viz.synthetic import save_sweep_figures
 
     task = make_task_from(args)
     model_kwargs = model_kwargs_from(args)

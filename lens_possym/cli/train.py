@@ -40,8 +40,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..toy import ToyTransformer
-    from ..training import toy_config_for, train
+    from ..synthetic import ToyTransformer, toy_config_for, train
 
     task = make_task_from(args)
     ids = parse_ids(args.freq_ids)

@@ -1,5 +1,7 @@
-"""Prompts and tasks: binding prompts for language models (:mod:`.binding`) and paper A's
-canonical toy tasks (:mod:`.canonical`: Index, Retrieval, Partial Induction)."""
+"""Prompts for pretrained language models: binding prompts (:mod:`.binding`).
+
+Paper A's canonical toy tasks are synthetic experiments: :mod:`lens_possym.synthetic.tasks`.
+"""
 
 from .binding import (
     BindingResult,
@@ -10,15 +12,6 @@ from .binding import (
     evaluate_binding,
     random_token_prompts,
 )
-from .canonical import (
-    TASKS,
-    CanonicalTask,
-    IndexTask,
-    PartialInductionTask,
-    RetrievalTask,
-    TaskBatch,
-    make_task,
-)
 
 __all__ = [
     "BindingTemplate",
@@ -28,12 +21,4 @@ __all__ = [
     "evaluate_binding",
     "binding_logit_diff",
     "random_token_prompts",
-    # canonical toy tasks
-    "TASKS",
-    "CanonicalTask",
-    "IndexTask",
-    "RetrievalTask",
-    "PartialInductionTask",
-    "TaskBatch",
-    "make_task",
 ]

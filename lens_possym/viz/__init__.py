@@ -20,7 +20,7 @@ from .scores import (
     plot_score_heatmaps,
     plot_swap_attention,
 )
-from .tasks import (
+from .synthetic import (
     plot_accuracy_by_position,
     plot_accuracy_vs_freq,
     plot_qk_trajectory,
@@ -44,7 +44,7 @@ __all__ = [
     "pick_example_heads",
     "plot_band_sweep",
     "plot_ablation_comparison",
-    # canonical tasks and toy models
+    # synthetic experiments: canonical tasks, toy models, training
     "plot_accuracy_vs_freq",
     "plot_accuracy_by_position",
     "plot_w_max",

@@ -15,12 +15,13 @@ import time
 import torch
 import matplotlib.pyplot as plt
 import lens_possym as lp
+from lens_possym import synthetic as syn   # tasks, toy models, training, runs, sweeps
 from lens_possym import viz
 
 NOTEBOOK_START = time.perf_counter()
 torch.set_num_threads(1)  # toy models are too small to gain from more threads (as the CLI)
-tasks = {"index": lp.IndexTask(), "retrieval": lp.RetrievalTask(),
-         "partial-induction": lp.PartialInductionTask()}
+tasks = {"index": syn.IndexTask(), "retrieval": syn.RetrievalTask(),
+         "partial-induction": syn.PartialInductionTask()}
 for task in tasks.values():
     batch = task.sample(2, seed=1)
     print(task.describe())
@@ -43,7 +44,7 @@ nothing, and every lens-possym analysis runs on the toy unchanged:
 """),
 ("code", r"""
 index = tasks["index"]
-model = lp.ToyTransformer(lp.toy_config_for(index)).set_frequencies([3])
+model = syn.ToyTransformer(syn.toy_config_for(index)).set_frequencies([3])
 print(model.extra_repr())
 print("angles:", [f"{a:.3g}" for a in model.angles.tolist()])
 tokens = index.test_set(8).tokens
@@ -61,15 +62,15 @@ Partial Induction. With the right angle each solves its task:
 ("code", r"""
 NOPE = 16
 built = {}
-for name, builder, freqs in [("index", lp.build_index_head, 2),
-                             ("retrieval", lp.build_retrieval_head, NOPE),
-                             ("partial-induction", lp.build_partial_induction_head, (NOPE, 4))]:
+for name, builder, freqs in [("index", syn.build_index_head, 2),
+                             ("retrieval", syn.build_retrieval_head, NOPE),
+                             ("partial-induction", syn.build_partial_induction_head, (NOPE, 4))]:
     task = tasks[name]
-    m = lp.ToyTransformer(lp.toy_config_for(task))
+    m = syn.ToyTransformer(syn.toy_config_for(task))
     head = builder(m, task, freqs)
     built[name] = m
     amps = ", ".join(f"id {f}: A={a:.0f}" for f, a in head.amplitudes.items())
-    print(f"{name:>18}: {head.kind:<17} {amps:<28} test accuracy {lp.evaluate(m, task).accuracy:.4f}")
+    print(f"{name:>18}: {head.kind:<17} {amps:<28} test accuracy {syn.evaluate(m, task).accuracy:.4f}")
 """),
 ("md", r"""
 **Theorem 7.** With a fixed logit amplitude, the largest attention weight `w_max(j)` of the
@@ -81,18 +82,18 @@ forms:
 """),
 ("code", r"""
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), constrained_layout=True)
-m = lp.ToyTransformer(lp.toy_config_for(index))
-h = lp.build_index_head(m, index, 7, amplitude=1500.0)
-viz.plot_w_max(lp.w_max_by_position(m, index), index.answer_positions, ax=axes[0], label="measured")
-viz.plot_w_max(lp.w_max_positional(h.angles[0], index.length, 1500.0), index.answer_positions,
+m = syn.ToyTransformer(syn.toy_config_for(index))
+h = syn.build_index_head(m, index, 7, amplitude=1500.0)
+viz.plot_w_max(syn.w_max_by_position(m, index), index.answer_positions, ax=axes[0], label="measured")
+viz.plot_w_max(syn.w_max_positional(h.angles[0], index.length, 1500.0), index.answer_positions,
                ax=axes[0], label="closed form", ls="--")
 axes[0].set_title(f"H_POS on id 7 (θ={h.angles[0]:.3g}), A=1500: U", fontsize="medium")
 retrieval = tasks["retrieval"]
-m = lp.ToyTransformer(lp.toy_config_for(retrieval))
-h = lp.build_retrieval_head(m, retrieval, 4)
-viz.plot_w_max(lp.w_max_by_position(m, retrieval), retrieval.answer_positions, ax=axes[1],
+m = syn.ToyTransformer(syn.toy_config_for(retrieval))
+h = syn.build_retrieval_head(m, retrieval, 4)
+viz.plot_w_max(syn.w_max_by_position(m, retrieval), retrieval.answer_positions, ax=axes[1],
                label="measured (2-D, phase-coded entities)")
-viz.plot_w_max(lp.w_max_symbolic(h.angles[0], retrieval.n_pairs, 3.0), retrieval.answer_positions,
+viz.plot_w_max(syn.w_max_symbolic(h.angles[0], retrieval.n_pairs, 3.0), retrieval.answer_positions,
                ax=axes[1], label="simplified H_SYM, A=3", ls="--")
 axes[1].set_title(f"H_SYM on id 4 (θ={h.angles[0]:.3g}): inverse U", fontsize="medium")
 plt.show()
@@ -104,10 +105,10 @@ One model per frequency id (same initial weights, data stream and optimiser; onl
 differs), 800 AdamW steps each (the CLI default is 2000).
 """),
 ("code", r"""
-short = lp.TrainConfig(steps=800)
+short = syn.TrainConfig(steps=800)
 t0 = time.perf_counter()
-index_sweep = lp.sweep(index, [0, 2, 4, 6, 16], train_config=short, log=print)
-retrieval_sweep = lp.sweep(retrieval, [0, 2, 4, 16], train_config=short, log=print)
+index_sweep = syn.sweep(index, [0, 2, 4, 6, 16], train_config=short, log=print)
+retrieval_sweep = syn.sweep(retrieval, [0, 2, 4, 16], train_config=short, log=print)
 print(f"{time.perf_counter() - t0:.0f} s")
 """),
 ("code", r"""
@@ -148,9 +149,9 @@ most recent match) solves it. Here with 16 pairs per prompt, single ids against 
 ("code", r"""
 pi = tasks["partial-induction"]
 t0 = time.perf_counter()
-pi_budget = lp.TrainConfig(steps=1000)
-pi_single = lp.sweep(pi, [5], train_config=pi_budget, scores=False, log=print)
-pi_pairs = lp.sweep(pi, lp.pairs_with(NOPE, [2, 5, 9]), train_config=pi_budget, scores=False, log=print)
+pi_budget = syn.TrainConfig(steps=1000)
+pi_single = syn.sweep(pi, [5], train_config=pi_budget, scores=False, log=print)
+pi_pairs = syn.sweep(pi, syn.pairs_with(NOPE, [2, 5, 9]), train_config=pi_budget, scores=False, log=print)
 print(f"{time.perf_counter() - t0:.0f} s")
 fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
 viz.plot_accuracy_vs_freq(pi_pairs, ax=ax, label="ids {16 (θ=0), k}", color="tab:blue")
@@ -174,9 +175,9 @@ points at its target position — the mechanism of H_POS.
 """),
 ("code", r"""
 probe = index.test_set(48)
-traj = lp.QKTrajectory(probe, freq=2)
-m = lp.ToyTransformer(lp.toy_config_for(index)).set_frequencies([2])
-result = lp.train(m, index, lp.TrainConfig(steps=500, eval_every=50), callbacks=[traj])
+traj = syn.QKTrajectory(probe, freq=2)
+m = syn.ToyTransformer(syn.toy_config_for(index)).set_frequencies([2])
+result = syn.train(m, index, syn.TrainConfig(steps=500, eval_every=50), callbacks=[traj])
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
 viz.plot_qk_trajectory(traj, ax=axes[0], color_by=probe.answer_pos)
 viz.plot_training_curves(result, ax=axes[1])
@@ -184,6 +185,38 @@ plt.show()
 k_final = traj.k[-1, :, :-1].reshape(-1, 2)
 cos = torch.nn.functional.cosine_similarity(k_final, k_final.mean(0, keepdim=True))
 print(f"keys' cosine to their mean direction: min {cos.min():.3f}")
+"""),
+("md", r"""
+## Runs on disk, and resuming them
+
+With `out_dir`, a run writes `metrics.json`, `model.pt` and (every `checkpoint_every` steps)
+checkpoints that also hold the optimiser, the data stream and the evaluations so far.
+`syn.resume(out_dir)` continues an interrupted run from its latest checkpoint and ends
+exactly where the uninterrupted run ends. Here the run above is repeated, stopped at step
+300, and resumed:
+"""),
+("code", r"""
+import tempfile
+
+class Stop(Exception):
+    pass
+
+def stop_at_300(step, model):
+    if step == 300:
+        raise Stop
+
+run_dir = tempfile.mkdtemp()
+config = syn.TrainConfig(steps=500, eval_every=50, checkpoint_every=100, out_dir=run_dir)
+try:
+    syn.train(syn.ToyTransformer(syn.toy_config_for(index)).set_frequencies([2]), index, config,
+              callbacks=[stop_at_300])
+except Stop:
+    print("stopped at step 300; latest checkpoint:", syn.latest_checkpoint(run_dir).name)
+resumed, _, again = syn.resume(run_dir)
+print(f"resumed run: test accuracy {again.test_accuracy:.4f} after {again.steps_run} steps; "
+      f"uninterrupted: {result.test_accuracy:.4f}")
+print("same weights as the uninterrupted run:",
+      all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), m.state_dict().values())))
 print(f"notebook ran in {time.perf_counter() - NOTEBOOK_START:.0f} s")
 """),
 ]

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import lens_possym as lp
-from conftest import PROMPT, hooks_attached
 from lens_possym.decompose import apply_softcap
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import (
@@ -17,6 +16,7 @@ from lens_possym.interventions import (
     permute_content,
 )
 from lens_possym.rope import to_pairs
+from tests.helpers import PROMPT, hooks_attached
 
 
 def _layer(model) -> int:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import lens_possym as lp
-from conftest import PROMPT, hooks_attached
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import FrequencyGate, FrequencyGates, ablate_frequencies
+from tests.helpers import PROMPT, hooks_attached
 
 
 def test_an_open_raw_gate_changes_nothing_bit_for_bit(tiny):

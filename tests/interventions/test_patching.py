@@ -7,7 +7,6 @@ import torch
 from transformer_lens import patching as tl_patching
 
 import lens_possym as lp
-from conftest import PROMPT, hooks_attached
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import (
     ablate_frequencies,
@@ -20,6 +19,7 @@ from lens_possym.interventions import (
     qk_activation_name,
     swap_permutation,
 )
+from tests.helpers import PROMPT, hooks_attached
 
 OTHER = "Carol likes pink . Dave likes gold . Emma likes black . What color does Dave like ?"
 

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import lens_possym as lp
-from conftest import PROMPT, hooks_attached
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import (
     content_permutation_hooks,
@@ -14,6 +13,7 @@ from lens_possym.interventions import (
     permute_rows_hook,
     swap_permutation,
 )
+from tests.helpers import PROMPT, hooks_attached
 
 
 def test_swap_permutation():

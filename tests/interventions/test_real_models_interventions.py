@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import lens_possym as lp
-from conftest import hooks_attached
 from lens_possym.decompose import apply_softcap, decompose_inputs
 from lens_possym.rope import to_pairs
+from tests.helpers import hooks_attached
 
 PROMPT = "Alice likes red. Bob likes blue. Carol likes green. What color does Bob like? Bob likes"
 

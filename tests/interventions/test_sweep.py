@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import lens_possym as lp
-from conftest import hooks_attached
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import ablate_frequencies, band_sweep, binding_metrics, resolve_bands
 from lens_possym.tasks import binding_task, evaluate_binding
+from tests.helpers import hooks_attached
 
 
 @pytest.fixture(scope="module")

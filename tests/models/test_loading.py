@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import lens_possym as lp
-from gguf_fixture import write_tiny_llama_gguf
 from lens_possym.errors import CorruptModelFileError, ModelNotInstalledError, UnknownModelError
 from lens_possym.models import cache, registry
+from tests.gguf_fixture import write_tiny_llama_gguf
 
 
 @pytest.fixture(scope="module")

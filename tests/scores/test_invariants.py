@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lens_possym as lp
-from conftest import hooks_attached
 from lens_possym.scores import swap_cosines, swap_scores
 from lens_possym.scores.swaps import WeightedCosines
+from tests.helpers import hooks_attached
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
 

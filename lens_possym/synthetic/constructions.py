@@ -1,11 +1,12 @@
 r"""The theory's hand-built heads as weight setters, and ``w_max`` along the answer position.
 
-Each ``build_*_head`` writes one head of a one-hot :class:`~lens_possym.toy.ToyTransformer`
-so that the model computes exactly that head (every other head, layer and MLP output is
-zeroed; the head's gate is set to the frequencies it uses), and returns a
-:class:`HeadConstruction` recording the logit amplitudes it chose. Query and key live in one
-2-D pair per frequency id, written as complex numbers ``a + ib`` (pair dims from
-:meth:`RopeSpec.dims_of`; for the θ = 0 tail its first two dims). With
+Each ``build_*_head`` writes one head of a one-hot
+:class:`~lens_possym.synthetic.models.toy.ToyTransformer` so that the model computes exactly
+that head (every other head, layer and MLP output is zeroed; the head's gate is set to the
+frequencies it uses), and returns a :class:`HeadConstruction` recording the logit
+amplitudes it chose. Query and key live in one 2-D pair per frequency id, written as
+complex numbers ``a + ib`` (pair dims from :meth:`RopeSpec.dims_of`; for the θ = 0 tail
+its first two dims). With
 ``q = r_q e^{iα}`` at the query position ``n`` and ``k = r_k e^{iβ}`` at key position ``i``
 the RoPE logit of that pair is
 
@@ -42,9 +43,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import InvalidSelectionError, ToyConfigError
-from ..tasks.canonical import CanonicalTask, IndexTask, PartialInductionTask, RetrievalTask, \
-    TaskBatch, _PairTask
-from .model import ToyTransformer
+from .models.toy import ToyTransformer
+from .tasks import IndexTask, PartialInductionTask, RetrievalTask, Task, TaskBatch
+from .tasks.canonical import _PairTask
 
 __all__ = [
     "HeadConstruction",
@@ -85,7 +86,7 @@ class HeadConstruction:
 # shared plumbing
 
 
-def _check_model(model: ToyTransformer, task: CanonicalTask, layer: int, head: int) -> int:
+def _check_model(model: ToyTransformer, task: Task, layer: int, head: int) -> int:
     if not isinstance(model, ToyTransformer):
         raise ToyConfigError(f"hand-built heads set ToyTransformer weights, got {type(model).__name__}")
     cfg = model.cfg
@@ -314,7 +315,7 @@ def build_partial_induction_head(model: ToyTransformer, task: PartialInductionTa
 
 
 @torch.no_grad()
-def w_max_by_position(model: ToyTransformer, task: CanonicalTask, batch: TaskBatch | None = None,
+def w_max_by_position(model: ToyTransformer, task: Task, batch: TaskBatch | None = None,
                       *, layer: int = 0, head: int = 0) -> Float[Tensor, "answer_pos"]:
     """Mean over prompts of the head's largest attention weight at the query, per answer position.
 

@@ -1,4 +1,4 @@
-"""Sweeps over frequency sets, scores of trained heads, q/k trajectories."""
+"""Sweeps over frequency sets: bookkeeping, runs equal single trainings, files, figures."""
 
 from __future__ import annotations
 
@@ -9,17 +9,10 @@ import pytest
 import torch
 
 from lens_possym.errors import TrainingError
-from lens_possym.sweeps import (
-    QKTrajectory,
-    SweepResult,
-    head_scores,
-    pairs_with,
-    single_ids,
-    sweep,
-)
-from lens_possym.tasks import IndexTask
-from lens_possym.toy import ToyTransformer
-from lens_possym.training import TrainConfig, toy_config_for
+from lens_possym.synthetic.models.toy import ToyTransformer, toy_config_for
+from lens_possym.synthetic.sweeps import SweepResult, pairs_with, single_ids, sweep
+from lens_possym.synthetic.tasks import IndexTask
+from lens_possym.synthetic.training import TrainConfig
 
 TINY = IndexTask(n_symbols=5, length=5, seed=2)
 QUICK = TrainConfig(steps=40, eval_every=20, eval_size=128)
@@ -57,7 +50,7 @@ def test_sweep_shapes_and_bookkeeping(tiny_sweep):
 
 def test_each_run_is_gated_and_seeded_like_a_single_training(tiny_sweep):
     """A sweep run equals training the same model by hand."""
-    from lens_possym.training import train
+    from lens_possym.synthetic.training import train
 
     model = ToyTransformer(toy_config_for(TINY, seed=1, **MODEL)).set_frequencies([3])
     result = train(model, TINY, replace(QUICK, seed=1))
@@ -95,42 +88,3 @@ def test_frequency_set_helpers_and_errors():
         sweep(TINY, [9], train_config=QUICK, model_kwargs=MODEL)
     with pytest.raises(TrainingError, match="seeds is empty"):
         sweep(TINY, [0], seeds=(), train_config=QUICK, model_kwargs=MODEL)
-
-
-def _random_head(task, ids, seed=0, init_std=None):
-    cfg = toy_config_for(task, n_freqs=4, seed=seed, init_std=init_std)
-    return ToyTransformer(cfg).set_frequencies(ids)
-
-
-def test_head_scores_is_swap_scores_for_one_head():
-    import lens_possym as lp
-
-    task = IndexTask(n_symbols=5, length=5, seed=2)
-    cfg = toy_config_for(task, n_freqs=4, n_layers=2, n_heads=2, init_std=1.0)
-    model = ToyTransformer(cfg)
-    tokens = task.test_set(8).tokens
-    full = lp.swap_scores(model, tokens, exclude_bos=False)
-    one = head_scores(model, tokens, layer=1, head=0)
-    assert one.pos == pytest.approx(float(full.pos[1, 0]), abs=1e-9)
-    assert one.sym == pytest.approx(float(full.sym[1, 0]), abs=1e-9)
-    assert one.pos_freq == pytest.approx(full.pos_freq[1, 0].tolist(), abs=1e-9)
-    assert len(one.sym_freq) == cfg.n_freqs and "swap_scores" in one.method
-
-
-# ---- trajectories ------------------------------------------------------------------------------
-
-
-def test_qk_trajectory_records_the_plane_of_one_frequency():
-    from lens_possym.training import train
-
-    probe = TINY.test_set(6)
-    model = _random_head(TINY, [1])
-    traj = QKTrajectory(probe, freq=1)
-    train(model, TINY, TrainConfig(steps=20, eval_every=10, eval_size=32), callbacks=[traj])
-    assert traj.steps == [0, 10, 20]
-    assert traj.q.shape == (3, 6, 2) and traj.k.shape == (3, 6, 6, 2)
-    # one-hot inputs: the query is the W_Q row of the last token on the pair's dims
-    dims = [1, 5]                                            # pair 1 of 4, "half" layout
-    expected = model.blocks[0].attn.W_Q[0][probe.tokens[:, -1]][:, dims]
-    assert torch.allclose(traj.q[-1], expected.detach(), atol=1e-6)
-    assert json.dumps(traj.to_dict())

@@ -1,11 +1,19 @@
-r"""Training toy models on the canonical tasks: a plain, fast loop.
+r"""One training loop for every synthetic task and trainable model: plain, fast, resumable.
 
 :func:`train` runs AdamW on the cross-entropy of the **last position's** prediction (the
 answer), with linear warm-up then cosine decay, gradient clipping, evaluation on the task's
 fixed test set every ``eval_every`` steps (accuracy overall and by answer position), optional
-early stop at a target accuracy, checkpoints and a ``metrics.json``. Data come from the
-task's seeded training stream (test sequences never appear); weights from the model's own
-seed; the global RNG is never touched, so runs are reproducible and do not disturb callers.
+early stop at a target accuracy, checkpoints and a ``metrics.json``
+(:mod:`lens_possym.synthetic.runs`). Data come from the task's seeded training split (test
+sequences never appear); weights from the model's own seed; the global RNG is never
+touched, so runs are reproducible and do not disturb callers.
+
+The loop asks the task only for what :class:`~lens_possym.synthetic.tasks.Task` lists and
+the model only for what :class:`~lens_possym.synthetic.models.TrainableModel` lists.
+
+Resuming: ``train(..., resume=True)`` (or :func:`resume` on a run folder) continues from the
+folder's latest checkpoint, restoring weights, optimiser, data stream and the evaluations
+so far, so an interrupted and resumed run ends bit-identical to an uninterrupted one.
 
 Everything runs on the model's device; ``device="auto"`` moves the model to a GPU when one
 is present.
@@ -13,26 +21,33 @@ is present.
 Example::
 
     task = IndexTask()
-    model = ToyTransformer(toy_config_for(task, freq_ids=[3]))
+    model = ToyTransformer(toy_config_for(task)).set_frequencies([3])
     result = train(model, task, TrainConfig(steps=2000))
     result.test_accuracy, result.test_accuracy_by_position
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 
-from ._inputs import resolve_device
-from .errors import TrainingError
-from .tasks.canonical import CanonicalTask, TaskBatch, make_task
-from .toy.model import ToyConfig, ToyTransformer
+from .._inputs import resolve_device
+from ..errors import TrainingError
+from .models import TrainableModel
+from .runs import (
+    Checkpoint,
+    TrainingState,
+    latest_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+    write_json,
+)
+from .tasks import Task, TaskBatch
 
 __all__ = [
     "TrainConfig",
@@ -40,10 +55,8 @@ __all__ = [
     "TrainResult",
     "EvalResult",
     "train",
+    "resume",
     "evaluate",
-    "toy_config_for",
-    "load_checkpoint",
-    "resolve_device",
 ]
 
 
@@ -162,7 +175,6 @@ class TrainResult:
     train_time_s: float
     answer_positions: list[int]
     reached_target_at: int | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def final(self) -> EvalRecord:
@@ -183,48 +195,11 @@ class TrainResult:
         return out
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_jsonable(self.to_dict()), indent=1))
-        return path
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
-
-
-def toy_config_for(task: CanonicalTask, *, n_freqs: int = 16, rope_base: float = 10000.0,
-                   nope_dims: int = 2, angles: Sequence[float] | None = None,
-                   **overrides: Any) -> ToyConfig:
-    """A :class:`ToyConfig` sized for ``task``: one layer, one head, one-hot embeddings.
-
-    The head has ``n_freqs`` rotated pairs on the standard schedule (``base^(-2k/R)``,
-    ids ``0..n_freqs-1``, fastest first) plus ``nope_dims`` non-rotated dims that form the
-    last id, ``n_freqs``, with angle 0 (``nope_dims=0`` drops it). ``d_head`` is at least
-    the number of answer tokens, so the value/output path can copy every answer.
-    ``angles`` replaces the schedule by an explicit list. Other fields via ``overrides``.
-    """
-    if angles is not None:
-        n_freqs = len(angles)
-    if nope_dims < 0:
-        raise TrainingError(f"nope_dims must be >= 0, got {nope_dims}")
-    rotary_dim = 2 * n_freqs
-    d_head = max(rotary_dim + nope_dims, len(task.answer_tokens))
-    settings: dict[str, Any] = dict(d_vocab=task.d_vocab, n_ctx=task.n_ctx, d_head=d_head,
-                                    rotary_dim=rotary_dim, rope_base=rope_base,
-                                    angles=tuple(angles) if angles is not None else None)
-    settings.update(overrides)
-    return ToyConfig(**settings)
+        return write_json(self.to_dict(), path)
 
 
 @torch.no_grad()
-def evaluate(model: ToyTransformer, task: CanonicalTask, batch: TaskBatch | None = None, *,
+def evaluate(model: TrainableModel, task: Task, batch: TaskBatch | None = None, *,
              chunk: int = 4096) -> EvalResult:
     """Accuracy of ``model`` on ``batch`` (the task's test set by default).
 
@@ -255,60 +230,90 @@ def evaluate(model: ToyTransformer, task: CanonicalTask, batch: TaskBatch | None
     )
 
 
-Callback = Callable[[int, ToyTransformer], None]
+Callback = Callable[[int, TrainableModel], None]
+
+# TrainConfig fields that may differ between an interrupted run and its resumption: they
+# say where and on what the run happens, not what it computes.
+_RESUME_MAY_DIFFER = ("out_dir", "device")
 
 
-def train(model: ToyTransformer, task: CanonicalTask, config: TrainConfig | None = None, *,
-          callbacks: Sequence[Callback] = (), log: Callable[[str], None] | None = None
-          ) -> TrainResult:
+def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, *,
+          callbacks: Sequence[Callback] = (), log: Callable[[str], None] | None = None,
+          resume: bool = False) -> TrainResult:
     """Train ``model`` on ``task`` (in place) and return its metrics.
 
     Args:
-        model: a :class:`ToyTransformer` whose vocabulary and context fit the task.
-        task: a canonical task.
+        model: a :class:`~lens_possym.synthetic.models.TrainableModel` (e.g. a
+            ``ToyTransformer``) whose vocabulary and context fit the task.
+        task: a :class:`~lens_possym.synthetic.tasks.Task`.
         config: :class:`TrainConfig` (defaults if ``None``).
         callbacks: functions ``fn(step, model)`` called at every evaluation (after the
             metrics are computed, model in eval mode, no grad), e.g. to record q/k
-            trajectories.
+            trajectories; with callbacks the untrained model is evaluated at step 0 too.
         log: a function taking one line of text per evaluation (e.g. ``print``).
+        resume: continue from ``config.out_dir``'s latest checkpoint when it has one
+            (:func:`~lens_possym.synthetic.runs.latest_checkpoint`): the model's weights,
+            optimiser, data stream and history are restored and the run goes on to
+            ``config.steps``; a finished run is returned as it is. The checkpoint must have
+            been written with the same task, model configuration and training settings
+            (``out_dir`` and ``device`` aside). Callbacks see only the steps run now.
 
     Returns:
         :class:`TrainResult`; also written to ``out_dir/metrics.json`` when set.
     """
     config = config or TrainConfig()
-    if not isinstance(model, ToyTransformer):
-        raise TrainingError(f"train expects a ToyTransformer, got {type(model).__name__}")
-    if model.cfg.d_vocab < task.d_vocab or model.cfg.n_ctx < task.n_ctx:
-        raise TrainingError(
-            f"the model (d_vocab {model.cfg.d_vocab}, n_ctx {model.cfg.n_ctx}) is too small for "
-            f"{task.describe()}; build it with toy_config_for(task)")
+    _check_fit(model, task)
+    if resume and config.out_dir is None:
+        raise TrainingError("resume=True needs config.out_dir (the run folder to resume from)")
     device = resolve_device(config.device)
     model.to(device)
     out_dir = Path(config.out_dir) if config.out_dir else None
     test = task.test_set(config.eval_size).to(device)
-    stream = task.train_batches(config.batch_size, seed=config.seed)
+    stream = torch.Generator().manual_seed(config.seed)    # the training split's data stream
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
                                   weight_decay=config.weight_decay)
     history: list[EvalRecord] = []
-    reached = None
-    run_loss = run_correct = run_count = 0.0
+    running = {"loss": 0.0, "correct": 0.0, "count": 0.0}
+    reached, step, elapsed_before, finished = None, 0, 0.0, False
+    found = latest_checkpoint(out_dir) if resume else None
+    if found is not None:
+        ckpt = read_checkpoint(found)
+        _check_resumable(ckpt, model, task, config)
+        state = ckpt.state
+        model.load_state_dict(ckpt.state_dict)
+        model.to(device)
+        optimizer.load_state_dict(state.optimizer)
+        stream.set_state(state.data_stream)
+        history = [EvalRecord(**h) for h in state.history]
+        running.update(state.running)
+        reached, step = state.reached_target_at, ckpt.step
+        elapsed_before, finished = state.elapsed_s, state.finished
     start = time.perf_counter()
-    step = 0
+
+    def elapsed() -> float:
+        return elapsed_before + time.perf_counter() - start
+
+    def training_state(done: bool) -> TrainingState:
+        return TrainingState(
+            train_config=asdict(config), optimizer=optimizer.state_dict(),
+            data_stream=stream.get_state(), history=[asdict(h) for h in history],
+            running=dict(running), reached_target_at=reached, elapsed_s=elapsed(),
+            finished=done)
 
     def evaluate_now(step: int) -> EvalRecord:
-        nonlocal run_loss, run_correct, run_count
         result = evaluate(model, task, test)
+        count = max(running["count"], 1)
         record = EvalRecord(
             step=step,
-            train_loss=run_loss / max(run_count, 1),
-            train_accuracy=run_correct / max(run_count, 1),
+            train_loss=running["loss"] / count,
+            train_accuracy=running["correct"] / count,
             test_loss=result.loss,
             test_accuracy=result.accuracy,
             test_accuracy_by_position=result.accuracy_by_position,
             lr=config.lr_at(max(step - 1, 0)),
-            elapsed_s=time.perf_counter() - start,
+            elapsed_s=elapsed(),
         )
-        run_loss = run_correct = run_count = 0.0
+        running.update(loss=0.0, correct=0.0, count=0.0)
         history.append(record)
         if log:
             log(f"step {step:>6}  loss {record.train_loss:.4f}  train acc "
@@ -322,12 +327,12 @@ def train(model: ToyTransformer, task: CanonicalTask, config: TrainConfig | None
         return record
 
     model.train()
-    if callbacks:
+    if callbacks and step == 0:
         evaluate_now(0)
-    while step < config.steps:
+    while step < config.steps and not finished:
         for group in optimizer.param_groups:
             group["lr"] = config.lr_at(step)
-        batch = next(stream).to(device)
+        batch = task.sample(config.batch_size, split="train", generator=stream).to(device)
         logits = model(batch.tokens)[:, -1]
         loss = torch.nn.functional.cross_entropy(logits, batch.answers)
         optimizer.zero_grad(set_to_none=True)
@@ -336,9 +341,9 @@ def train(model: ToyTransformer, task: CanonicalTask, config: TrainConfig | None
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         step += 1
-        run_loss += float(loss.detach()) * len(batch)
-        run_correct += float((logits.argmax(-1) == batch.answers).sum())
-        run_count += len(batch)
+        running["loss"] += float(loss.detach()) * len(batch)
+        running["correct"] += float((logits.argmax(-1) == batch.answers).sum())
+        running["count"] += len(batch)
         last = step == config.steps
         if step % config.eval_every == 0 or last:
             record = evaluate_now(step)
@@ -347,50 +352,74 @@ def train(model: ToyTransformer, task: CanonicalTask, config: TrainConfig | None
                 reached = step
                 break
         if out_dir and config.checkpoint_every and step % config.checkpoint_every == 0:
-            save_checkpoint(model, task, out_dir / f"checkpoint_{step:06d}.pt", step=step)
+            save_checkpoint(model, task, out_dir / f"checkpoint_{step:06d}.pt", step=step,
+                            state=training_state(done=False))
     model.eval()
     result = TrainResult(
         task=task.name, task_config=task.config(), model_config=model.cfg.to_dict(),
         train_config=asdict(config), history=history, steps_run=step,
-        train_time_s=time.perf_counter() - start, answer_positions=task.answer_positions,
+        train_time_s=elapsed(), answer_positions=task.answer_positions,
         reached_target_at=reached,
     )
     if out_dir:
-        save_checkpoint(model, task, out_dir / "model.pt", step=step)
+        save_checkpoint(model, task, out_dir / "model.pt", step=step,
+                        state=training_state(done=True))
         result.save(out_dir / "metrics.json")
     return result
 
 
-def save_checkpoint(model: ToyTransformer, task: CanonicalTask, path: str | Path, *,
-                    step: int) -> Path:
-    """Write model weights, gate, configs and step to ``path`` (a ``torch.save`` file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({
-        "format": "lens-possym-toy/1",
-        "step": step,
-        "model_config": model.cfg.to_dict(),
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "task": task.name,
-        "task_config": task.config(),
-    }, path)
-    return path
+def resume(run_dir: str | Path, *, device: str | None = None,
+           callbacks: Sequence[Callback] = (), log: Callable[[str], None] | None = None
+           ) -> tuple[TrainableModel, Task, TrainResult]:
+    """Continue the run in ``run_dir`` from its latest checkpoint: ``(model, task, result)``.
+
+    The model, task and training settings are read from the checkpoint (``device``
+    overrides where it runs); see :func:`train`'s ``resume``.
+    """
+    found = latest_checkpoint(run_dir)
+    if found is None:
+        raise TrainingError(f"no checkpoint in {run_dir} to resume from (checkpoints are "
+                            "written every TrainConfig.checkpoint_every steps)")
+    ckpt = read_checkpoint(found)
+    if ckpt.state is None:
+        raise TrainingError(f"{found} was written without its training state and cannot be "
+                            "resumed; train the run again")
+    settings = dict(ckpt.state.train_config, out_dir=str(run_dir))
+    if device is not None:
+        settings["device"] = device
+    config = TrainConfig(**settings)
+    model, task = ckpt.model(), ckpt.make_task()
+    return model, task, train(model, task, config, callbacks=callbacks, log=log, resume=True)
 
 
-def load_checkpoint(path: str | Path, *, device: str = "cpu"
-                    ) -> tuple[ToyTransformer, CanonicalTask, dict]:
-    """Read a checkpoint written by :func:`train`: ``(model, task, info)``."""
-    path = Path(path)
-    if not path.is_file():
-        raise TrainingError(f"no checkpoint at {path}")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same problem
-        raise TrainingError(f"{path} is not a readable lens-possym checkpoint ({exc})") from exc
-    if not isinstance(data, dict) or data.get("format") != "lens-possym-toy/1":
-        raise TrainingError(f"{path} is not a lens-possym toy checkpoint")
-    model = ToyTransformer(ToyConfig.from_dict(data["model_config"]))
-    model.load_state_dict(data["state_dict"])
-    model.to(resolve_device(device)).eval()
-    task = make_task(data["task"], **data["task_config"])
-    return model, task, {"step": data["step"]}
+def _check_fit(model: TrainableModel, task: Task) -> None:
+    if not isinstance(task, Task):
+        raise TrainingError(f"train expects a Task such as IndexTask, got {type(task).__name__}"
+                            "; build one with make_task(name)")
+    if not isinstance(model, TrainableModel):
+        raise TrainingError(f"train expects a TrainableModel such as ToyTransformer, got "
+                            f"{type(model).__name__}")
+    if model.cfg.d_vocab < task.d_vocab or model.cfg.n_ctx < task.n_ctx:
+        raise TrainingError(
+            f"the model (d_vocab {model.cfg.d_vocab}, n_ctx {model.cfg.n_ctx}) is too small for "
+            f"{task.describe()}; build it with toy_config_for(task)")
+
+
+def _check_resumable(ckpt: Checkpoint, model: TrainableModel, task: Task,
+                     config: TrainConfig) -> None:
+    """Refuse to continue a run with settings other than those it was written with."""
+    if ckpt.state is None:
+        raise TrainingError(f"{ckpt.path} was written without its training state and cannot "
+                            "be resumed; train into a new out_dir")
+    theirs = {k: v for k, v in ckpt.state.train_config.items() if k not in _RESUME_MAY_DIFFER}
+    ours = {k: v for k, v in asdict(config).items() if k not in _RESUME_MAY_DIFFER}
+    theirs["betas"] = tuple(theirs["betas"])
+    differ = [name for name, a, b in [
+        ("task", (ckpt.task, ckpt.task_config), (task.name, task.config())),
+        ("model", (ckpt.model_kind, ckpt.model_config), (model.kind, model.cfg.to_dict())),
+    ] if a != b] + [f.name for f in fields(TrainConfig)
+                    if f.name in ours and ours[f.name] != theirs.get(f.name)]
+    if differ:
+        raise TrainingError(
+            f"{ckpt.path} was written by a different run ({', '.join(differ)} differ); "
+            "resume with the settings it was written with, or train into a new out_dir")

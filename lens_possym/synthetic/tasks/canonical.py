@@ -26,210 +26,24 @@ can only solve each task the intended way):
   separate token could not be found by its entity. Queries ``e?`` and answers ``a`` are
   their own tokens.
 
-Splits: a sequence belongs to the test split iff a fixed hash of all its tokens (answer
-excluded, it is a function of them) falls in the lowest ``test_fraction`` of the hash
-range. Membership is a property of the sequence itself, so train and test are disjoint by
-construction, whatever seeds or batch sizes are used; the training stream rejects test
-sequences and the test set is a seeded sample of test sequences. Answer positions are
-drawn uniformly, so per-position accuracy has equal support.
-
-Randomness comes from a private ``torch.Generator`` (global RNG untouched).
+Splits and seeding come from :class:`~lens_possym.synthetic.tasks.base.SyntheticTask`
+(hash-disjoint train/test, private generators). Answer positions are drawn uniformly, so
+per-position accuracy has equal support.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Iterator, Literal
-
 import torch
-from jaxtyping import Bool, Int
+from jaxtyping import Int
 from torch import Tensor
 
-from ..errors import TaskConfigError
+from ...errors import TaskConfigError
+from .base import SyntheticTask, TaskBatch
 
-__all__ = [
-    "TaskBatch",
-    "CanonicalTask",
-    "IndexTask",
-    "RetrievalTask",
-    "PartialInductionTask",
-    "TASKS",
-    "make_task",
-]
-
-Split = Literal["train", "test"]
-_PRIME = 2_147_483_647  # 2^31 - 1
-_HASH_BUCKETS = 1 << 20
+__all__ = ["IndexTask", "RetrievalTask", "PartialInductionTask"]
 
 
-@dataclass
-class TaskBatch:
-    """A batch of prompts with their answers.
-
-    Attributes:
-        tokens: ``[batch, pos]`` prompt token ids; the query is the last position.
-        answers: ``[batch]`` the correct next token.
-        answer_pos: ``[batch]`` position of the token the answer is read from.
-    """
-
-    tokens: Int[Tensor, "batch pos"]
-    answers: Int[Tensor, "batch"]
-    answer_pos: Int[Tensor, "batch"]
-
-    def __len__(self) -> int:
-        return self.tokens.shape[0]
-
-    def to(self, device) -> "TaskBatch":
-        return TaskBatch(self.tokens.to(device), self.answers.to(device), self.answer_pos.to(device))
-
-    def __getitem__(self, index) -> "TaskBatch":
-        return TaskBatch(self.tokens[index], self.answers[index], self.answer_pos[index])
-
-    @staticmethod
-    def cat(batches: list["TaskBatch"]) -> "TaskBatch":
-        return TaskBatch(torch.cat([b.tokens for b in batches]),
-                         torch.cat([b.answers for b in batches]),
-                         torch.cat([b.answer_pos for b in batches]))
-
-
-def _sequence_hash(tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch"]:
-    """A fixed polynomial hash of each row into ``[0, 2^20)`` (platform independent)."""
-    h = torch.zeros(tokens.shape[0], dtype=torch.int64, device=tokens.device)
-    for col in tokens.long().unbind(dim=1):
-        h = (h * 1_000_003 + col + 1) % _PRIME
-    h = (h * 48_271) % _PRIME
-    return (h ^ (h >> 11)) % _HASH_BUCKETS
-
-
-class CanonicalTask:
-    """Common interface of the canonical tasks (see the module docstring).
-
-    Subclasses define the vocabulary, ``_generate`` (raw samples, either split) and
-    ``solve`` (an independent reference solver that reads only the tokens).
-
-    Attributes:
-        name: ``"index"``, ``"retrieval"`` or ``"partial-induction"``.
-        seed: default seed of the test set and of the training stream.
-        test_fraction: share of all sequences that belong to the test split.
-    """
-
-    name: ClassVar[str] = ""
-    behaviour: ClassVar[str] = ""
-
-    def __init__(self, *, seed: int = 0, test_fraction: float = 0.1):
-        if not 0.0 < test_fraction < 1.0:
-            raise TaskConfigError(f"test_fraction must be in (0, 1), got {test_fraction}")
-        self.seed = int(seed)
-        self.test_fraction = float(test_fraction)
-
-    # ---- description ------------------------------------------------------------------
-
-    @property
-    def d_vocab(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def n_ctx(self) -> int:
-        """Prompt length (the query is the last position)."""
-        raise NotImplementedError
-
-    @property
-    def answer_positions(self) -> list[int]:
-        """The positions an answer can be read from."""
-        raise NotImplementedError
-
-    @property
-    def answer_tokens(self) -> list[int]:
-        """The tokens that can be answers."""
-        raise NotImplementedError
-
-    def token_names(self) -> list[str]:
-        raise NotImplementedError
-
-    def config(self) -> dict:
-        """The constructor arguments (for metrics files and checkpoints)."""
-        raise NotImplementedError
-
-    def describe(self) -> str:
-        args = ", ".join(f"{k}={v}" for k, v in self.config().items())
-        return f"{self.name}({args}): {self.n_ctx} tokens, vocabulary {self.d_vocab}"
-
-    def __repr__(self) -> str:
-        return f"<{self.describe()}>"
-
-    def decode(self, tokens: Int[Tensor, "pos"]) -> str:
-        names = self.token_names()
-        return " ".join(names[int(t)] for t in tokens)
-
-    # ---- generation ---------------------------------------------------------------------
-
-    def _generate(self, n: int, gen: torch.Generator) -> TaskBatch:
-        raise NotImplementedError
-
-    def solve(self, tokens: Int[Tensor, "batch pos"]) -> tuple[Tensor, Tensor]:
-        """Reference solver from the tokens alone: ``(answers, answer_pos)``."""
-        raise NotImplementedError
-
-    def is_test(self, tokens: Int[Tensor, "batch pos"]) -> Bool[Tensor, "batch"]:
-        """Whether each sequence belongs to the test split."""
-        return _sequence_hash(tokens) < int(round(self.test_fraction * _HASH_BUCKETS))
-
-    def sample(self, n: int, *, split: Split = "train", generator: torch.Generator | None = None,
-               seed: int | None = None) -> TaskBatch:
-        """``n`` samples from one split (rejection on :meth:`is_test`).
-
-        Pass a ``generator`` to continue a stream, or a ``seed`` (default: the task's).
-        """
-        if split not in ("train", "test"):
-            raise TaskConfigError(f"split must be 'train' or 'test', got {split!r}")
-        if n < 1:
-            raise TaskConfigError(f"n must be >= 1, got {n}")
-        gen = generator if generator is not None else torch.Generator().manual_seed(
-            self.seed if seed is None else seed)
-        keep_test = split == "test"
-        share = self.test_fraction if keep_test else 1.0 - self.test_fraction
-        got: list[TaskBatch] = []
-        have = drawn = 0
-        budget = min(500_000, 100_000 + int(100 * n / share))
-        while drawn < budget:
-            size = min(1 << 16, max(16, int((n - have) / share * 1.2) + 8))
-            draw = self._generate(size, gen)
-            drawn += size
-            chosen = draw[self.is_test(draw.tokens) == keep_test]
-            got.append(chosen)
-            have += len(chosen)
-            if have >= n:
-                return TaskBatch.cat(got)[:n]
-        raise TaskConfigError(
-            f"{self.describe()}: could not draw {n} {split} samples; the task has too few "
-            "distinct sequences for this split, make it larger or change test_fraction"
-        )
-
-    def test_set(self, n: int = 2048, *, seed: int | None = None) -> TaskBatch:
-        """A fixed, seeded test set (``seed`` defaults to the task's seed)."""
-        base = self.seed if seed is None else seed
-        return self.sample(n, split="test", seed=base + 7_919)
-
-    def train_batches(self, batch_size: int, *, seed: int | None = None) -> Iterator[TaskBatch]:
-        """An endless stream of training batches (test sequences never appear)."""
-        gen = torch.Generator().manual_seed(self.seed if seed is None else seed)
-        while True:
-            yield self.sample(batch_size, split="train", generator=gen)
-
-    # ---- evaluation helpers -------------------------------------------------------------
-
-    def accuracy_by_position(self, predictions: Int[Tensor, "batch"], batch: TaskBatch
-                             ) -> Tensor:
-        """Accuracy per answer position, ``[len(answer_positions)]`` (``nan`` where unseen)."""
-        correct = (predictions.to(batch.answers.device) == batch.answers).float()
-        out = []
-        for p in self.answer_positions:
-            at = batch.answer_pos == p
-            out.append(correct[at].mean() if at.any() else torch.tensor(float("nan")))
-        return torch.stack(out).cpu()
-
-
-class IndexTask(CanonicalTask):
+class IndexTask(SyntheticTask):
     """Index (``f_POS``): ``s_0 … s_{L-1} IDX_j`` → ``s_j``.
 
     Vocabulary: symbols ``0..n_symbols-1``, then the markers ``IDX_0..IDX_{L-1}``. Symbols
@@ -281,7 +95,7 @@ class IndexTask(CanonicalTask):
         return tokens[torch.arange(len(tokens)), j], j
 
 
-class _PairTask(CanonicalTask):
+class _PairTask(SyntheticTask):
     """Shared vocabulary of Retrieval and Partial Induction.
 
     Token ids: pair ``(e, a)`` = ``e·n_attributes + a``; query ``e?`` =
@@ -436,18 +250,3 @@ class PartialInductionTask(_PairTask):
         positions = torch.arange(entity.shape[1]).expand_as(entity)
         p = torch.where(match, positions, -1).max(dim=1).values
         return self.answer_token(attribute[torch.arange(len(tokens)), p]), p
-
-
-TASKS: dict[str, type[CanonicalTask]] = {
-    "index": IndexTask,
-    "retrieval": RetrievalTask,
-    "partial-induction": PartialInductionTask,
-}
-
-
-def make_task(name: str, **kwargs) -> CanonicalTask:
-    """A canonical task by name (``"index"``, ``"retrieval"``, ``"partial-induction"``)."""
-    key = name.replace("_", "-").lower()
-    if key not in TASKS:
-        raise TaskConfigError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
-    return TASKS[key](**kwargs)

@@ -1,23 +1,22 @@
-r"""Frequency sweeps on the canonical tasks, scores of the trained heads, q/k trajectories.
+r"""Frequency sweeps: one toy model per frequency set and seed, trained and compared.
 
 :func:`sweep` trains one toy model per frequency set (a single id, or a pair such as
 ``(θ=0 id, k)``) and seed, and gathers test accuracy overall and by answer position,
-against frequency id and angle, plus the positional/symbolic scores of each trained head.
-:class:`QKTrajectory` records a head's query and key on one frequency's rotation plane
-during training (paper A, Figure 3B).
+against frequency id and angle, plus the positional/symbolic scores of each trained head
+(:func:`~lens_possym.synthetic.trajectories.head_scores`). (Not to be confused with
+:mod:`lens_possym.interventions.sweep`, which ablates frequency bands of a trained model.)
 
 Every model is the same one-layer, one-head, one-hot toy (:func:`toy_config_for`) with the
 standard angle schedule and a θ = 0 tail as the last id; the **gate** restricts the head to
 the chosen ids, so all runs share architecture, initial weights (per seed), data stream and
 optimiser, and differ only in the frequencies the head may use.
 
-Scores: :func:`head_scores` wraps :func:`lens_possym.swap_scores` (token swaps, the exact
-closed form) for one head.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -26,10 +25,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .errors import TrainingError
-from .tasks.canonical import CanonicalTask, TaskBatch, make_task
-from .toy.model import ToyTransformer
-from .training import TrainConfig, TrainResult, _jsonable, toy_config_for, train
+from ..errors import TrainingError
+from .models.toy import ToyTransformer, toy_config_for
+from .runs import write_json
+from .tasks import Task, make_task
+from .trajectories import head_scores
+from .training import TrainConfig, TrainResult, train
 
 __all__ = [
     "SweepRun",
@@ -37,9 +38,6 @@ __all__ = [
     "sweep",
     "single_ids",
     "pairs_with",
-    "head_scores",
-    "HeadScores",
-    "QKTrajectory",
 ]
 
 
@@ -51,110 +49,6 @@ def single_ids(ids: Sequence[int]) -> list[tuple[int, ...]]:
 def pairs_with(fixed: int, ids: Sequence[int]) -> list[tuple[int, ...]]:
     """``[(fixed, k), ...]`` for ``k != fixed``: e.g. the θ = 0 id paired with each other id."""
     return [(int(fixed), int(k)) for k in ids if int(k) != int(fixed)]
-
-
-# ----------------------------------------------------------------------------------------
-# scores of trained heads
-
-
-@dataclass
-class HeadScores:
-    """Positional and symbolic scores of one head (mean over prompts).
-
-    ``pos_freq``/``sym_freq`` are the ``[n_freqs]`` per-frequency scores (each frequency
-    scored as a 2-D head). ``method`` says how they were computed.
-    """
-
-    pos: float
-    sym: float
-    pos_freq: list[float] | None = None
-    sym_freq: list[float] | None = None
-    method: str = ""
-
-
-def head_scores(model: ToyTransformer, tokens: Tensor, *, layer: int = 0, head: int = 0,
-                tau: float = 1e-4) -> HeadScores:
-    """Token-swap positional/symbolic scores of one head at the last position.
-
-    A thin wrapper of :func:`lens_possym.swap_scores` (exact closed form, token swaps,
-    no BOS: the toy tasks have none) that returns plain numbers for one head, with its
-    per-frequency scores.
-    """
-    from .scores import swap_scores
-
-    result = swap_scores(model, tokens.to(model.device), layers=[layer], heads=[head], tau=tau,
-                         exclude_bos=False)
-    pos_freq, sym_freq = result.pos_freq, result.sym_freq          # [n_layers, n_heads, ...]
-    return HeadScores(
-        pos=float(result.pos[layer, head]), sym=float(result.sym[layer, head]),
-        pos_freq=None if pos_freq is None else pos_freq[layer, head].tolist(),
-        sym_freq=None if sym_freq is None else sym_freq[layer, head].tolist(),
-        method="lens_possym.swap_scores (token swaps, exact)",
-    )
-
-
-# ----------------------------------------------------------------------------------------
-# q/k trajectories
-
-
-class QKTrajectory:
-    """A training callback recording one head's q and k on one frequency's 2-D plane.
-
-    At every evaluation it runs ``probe`` and keeps the pair of dims of frequency ``freq``
-    of the query at the last position and of every key, un-rotated (``rotated=False``,
-    the content the head writes on that plane) or as attention sees them after RoPE.
-
-    Attributes (after training): ``steps`` ``[n_evals]``; ``q`` ``[n_evals, batch, 2]``;
-    ``k`` ``[n_evals, batch, pos, 2]``.
-
-    Example::
-
-        traj = QKTrajectory(task.test_set(64), freq=3)
-        train(model, task, config, callbacks=[traj])
-    """
-
-    def __init__(self, probe: TaskBatch, freq: int, *, layer: int = 0, head: int = 0,
-                 rotated: bool = False):
-        self.probe, self.freq, self.layer, self.head = probe, int(freq), int(layer), int(head)
-        self.rotated = bool(rotated)
-        self.steps: list[int] = []
-        self._q: list[Tensor] = []
-        self._k: list[Tensor] = []
-
-    def __call__(self, step: int, model: ToyTransformer) -> None:
-        spec = model.lens_possym_rope_specs()[self.layer]
-        dims = spec.dims_of(self.freq)[:2]
-        kind = "rot_" if self.rotated else ""
-        names = [f"blocks.{self.layer}.attn.hook_{kind}q", f"blocks.{self.layer}.attn.hook_{kind}k"]
-        store: dict[str, Tensor] = {}
-
-        def keep(t, hook):
-            store[hook.name] = t[:, :, self.head][..., dims].detach().cpu()
-            return t
-
-        stop = self.layer + 1 if self.layer + 1 < model.cfg.n_layers else None
-        model.run_with_hooks(self.probe.tokens.to(model.device),
-                             fwd_hooks=[(name, keep) for name in names], return_type=None,
-                             stop_at_layer=stop)
-        self.steps.append(int(step))
-        self._q.append(store[names[0]][:, -1])
-        self._k.append(store[names[1]])
-
-    @property
-    def q(self) -> Float[Tensor, "eval batch 2"]:
-        return torch.stack(self._q)
-
-    @property
-    def k(self) -> Float[Tensor, "eval batch pos 2"]:
-        return torch.stack(self._k)
-
-    def to_dict(self) -> dict:
-        return {"steps": self.steps, "freq": self.freq, "layer": self.layer, "head": self.head,
-                "rotated": self.rotated, "q": self.q.tolist(), "k": self.k.tolist()}
-
-
-# ----------------------------------------------------------------------------------------
-# sweeps
 
 
 @dataclass
@@ -283,10 +177,7 @@ class SweepResult:
         return asdict(self)
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_jsonable(self.to_dict()), indent=1))
-        return path
+        return write_json(self.to_dict(), path)
 
     @classmethod
     def load(cls, path: str | Path) -> "SweepResult":
@@ -306,7 +197,7 @@ def _fmt_angle(theta: float) -> str:
 
 
 def sweep(
-    task: CanonicalTask | str,
+    task: Task | str,
     freq_sets: Sequence[Sequence[int] | int] | None = None,
     *,
     seeds: Sequence[int] = (0,),
@@ -317,6 +208,7 @@ def sweep(
     out_dir: str | Path | None = None,
     callbacks_for: Callable[[tuple[int, ...], int], Sequence[Callable]] | None = None,
     log: Callable[[str], None] | None = None,
+    resume: bool = False,
 ) -> SweepResult:
     """Train one toy model per frequency set and seed on ``task``; gather accuracies and scores.
 
@@ -327,7 +219,7 @@ def sweep(
         seeds: one run per seed per set (the seed sets both the weights and the data).
         train_config: shared training settings (its ``seed`` and ``out_dir`` are replaced
             per run).
-        model_kwargs: passed to :func:`~lens_possym.training.toy_config_for`
+        model_kwargs: passed to :func:`~lens_possym.synthetic.models.toy.toy_config_for`
             (``n_freqs``, ``rope_base``, ``nope_dims``, ``attn_scale``, ...).
         scores: also compute the trained head's positional/symbolic scores on
             ``score_prompts`` test prompts (:func:`head_scores`).
@@ -336,12 +228,12 @@ def sweep(
         callbacks_for: ``fn(freq_set, seed) -> callbacks`` passed to :func:`train`
             (e.g. a :class:`QKTrajectory` for chosen runs).
         log: one line per finished run (e.g. ``print``).
+        resume: with ``out_dir``, continue each run from its folder's latest checkpoint
+            (finished runs are read back, not trained again; see :func:`train`).
 
     Returns:
         :class:`SweepResult`.
     """
-    import time
-
     if isinstance(task, str):
         task = make_task(task)
     config = train_config or TrainConfig()
@@ -359,6 +251,8 @@ def sweep(
             f"frequency sets {bad} out of range: ids 0..{n_freqs - 1}")
     if not seeds:
         raise TrainingError("seeds is empty: give at least one seed")
+    if resume and not out_dir:
+        raise TrainingError("resume=True needs out_dir (the sweep folder to resume)")
     out = Path(out_dir) if out_dir else None
     probe = task.test_set(score_prompts).tokens if scores else None
     angles = ToyTransformer(base).angles.tolist()
@@ -372,7 +266,7 @@ def sweep(
             cfg = replace(config, seed=int(seed), out_dir=str(run_dir) if run_dir else None,
                           checkpoint_every=config.checkpoint_every if run_dir else None)
             callbacks = list(callbacks_for(s, seed)) if callbacks_for else []
-            result: TrainResult = train(model, task, cfg, callbacks=callbacks)
+            result: TrainResult = train(model, task, cfg, callbacks=callbacks, resume=resume)
             run = SweepRun(
                 freq_ids=list(s), angles=[angles[f] for f in s], seed=int(seed),
                 test_accuracy=result.test_accuracy,

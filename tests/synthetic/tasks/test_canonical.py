@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lens_possym.errors import TaskConfigError
-from lens_possym.tasks import (
+from lens_possym.synthetic.tasks import (
     IndexTask,
     PartialInductionTask,
     RetrievalTask,

@@ -1,5 +1,6 @@
-"""Figures for the canonical tasks: accuracy against frequency, by answer position, w_max,
-training curves and q/k trajectories on a rotation plane."""
+"""Figures of synthetic experiments (:mod:`lens_possym.synthetic`): accuracy against
+frequency, by answer position, w_max, training curves and q/k trajectories on a rotation
+plane."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .frequency import _angle_label
-
 from ._axes import axes_or_new, to_numpy
+from .frequency import _angle_label
 
 __all__ = [
     "plot_accuracy_vs_freq",
@@ -26,10 +26,6 @@ __all__ = [
 
 def _axes(ax, figsize=(6.5, 3.5)):
     return axes_or_new(ax, figsize)
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
-    return ax
 
 
 def _varying_id(sweep) -> list[int]:
@@ -118,7 +114,7 @@ def plot_w_max(w_max, positions: Sequence[int] | None = None, *, ax=None, label:
 
 
 def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = None):
-    """Test accuracy against step for one or more :class:`~lens_possym.training.TrainResult`."""
+    """Test accuracy against step for one or more :class:`~lens_possym.synthetic.training.TrainResult`."""
     ax = _axes(ax)
     results = results if isinstance(results, (list, tuple)) else [results]
     for n, result in enumerate(results):

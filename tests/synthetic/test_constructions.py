@@ -10,10 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lens_possym.errors import InvalidSelectionError, ToyConfigError
-from lens_possym.sweeps import head_scores
-from lens_possym.tasks import IndexTask, PartialInductionTask, RetrievalTask
-from lens_possym.toy import ToyTransformer
-from lens_possym.toy.heads import (
+from lens_possym.synthetic.constructions import (
     build_index_head,
     build_partial_induction_head,
     build_retrieval_head,
@@ -21,7 +18,10 @@ from lens_possym.toy.heads import (
     w_max_positional,
     w_max_symbolic,
 )
-from lens_possym.training import evaluate, toy_config_for
+from lens_possym.synthetic.models.toy import ToyTransformer, toy_config_for
+from lens_possym.synthetic.tasks import IndexTask, PartialInductionTask, RetrievalTask
+from lens_possym.synthetic.training import evaluate
+from lens_possym.synthetic.trajectories import head_scores
 
 NOPE = 16  # the θ = 0 tail of the default toy (16 rotating ids)
 

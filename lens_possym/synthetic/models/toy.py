@@ -39,8 +39,8 @@ Design choices (see ``docs/canonical_tasks.md``):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Literal, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -48,10 +48,13 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ..errors import InvalidSelectionError, ToyConfigError
-from ..rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
+from ...errors import InvalidSelectionError, ToyConfigError
+from ...rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
 
-__all__ = ["ToyConfig", "ToyTransformer", "rope_schedule"]
+if TYPE_CHECKING:
+    from ..tasks import Task
+
+__all__ = ["ToyConfig", "ToyTransformer", "rope_schedule", "toy_config_for"]
 
 Embedding = Literal["onehot", "learned"]
 
@@ -104,7 +107,6 @@ class ToyConfig(FrequencyIds):
     attn_scale: float | None = None
     init_std: float | None = None
     seed: int = 0
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("d_vocab", "n_ctx", "n_layers", "n_heads", "d_head"):
@@ -170,6 +172,7 @@ class ToyConfig(FrequencyIds):
     @classmethod
     def from_dict(cls, data: dict) -> "ToyConfig":
         data = dict(data)
+        data.pop("extra", None)  # an always-empty field that checkpoints of 0.1.0 carry
         if data.get("angles") is not None:
             data["angles"] = tuple(data["angles"])
         return cls(**data)
@@ -290,6 +293,8 @@ class ToyTransformer(HookedRootModule):
         lens_possym.frequency_logits(model, tokens, layer=0).max_abs_error   # ~1e-7
     """
 
+    kind: ClassVar[str] = "toy"
+
     def __init__(self, cfg: ToyConfig):
         super().__init__()
         if not isinstance(cfg, ToyConfig):
@@ -313,6 +318,11 @@ class ToyTransformer(HookedRootModule):
             block.attn.set_spec(spec)
         self.init_weights()
         self.setup()
+
+    @classmethod
+    def from_config(cls, data: dict) -> "ToyTransformer":
+        """The model a checkpoint's ``model_config`` describes (weights drawn afresh)."""
+        return cls(ToyConfig.from_dict(data))
 
     # ---- construction ----------------------------------------------------------------
 
@@ -443,3 +453,27 @@ class ToyTransformer(HookedRootModule):
                 f"{c.n_rot} rotated pairs{' + θ=0 tail' if c.has_tail else ''}, "
                 f"{c.embedding} embeddings, d_model {c.d_model}"
                 f"{f', MLP {c.d_mlp}' if c.d_mlp else ', attention-only'}")
+
+
+def toy_config_for(task: "Task", *, n_freqs: int = 16, rope_base: float = 10000.0,
+                   nope_dims: int = 2, angles: Sequence[float] | None = None,
+                   **overrides: Any) -> ToyConfig:
+    """A :class:`ToyConfig` sized for ``task``: one layer, one head, one-hot embeddings.
+
+    The head has ``n_freqs`` rotated pairs on the standard schedule (``base^(-2k/R)``,
+    ids ``0..n_freqs-1``, fastest first) plus ``nope_dims`` non-rotated dims that form the
+    last id, ``n_freqs``, with angle 0 (``nope_dims=0`` drops it). ``d_head`` is at least
+    the number of answer tokens, so the value/output path can copy every answer.
+    ``angles`` replaces the schedule by an explicit list. Other fields via ``overrides``.
+    """
+    if angles is not None:
+        n_freqs = len(angles)
+    if nope_dims < 0:
+        raise ToyConfigError(f"nope_dims must be >= 0, got {nope_dims}")
+    rotary_dim = 2 * n_freqs
+    d_head = max(rotary_dim + nope_dims, len(task.answer_tokens))
+    settings: dict[str, Any] = dict(d_vocab=task.d_vocab, n_ctx=task.n_ctx, d_head=d_head,
+                                    rotary_dim=rotary_dim, rope_base=rope_base,
+                                    angles=tuple(angles) if angles is not None else None)
+    settings.update(overrides)
+    return ToyConfig(**settings)

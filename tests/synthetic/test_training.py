@@ -9,15 +9,10 @@ import pytest
 import torch
 
 from lens_possym.errors import TrainingError
-from lens_possym.tasks import IndexTask, RetrievalTask
-from lens_possym.toy import ToyTransformer
-from lens_possym.training import (
-    TrainConfig,
-    evaluate,
-    load_checkpoint,
-    toy_config_for,
-    train,
-)
+from lens_possym.synthetic.models.toy import ToyTransformer, toy_config_for
+from lens_possym.synthetic.runs import load_checkpoint
+from lens_possym.synthetic.tasks import IndexTask, RetrievalTask
+from lens_possym.synthetic.training import TrainConfig, evaluate, train
 
 SMALL_INDEX = IndexTask(n_symbols=6, length=6, seed=1)
 

@@ -1,0 +1,52 @@
+r"""What the training loop needs from a model: the :class:`TrainableModel` protocol.
+
+The loop (:func:`lens_possym.synthetic.training.train`) reads the logits at the last
+position, steps the parameters with AdamW and writes checkpoints; the run files rebuild a
+model from ``(kind, config)``. Anything that satisfies this protocol and is listed in
+:data:`lens_possym.synthetic.models.MODELS` trains, checkpoints and resumes without a
+change to the loop: today the toy RoPE transformer, later paper B's scheme encoders and
+GPT-J.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Iterator, Protocol, runtime_checkable
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+__all__ = ["TrainableModel", "ModelConfig"]
+
+
+@runtime_checkable
+class ModelConfig(Protocol):
+    """A model's settings: sizes the loop checks against a task, and a plain-dict form."""
+
+    d_vocab: int
+    n_ctx: int
+
+    def to_dict(self) -> dict: ...
+
+
+@runtime_checkable
+class TrainableModel(Protocol):
+    """A ``torch.nn.Module`` mapping token ids ``[batch, pos]`` to logits
+    ``[batch, pos, d_vocab]``, described by ``cfg`` and rebuilt by ``from_config``.
+
+    ``kind`` keys :data:`~lens_possym.synthetic.models.MODELS`; a checkpoint stores it with
+    ``cfg.to_dict()`` and the ``state_dict`` (which must hold everything that is not a
+    weight but changes what the model computes, e.g. the toy model's frequency gates).
+    """
+
+    kind: ClassVar[str]
+    cfg: ModelConfig
+
+    def __call__(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_vocab"]: ...
+
+    @classmethod
+    def from_config(cls, data: dict) -> "TrainableModel": ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def state_dict(self) -> dict: ...

@@ -1,0 +1,39 @@
+"""Synthetic tasks: the :class:`Task` protocol and base class (:mod:`.base`), paper A's
+canonical tasks (:mod:`.canonical`: Index, Retrieval, Partial Induction), and the
+registry :data:`TASKS` that checkpoints and the CLI rebuild tasks from.
+
+A new task is a module beside :mod:`.canonical` whose classes satisfy :class:`Task`, and
+one line in :data:`TASKS`.
+"""
+
+from __future__ import annotations
+
+from ...errors import TaskConfigError
+from .base import Split, SyntheticTask, Task, TaskBatch
+from .canonical import IndexTask, PartialInductionTask, RetrievalTask
+
+__all__ = [
+    "Task",
+    "TaskBatch",
+    "SyntheticTask",
+    "Split",
+    "IndexTask",
+    "RetrievalTask",
+    "PartialInductionTask",
+    "TASKS",
+    "make_task",
+]
+
+TASKS: dict[str, type[Task]] = {
+    "index": IndexTask,
+    "retrieval": RetrievalTask,
+    "partial-induction": PartialInductionTask,
+}
+
+
+def make_task(name: str, **kwargs) -> Task:
+    """A task by its registry name (``"index"``, ``"retrieval"``, ``"partial-induction"``)."""
+    key = name.replace("_", "-").lower()
+    if key not in TASKS:
+        raise TaskConfigError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    return TASKS[key](**kwargs)

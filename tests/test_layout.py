@@ -1,0 +1,48 @@
+"""docs/design.md's layout names every public module of the package, and names nothing
+that is not there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "lens_possym"
+
+
+def _package_block() -> str:
+    """The ``lens_possym/`` part of design.md's layout block (up to ``benchmarks/``)."""
+    design = (ROOT / "docs" / "design.md").read_text()
+    layout = design.split("## 3. Layout", 1)[1].split("```", 2)[1]
+    return layout.split("lens_possym/", 1)[1].split("\nbenchmarks/", 1)[0]
+
+
+def _public_parts() -> list[Path]:
+    parts = []
+    for path in PACKAGE.rglob("*"):
+        rel = path.relative_to(PACKAGE)
+        if "__pycache__" in rel.parts or any(p.startswith("_") for p in rel.parts):
+            continue
+        if path.is_dir() or path.suffix == ".py":
+            parts.append(rel)
+    return sorted(parts)
+
+
+def test_the_layout_names_every_public_module_and_subpackage():
+    """By file name (``rope.py``, ``scores/``) or, in a line's prose, by its stem as a word
+    (the subcommands ``ablate``, ``train``...)."""
+    block = _package_block()
+    missing = [str(rel) for rel in _public_parts()
+               if rel.name + ("/" if (PACKAGE / rel).is_dir() else "") not in block
+               and not re.search(rf"\b{re.escape(rel.stem)}\b", block)]
+    assert not missing, f"docs/design.md's layout does not name {missing}"
+
+
+def test_the_layout_names_nothing_that_is_not_there():
+    """Every ``name.py`` it mentions, and every folder that opens one of its lines."""
+    names = {p.name for p in PACKAGE.rglob("*") if "__pycache__" not in p.parts}
+    block = _package_block()
+    named = set(re.findall(r"(?<![\w./*])(\w+\.py)\b", block))
+    named |= set(re.findall(r"^\s+(\w+)/", block, flags=re.MULTILINE))
+    ghosts = sorted(n for n in named if n not in names)
+    assert not ghosts, f"docs/design.md's layout names {ghosts}, which lens_possym/ lacks"
