@@ -10,19 +10,19 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..decompose import FrequencyLogits, FrequencyNorms
-
-from ._axes import axes_or_new, to_numpy
+from ._axes import angle_label, axes_or_new, to_numpy
 
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
 
 
+# TODO(merge): viz/tasks.py (moving to lens_possym.synthetic) imports this old private name;
+# switch it to ``from ._axes import angle_label`` (or its new home's equivalent) and drop this.
+_angle_label = angle_label
+
+
 def _axes(ax, figsize=(7, 3.5)):
     return axes_or_new(ax, figsize)
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
-    return ax
 
 
 def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> None:
@@ -37,17 +37,8 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
     top = ax.secondary_xaxis("top")
     ticks = np.unique(np.linspace(0, n - 1, n_ticks).round().astype(int))
     top.set_xticks(ticks)
-    top.set_xticklabels([_angle_label(float(angles[t])) for t in ticks])
+    top.set_xticklabels([angle_label(float(angles[t])) for t in ticks])
     top.set_xlabel("θ (rad/token)")
-
-
-def _angle_label(theta: float) -> str:
-    if theta == 0:
-        return "0"
-    if theta >= 0.01:
-        return f"{theta:.2g}"
-    mantissa, exponent = f"{theta:.1e}".split("e")  # rounding settles the exponent
-    return f"{mantissa}e{int(exponent)}"
 
 
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],

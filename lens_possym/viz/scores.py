@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from ..scores.results import PosSymScores
-from .frequency import plot_frequency_profile
-
+from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
+from .frequency import plot_frequency_profile
 
 __all__ = [
     "plot_plane",
@@ -28,10 +28,6 @@ __all__ = [
 
 def _axes(ax, figsize=(5, 4.5)):
     return axes_or_new(ax, figsize)
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
-    return ax
 
 
 def _square(ax) -> None:
@@ -142,7 +138,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
     }
 
 
-def plot_swap_attention(model: Any, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
+def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
                         swap: str = "token", n_blocks: int = 8, exclude_bos: bool | str = "auto",
                         axes: Sequence[Any] | None = None):
     """The query row's attention before and after the swap that weighs most (Figure 1E).

@@ -108,7 +108,7 @@ third (0–42) of the 8 most symbolic heads and of 4 random sets of 8 heads, wit
 ("code", r"""
 reference = lp.binding_task(model, n_prompts=16, n_pairs=4, seed=1000).tokens
 comparison = lp.compare_with_random_heads(
-    model, task.tokens, lp.binding_metrics(task), symbolic, bands=["low", "high"],
+    model, task.tokens, lp.interventions.binding_metrics(task), symbolic, bands=["low", "high"],
     modes=["zero", "mean", "unrotate"], n_random=4, seed=0, reference=reference, progress=False)
 print(comparison.table(["accuracy", "logit_diff"]))
 """),
@@ -146,7 +146,7 @@ are computed.
 """),
 ("code", r"""
 small = lp.binding_task(model, n_prompts=8, n_pairs=4, seed=0)
-sweep = lp.band_sweep(model, small.tokens, lp.binding_metrics(small), layers=[11],
+sweep = lp.band_sweep(model, small.tokens, lp.interventions.binding_metrics(small), layers=[11],
                       mode="zero", progress=False)
 fig = viz.plot_band_sweep(sweep, "logit_diff")
 plt.show()

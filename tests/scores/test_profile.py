@@ -32,9 +32,9 @@ def test_shapes_settings_and_nan_for_unscored(llama):
     assert s.pos[0].isnan().all() and s.pos[1, [1, 2]].isnan().all()
     assert s.pos[1, [0, 3]].isfinite().all()
     assert s.layers == [1]
-    assert s.settings["exclude_bos"] is True  # the tiny tokenizer prepends <bos>
-    assert s.settings["query_position"] == llama.to_tokens(PROMPT).shape[1] - 1
-    assert s.settings["swap"] == "token" and s.settings["method"] == "exact"
+    assert s.config.exclude_bos is True  # the tiny tokenizer prepends <bos>
+    assert s.config.query_position == llama.to_tokens(PROMPT).shape[1] - 1
+    assert s.config.swap == "token" and s.config.method == "exact"
 
 
 def test_exclude_bos_changes_the_swap_set(llama):
@@ -43,7 +43,7 @@ def test_exclude_bos_changes_the_swap_set(llama):
     without = swap_scores(llama, tokens, exclude_bos=True, tau=1.0)
     assert not torch.allclose(with_bos.pos, without.pos)
     no_bos_tokens = tokens[:, 1:]
-    assert swap_scores(llama, no_bos_tokens).settings["exclude_bos"] is False
+    assert swap_scores(llama, no_bos_tokens).config.exclude_bos is False
 
 
 def test_json_roundtrip(scores, tmp_path):
@@ -54,7 +54,7 @@ def test_json_roundtrip(scores, tmp_path):
     for name in ("pos", "sym", "pos_freq", "sym_freq", "angles", "exclusion_ratio",
                  "pos_prompts"):
         assert torch.equal(getattr(back, name), getattr(scores, name).double())
-    assert back.settings == scores.settings and back.task == {"accuracy": 0.5}
+    assert back.config == scores.config and back.task == {"accuracy": 0.5}
     assert back.layers == scores.layers
 
 
