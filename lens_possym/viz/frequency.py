@@ -21,10 +21,6 @@ __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot
 _angle_label = angle_label
 
 
-def _axes(ax, figsize=(7, 3.5)):
-    return axes_or_new(ax, figsize)
-
-
 def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> None:
     """Label ``ax``'s x axis by frequency id, with the angle θ (rad/token) on top.
 
@@ -45,7 +41,7 @@ def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
                            angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
                            ylabel: str = "", logy: bool = False, **line_kwargs):
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7, 3.5))
     values = torch.as_tensor(values, dtype=torch.float64).cpu()
     ax.plot(np.arange(len(values)), to_numpy(values), label=label, **line_kwargs)
     if logy:
@@ -68,7 +64,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
         heads: which of ``fl.heads`` to draw (all by default).
         share: divide by the sum over frequencies.
     """
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7, 3.5))
     norms = fl.norms()[batch, :, query]  # [head, freq]
     chosen = fl.heads if heads is None else list(heads)
     for head in chosen:
@@ -85,7 +81,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
                which: str = "q", ax=None, logy: bool = False):
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7, 3.5))
     index = norms.layers.index(layer)
     data = norms.q if which == "q" else norms.k
     chosen = range(data.shape[1]) if heads is None else heads
@@ -108,7 +104,7 @@ def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, norm
     rows = data.reshape(n_layers * n_heads, n_freqs)
     if normalize:
         rows = rows / rows.sum(-1, keepdim=True)
-    ax = _axes(ax, figsize=(8, max(3.0, 0.12 * len(rows))))
+    ax = axes_or_new(ax, (8, max(3.0, 0.12 * len(rows))))
     image = ax.imshow(to_numpy(rows), aspect="auto", cmap="viridis", interpolation="nearest")
     ax.figure.colorbar(image, ax=ax, label="share of norm" if normalize else f"‖{which}_f‖")
     ticks = np.arange(0, n_layers * n_heads, n_heads)

@@ -26,10 +26,6 @@ __all__ = [
 ]
 
 
-def _axes(ax, figsize=(5, 4.5)):
-    return axes_or_new(ax, figsize)
-
-
 def _square(ax) -> None:
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
@@ -46,7 +42,7 @@ def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = 
     """
     import matplotlib.pyplot as plt
 
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (5, 4.5))
     layers = torch.arange(scores.n_layers)[:, None].expand(-1, scores.n_heads)
     keep = scores.pos.isfinite() & scores.sym.isfinite()
     points = ax.scatter(to_numpy(scores.pos[keep]), to_numpy(scores.sym[keep]),
@@ -87,7 +83,7 @@ def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=Non
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
     if scores.pos_freq is None:
         raise ValueError("these scores have no per-frequency part (per_frequency=False)")
-    ax = _axes(ax, figsize=(7, 3.5))
+    ax = axes_or_new(ax, (7, 3.5))
     angles = scores.angles[layer]
     keep = angles.isfinite()
     plot_frequency_profile(scores.pos_freq[layer, head][keep], angles[keep], ax=ax,
@@ -107,7 +103,7 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
 
     if scores.pos_freq is None:
         raise ValueError("these scores have no per-frequency part (per_frequency=False)")
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (5, 4.5))
     pos, sym = scores.pos_freq[layer, head], scores.sym_freq[layer, head]
     keep = pos.isfinite()
     ids = np.arange(len(pos))[to_numpy(keep)]
