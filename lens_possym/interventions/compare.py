@@ -61,7 +61,8 @@ class HeadSetConfig(JsonConfig):
         object.__setattr__(self, "modes", tuple(check_mode(m) for m in modes))
         if self.pool is not None:
             object.__setattr__(self, "pool", heads_label(self.pool))
-        if isinstance(self.n_random, bool) or not isinstance(self.n_random, int) or self.n_random < 0:
+        n = self.n_random
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InvalidSelectionError(f"n_random must be a count >= 0, got {self.n_random!r}")
 
 
@@ -197,7 +198,8 @@ def compare_with_random_heads(
         hooks = [] if head_set is None else ablate_frequencies_hooks(
             model, {h: band for h in head_set}, mode, means=means)
         with torch.no_grad():
-            return evaluate_metrics(metrics, model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs))
+            logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
+        return evaluate_metrics(metrics, logits)
 
     n_runs = 1 + len(config.bands) * len(config.modes) * (1 + config.n_random)
     bar = tqdm(total=n_runs, desc="ablating head sets", disable=not progress)

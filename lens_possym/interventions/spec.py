@@ -177,10 +177,9 @@ class Intervention:
         return ",".join(heads for heads, _ in self.selection)
 
     def __str__(self) -> str:
-        settings = " ".join(f"{name}={getattr(self, name)}"
-                            for name in ("mode", "side", "per_position", "positions",
-                                         "layer", "what")
-                            if name in _FIELDS[self.op] and getattr(self, name) not in (None, False))
+        shown = [name for name in ("mode", "side", "per_position", "positions", "layer", "what")
+                 if name in _FIELDS[self.op] and getattr(self, name) not in (None, False)]
+        settings = " ".join(f"{name}={getattr(self, name)}" for name in shown)
         head = f"{self.op} {settings}".strip()
         if self.op == "permute_content":
             return f"{head}: perm={list(self.perm or ())}"

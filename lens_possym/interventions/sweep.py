@@ -196,7 +196,8 @@ def _head_lists(specs: Sequence[RopeSpec], layers: list[int], heads: Sequence[in
         chosen = list(range(n)) if heads is None else list(heads)
         bad = [h for h in chosen if not 0 <= h < n]
         if bad:
-            raise InvalidSelectionError(f"head {bad} out of range: layer {layer} has {n} query heads")
+            raise InvalidSelectionError(
+                f"head {bad} out of range: layer {layer} has {n} query heads")
         out[layer] = chosen
     return out
 

@@ -188,8 +188,8 @@ def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int,
         for r in results:
             value = getattr(r, name)
             if value is not None:  # a layer with fewer frequency ids fills the first ones
-                where = (slice(None), r.layer, r.heads) + (slice(value.shape[-1]),) * (value.ndim - 2)
-                full[where] = value.detach().cpu().double()
+                freqs = (slice(value.shape[-1]),) * (value.ndim - 2)
+                full[(slice(None), r.layer, r.heads) + freqs] = value.detach().cpu().double()
         per_prompt[name] = full
     angles = torch.full((n_layers, n_freqs), float("nan"), dtype=torch.float64)
     for r in results:

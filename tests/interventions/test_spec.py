@@ -154,6 +154,7 @@ def test_band_sweep_cells_replay_as_specs(llama):
     assert sweep.values["logit_diff"][1, 2, 2] == pytest.approx(
         float(metrics["logit_diff"](logits)), abs=1e-5)
     again = band_sweep(llama, task.tokens, metrics, sweep.config, progress=False)
-    assert torch.equal(again.values["logit_diff"].nan_to_num(7), sweep.values["logit_diff"].nan_to_num(7))
+    assert torch.equal(again.values["logit_diff"].nan_to_num(7),
+                       sweep.values["logit_diff"].nan_to_num(7))
     with pytest.raises(InvalidSelectionError, match="was not swept"):
         sweep.intervention(0, 2, "low")
