@@ -120,7 +120,7 @@ def checks(device: torch.device) -> None:
     print(f"{'family':<7} {'token ex-rr':>12} {'block ex-rr':>12} {'dev-cpu':>9} "
           f"{'terms':>9} {'no-op':>6} {'unrot sSYM':>11} {'figs':>5}")
     failures = []
-    for family in lp.TINY_FAMILIES:
+    for family in lp.models.TINY_FAMILIES:
         model, cpu_model = _tiny(family, device), _tiny(family, "cpu")
         tokens = model.to_tokens(PROMPT)
         row = []

@@ -45,7 +45,7 @@ def main() -> None:
                             exclusion=False)
     heads = scores.ranked_heads("sym-pos", k=args.k)
     comparison = lp.compare_with_random_heads(
-        model, task.tokens, lp.binding_metrics(task), heads, bands=["low", "high"],
+        model, task.tokens, lp.interventions.binding_metrics(task), heads, bands=["low", "high"],
         modes=args.modes.split(","), n_random=args.n_random, seed=args.seed,
         reference=reference, progress=False)
     seconds = time.perf_counter() - start

@@ -19,11 +19,12 @@ from typing import Any
 import torch
 
 from .scores.results import PosSymScores
+from .typing import HookedModel
 
 __all__ = ["save_profile_figures", "attention_view_html", "write_report"]
 
 
-def save_profile_figures(model: Any, scores: PosSymScores, tokens: torch.Tensor,
+def save_profile_figures(model: HookedModel, scores: PosSymScores, tokens: torch.Tensor,
                          out_dir: str | Path, *, dpi: int = 110) -> dict[str, Path]:
     """Write the profile's figures as PNGs into ``out_dir``; returns ``{name: path}``.
 
@@ -65,14 +66,14 @@ def save_profile_figures(model: Any, scores: PosSymScores, tokens: torch.Tensor,
         ax.set_title(f"{label} head {layer}:{head}: share of the logit row per frequency",
                      fontsize="small")
     save("logit_norms", fig)
-    swap_kwargs = {"swap": scores.settings.get("swap", "token"),
-                   "n_blocks": scores.settings.get("n_blocks") or 8,
-                   "exclude_bos": scores.settings.get("exclude_bos", "auto")}
-    save("swap_attention", viz.plot_swap_attention(model, first, examples, **swap_kwargs)[0].figure)
+    config = scores.config
+    save("swap_attention", viz.plot_swap_attention(
+        model, first, examples, swap=config.swap, n_blocks=config.n_blocks,
+        exclude_bos=config.exclude_bos)[0].figure)
     return paths
 
 
-def attention_view_html(model: Any, tokens: torch.Tensor, heads: list[tuple[int, int]]) -> str:
+def attention_view_html(model: HookedModel, tokens: torch.Tensor, heads: list[tuple[int, int]]) -> str:
     """circuitsvis ``attention_heads`` of some ``(layer, head)`` on the first prompt, inline."""
     import circuitsvis.attention as cv_attention
 
@@ -135,7 +136,8 @@ def write_report(path: str | Path, scores: PosSymScores, figures: dict[str, Path
     task = summary.pop("task", None) or {}
     summary_rows = [(k, v) for k, v in summary.items() if not isinstance(v, list)]
     summary_rows += [(f"task {k}", v) for k, v in task.items()]
-    settings_rows = list(scores.settings.items())
+    settings_rows = [*scores.config.to_dict().items(), ("n_prompts", scores.n_prompts),
+                     ("n_tokens", scores.n_tokens)]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>lens-possym profile: {html.escape(scores.model_name)}</title>",

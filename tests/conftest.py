@@ -26,7 +26,7 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="session", params=lp.TINY_FAMILIES)
+@pytest.fixture(scope="session", params=lp.models.TINY_FAMILIES)
 def tiny(request):
     """Each tiny RoPE family in turn (float32)."""
     return lp.tiny_model(request.param)
@@ -35,7 +35,7 @@ def tiny(request):
 @pytest.fixture(scope="session")
 def tiny_by_family():
     """All tiny families, built once: ``{family: model}``."""
-    return {family: lp.tiny_model(family) for family in lp.TINY_FAMILIES}
+    return {family: lp.tiny_model(family) for family in lp.models.TINY_FAMILIES}
 
 
 @pytest.fixture(scope="session")

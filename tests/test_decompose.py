@@ -93,7 +93,7 @@ def _equal_keys_hook(spec):
     return hook
 
 
-@pytest.mark.parametrize("family", lp.TINY_FAMILIES)
+@pytest.mark.parametrize("family", lp.models.TINY_FAMILIES)
 def test_equal_keys_make_a_head_positional(tiny_by_family, family):
     """All keys equal ⇒ the logit depends only on position (moving content changes nothing)."""
     model = tiny_by_family[family]

@@ -18,7 +18,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def load_from_args(args):
     """The model ``--model`` names, on ``--device``; says which device on stderr."""
-    from .. import TINY_FAMILIES, load_model, tiny_model
+    from ..models import TINY_FAMILIES, load_model, tiny_model
     from .._inputs import resolve_device
 
     device = resolve_device(args.device)

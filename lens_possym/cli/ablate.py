@@ -19,9 +19,8 @@ import json
 import time
 from pathlib import Path
 
+from ..interventions.modes import MODES, SIDES
 from ._model_args import add_model_args, load_from_args
-
-MODES = ("zero", "mean", "unrotate")
 
 
 def register(sub) -> None:
@@ -39,7 +38,7 @@ def register(sub) -> None:
                         help="frequency ids: START:STOP, ids, or high/middle/low (thirds, id 0 = "
                         "fastest rotation); default all")
     parser.add_argument("--mode", default="zero", choices=MODES)
-    parser.add_argument("--side", choices=["q", "k", "qk"],
+    parser.add_argument("--side", choices=SIDES,
                         help="which side to edit (default q for zero/mean, qk for unrotate)")
     parser.add_argument("--sweep", choices=["bands"],
                         help="ablate each band of each head alone over the model")
@@ -68,7 +67,7 @@ def run(args) -> int:
     import torch
 
     from ..errors import InvalidSelectionError
-    from ..interventions import ablate_frequencies, band_sweep, binding_metrics, parse_selection
+    from ..interventions import Intervention, band_sweep, binding_metrics, parse_selection
     from ..rope import rope_specs
     from ..tasks import binding_task, evaluate_binding
 
@@ -85,14 +84,16 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
     header = (f"{args.model} · binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
-    common = dict(side=args.side, reference=reference, per_position=args.per_position)
+    per_position = args.per_position and args.mode == "mean"
 
     if args.sweep is None:
         specs = rope_specs(model)
         selection = parse_selection(args.heads, specs, args.freqs)
+        spec = Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
+                            per_position=per_position)
         with torch.no_grad():
             before = evaluate_binding(model, task)
-            with ablate_frequencies(model, selection, args.mode, **common):
+            with spec.apply(model, reference=reference):
                 after = evaluate_binding(model, task, logits=model(task.tokens))
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
         print(header)
@@ -106,6 +107,7 @@ def run(args) -> int:
                 "n_prompts": task.n_prompts, "n_pairs": task.n_pairs, "seed": args.seed,
                 "selection": {f"{layer}.{head}": list(ids) for layer, hs in selection.items()
                               for head, ids in hs.items()},
+                "intervention": spec.to_dict(),
                 "before": {"accuracy": before.accuracy,
                            "candidate_accuracy": before.candidate_accuracy,
                            "logit_diff": before.logit_diff},
@@ -120,7 +122,8 @@ def run(args) -> int:
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
     start = time.perf_counter()
     sweep = band_sweep(model, task.tokens, binding_metrics(task), bands=args.bands,
-                       mode=args.mode, layers=layers, progress=not args.no_progress, **common)
+                       mode=args.mode, side=args.side, per_position=per_position, layers=layers,
+                       reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start
     print(header)
     print(f"{args.mode}-ablating each of {len(sweep.band_names)} bands of each head alone "

@@ -34,6 +34,7 @@ def run(args) -> int:
     import torch
 
     from .. import frequency_logits, frequency_norms
+    from ..bands import BAND_NAMES, band_partition
 
     model = load_from_args(args)
     fl = frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
@@ -67,8 +68,8 @@ def run(args) -> int:
               f"{float(share[f]):>6.1%} {float(cos_n[f]):>7.3f} {float(sin_n[f]):>7.3f} "
               f"{float(norms.q[layer_index, args.head, f]):>7.2f} "
               f"{float(norms.k[layer_index, args.head, f]):>7.2f}")
-    thirds = torch.tensor_split(torch.arange(spec.n_freqs), 3)
-    bands = {name: float(share[idx].sum()) for name, idx in zip(("high", "middle", "low"), thirds)}
+    bands = {name: float(share[idx].sum())
+             for name, idx in zip(BAND_NAMES, band_partition(spec.n_freqs, 3))}
     print("\nshare by band (ids split in thirds, fast to slow): " + ", ".join(
         f"{name} {value:.1%}" for name, value in bands.items()))
     if args.json:

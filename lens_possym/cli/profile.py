@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..scores.config import METHODS, SWAPS
 from ._model_args import add_model_args, load_from_args
 
 
@@ -29,8 +30,8 @@ def register(sub) -> None:
     parser.add_argument("--n-pairs", type=int, default=8, help="bindings per prompt (binding)")
     parser.add_argument("--n-tokens", type=int, default=64, help="tokens per prompt (random)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--method", choices=["exact", "rerun"], default="exact")
-    parser.add_argument("--swap", choices=["token", "block"], default="token")
+    parser.add_argument("--method", choices=METHODS, default="exact")
+    parser.add_argument("--swap", choices=SWAPS, default="token")
     parser.add_argument("--n-blocks", type=int, default=8, help="blocks for --swap block")
     parser.add_argument("--tau", type=float, default=1e-4, help="swap-weight temperature")
     parser.add_argument("--layers", help="comma-separated layers (default: all)")
@@ -57,7 +58,7 @@ def _prompts(model, args):
 
 
 def run(args) -> int:
-    from .. import swap_scores
+    from .. import ScoreConfig, swap_scores
     from ..errors import InvalidSelectionError
 
     start = time.perf_counter()
@@ -73,9 +74,10 @@ def run(args) -> int:
     print(f"{tokens.shape[0]} {task['name']} prompts of {tokens.shape[1]} tokens; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
           f"{args.swap} swaps)", file=sys.stderr)
-    scores = swap_scores(model, tokens, layers=layers, swap=args.swap, n_blocks=args.n_blocks,
-                         method=args.method, per_frequency=not args.no_freq, tau=args.tau,
-                         exclude_bos=False if args.keep_bos else "auto", progress=True)
+    config = ScoreConfig(swap=args.swap, n_blocks=args.n_blocks, method=args.method,
+                         per_frequency=not args.no_freq, tau=args.tau,
+                         exclude_bos=False if args.keep_bos else "auto")
+    scores = swap_scores(model, tokens, config, layers=layers, progress=True)
     scores.task = task
     scores.model_name = args.model
     path = scores.save(out / "scores.json")

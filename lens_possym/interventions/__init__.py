@@ -1,80 +1,98 @@
 """Interventions as TransformerLens hook functions: take frequencies away, patch, permute.
 
-Every factory returns hook functions ``fn(tensor, hook) -> tensor`` (or lists of
-``(hook name, fn)``) that drop into ``model.hooks(fwd_hooks=...)``, ``run_with_hooks`` and
-``transformer_lens.patching``; the context managers attach them for the duration of a
-``with`` block and always remove them. See ``docs/interventions.md``.
+Every intervention ``OP`` has three entry points, named one way:
 
-* frequency ablation (``zero``, ``mean``, ``unrotate``) and gates: :mod:`.frequency`;
-* head and per-frequency patching: :mod:`.patching`;
-* key-content permutations (the scores' swaps): :mod:`.permute`;
-* band sweeps over every head: :mod:`.sweep`; a head set against random ones: :mod:`.compare`.
+* ``OP_hook(...)``: one hook function ``fn(tensor, hook)`` for one hook point;
+* ``OP_hooks(model, ...)``: ``[(hook name, fn)]`` for ``model.hooks(fwd_hooks=...)``,
+  ``run_with_hooks`` and ``transformer_lens.patching``;
+* ``OP(model, ...)``: a context manager that attaches them for a ``with`` block and always
+  removes them.
+
+The operations: ``ablate_frequencies`` (zero, mean, unrotate; :mod:`.frequency`, with
+:class:`FrequencyGate` for soft masks), ``patch_heads`` and ``patch_frequencies``
+(:mod:`.patching`), ``permute_content`` (:mod:`.permute`). An :class:`Intervention` is
+any of them as data (:mod:`.spec`: printable, JSON round trip, replayable). Sweeps:
+:func:`band_sweep` (every band of every head, :mod:`.sweep`) and
+:func:`compare_with_random_heads` (:mod:`.compare`), configured by frozen
+:class:`BandSweepConfig`/:class:`HeadSetConfig` objects stored in their results. Targets
+are written in one grammar (:mod:`.selection`). See ``docs/interventions.md``.
 """
 
-from ._select import BAND_NAMES, band_partition, parse_freqs, parse_heads, parse_selection
+from .compare import HeadSetComparison, HeadSetConfig, compare_with_random_heads
 from .frequency import (
-    MODES,
     FrequencyGate,
     FrequencyGates,
     FrequencyMeans,
     ablate_frequencies,
     ablate_frequencies_hook,
-    frequency_ablation_hooks,
+    ablate_frequencies_hooks,
     frequency_means,
 )
+from .metrics import Metric, binding_metrics
+from .modes import MODES, AblationMode, Side
 from .patching import (
     frequency_index_df,
-    frequency_patch_hooks,
     frequency_patch_setter,
-    head_patch_hooks,
     patch_frequencies,
     patch_frequencies_hook,
+    patch_frequencies_hooks,
     patch_heads,
     patch_heads_hook,
+    patch_heads_hooks,
     qk_activation_name,
     source_activations,
 )
-from .permute import content_permutation_hooks, permute_content, permute_rows_hook, swap_permutation
-from .sweep import BandSweep, band_sweep, binding_metrics, resolve_bands
-from .compare import HeadSetComparison, compare_with_random_heads
+from .permute import permute_content, permute_content_hook, permute_content_hooks, swap_permutation
+from .selection import BAND_NAMES, band_partition, parse_freqs, parse_heads, parse_selection
+from .spec import Intervention, InterventionSpec
+from .sweep import BandSweep, BandSweepConfig, band_sweep, resolve_bands
 
 __all__ = [
-    # selection
+    # selection grammar
     "parse_heads",
     "parse_freqs",
     "parse_selection",
     "band_partition",
     "BAND_NAMES",
-    # frequency ablation and gates
+    # ablation modes
     "MODES",
+    "AblationMode",
+    "Side",
+    # ablate_frequencies, and gates
     "ablate_frequencies_hook",
-    "frequency_ablation_hooks",
+    "ablate_frequencies_hooks",
     "ablate_frequencies",
     "FrequencyMeans",
     "frequency_means",
     "FrequencyGate",
     "FrequencyGates",
-    # patching
+    # patch_heads, patch_frequencies
     "source_activations",
     "patch_heads_hook",
-    "head_patch_hooks",
+    "patch_heads_hooks",
     "patch_heads",
     "patch_frequencies_hook",
-    "frequency_patch_hooks",
+    "patch_frequencies_hooks",
     "patch_frequencies",
     "frequency_patch_setter",
     "frequency_index_df",
     "qk_activation_name",
-    # permutations
+    # permute_content
     "swap_permutation",
-    "permute_rows_hook",
-    "content_permutation_hooks",
+    "permute_content_hook",
+    "permute_content_hooks",
     "permute_content",
+    # interventions as data
+    "Intervention",
+    "InterventionSpec",
     # sweeps
+    "Metric",
+    "binding_metrics",
+    "BandSweepConfig",
     "BandSweep",
     "band_sweep",
-    "binding_metrics",
     "resolve_bands",
+    "HeadSetConfig",
     "HeadSetComparison",
     "compare_with_random_heads",
 ]

@@ -10,21 +10,60 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
-from torch import Tensor
 
 from .._inputs import ModelInput, as_tokens
+from .._json import JsonConfig, to_jsonable
 from ..errors import InvalidSelectionError
 from ..rope import rope_specs
-from ._select import HeadsLike, parse_heads
-from .frequency import FrequencyMeans, _check_mode, frequency_ablation_hooks, frequency_means
-from .sweep import _evaluate
+from ..typing import HookedModel
+from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
+from .metrics import Metric, as_metrics, evaluate_metrics
+from .modes import check_mode
+from .selection import freqs_label, heads_label, parse_heads
+from .spec import Intervention
+from .sweep import last_token_kwargs
 
-__all__ = ["HeadSetComparison", "compare_with_random_heads"]
+__all__ = ["HeadSetConfig", "HeadSetComparison", "compare_with_random_heads"]
 
-Metric = Callable[[Tensor], Any]
+
+@dataclass(frozen=True)
+class HeadSetConfig(JsonConfig):
+    """How :func:`compare_with_random_heads` ablates: frozen, validated, saved with the result.
+
+    Attributes:
+        bands: frequency selections applied to every head (``"low"``, ``"0:16"``, ...).
+        modes: ablation modes to compare (``"zero"``, ``"mean"``, ``"unrotate"``).
+        n_random: number of random head sets of ``len(heads)`` heads (0: none).
+        seed: seed of the random draws (Python's ``random.Random``; no global RNG).
+        pool: heads to draw from, in the grammar (all heads by default, the chosen ones
+            included).
+        per_position: per-position reference means for ``mode="mean"``.
+        last_token_only: compute only the last position's logits (bridges).
+    """
+
+    bands: tuple[str, ...] = ("low", "high")
+    modes: tuple[str, ...] = ("zero", "mean")
+    n_random: int = 5
+    seed: int = 0
+    pool: str | None = None
+    per_position: bool = False
+    last_token_only: bool = True
+
+    def __post_init__(self) -> None:
+        bands = [self.bands] if isinstance(self.bands, str) else list(self.bands)
+        modes = [self.modes] if isinstance(self.modes, str) else list(self.modes)
+        if not bands or not modes:
+            raise InvalidSelectionError("pass at least one band and one mode")
+        object.__setattr__(self, "bands", tuple(freqs_label(b) for b in bands))
+        object.__setattr__(self, "modes", tuple(check_mode(m) for m in modes))
+        if self.pool is not None:
+            object.__setattr__(self, "pool", heads_label(self.pool))
+        n = self.n_random
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidSelectionError(f"n_random must be a count >= 0, got {self.n_random!r}")
 
 
 @dataclass
@@ -36,6 +75,8 @@ class HeadSetComparison:
         chosen: ``{(band, mode): {metric: value}}`` with the band of every chosen head ablated.
         random: ``{(band, mode): [{metric: value} per random set]}``.
         heads: the chosen heads; random_heads: the random sets (same for every band and mode).
+        config: the settings (``compare_with_random_heads(..., config=result.config)``
+            draws the same sets again); :meth:`intervention` is the spec of one condition.
     """
 
     baseline: dict[str, float]
@@ -43,8 +84,15 @@ class HeadSetComparison:
     random: dict[tuple[str, str], list[dict[str, float]]]
     heads: list[tuple[int, int]]
     random_heads: list[list[tuple[int, int]]]
-    bands: list[str] = field(default_factory=list)
-    modes: list[str] = field(default_factory=list)
+    config: "HeadSetConfig" = field(default_factory=lambda: HeadSetConfig())
+
+    @property
+    def bands(self) -> list[str]:
+        return list(self.config.bands)
+
+    @property
+    def modes(self) -> list[str]:
+        return list(self.config.modes)
 
     @property
     def metrics(self) -> list[str]:
@@ -84,27 +132,34 @@ class HeadSetComparison:
             lines.append(f"{row['condition']:<26}" + "".join(f"{c:>{width}}" for c in cells))
         return "\n".join(lines)
 
+    def intervention(self, band: str, mode: str, draw: int | None = None) -> Intervention:
+        """The ablation of one condition: the chosen heads (``draw=None``) or random set
+        ``draw``, band ``band``, mode ``mode``, as a replayable :class:`Intervention`."""
+        if band not in self.config.bands or mode not in self.config.modes:
+            raise InvalidSelectionError(
+                f"no condition ({band!r}, {mode!r}); bands {self.bands}, modes {self.modes}")
+        heads = self.heads if draw is None else self.random_heads[draw]
+        return Intervention("ablate_frequencies", {h: band for h in heads}, mode=mode,
+                            per_position=self.config.per_position and mode == "mean")
+
     def to_dict(self) -> dict:
-        return {"baseline": self.baseline, "heads": [list(h) for h in self.heads],
-                "random_heads": [[list(h) for h in s] for s in self.random_heads],
-                "bands": self.bands, "modes": self.modes, "rows": self.rows()}
+        return to_jsonable({"baseline": self.baseline, "heads": self.heads,
+                            "random_heads": self.random_heads, "bands": self.bands,
+                            "modes": self.modes, "config": self.config.to_dict(),
+                            "rows": self.rows()})
 
 
 def compare_with_random_heads(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     metric: Metric | Mapping[str, Metric],
-    heads: HeadsLike,
+    heads: Any,
+    config: HeadSetConfig | None = None,
     *,
-    bands: Sequence[str] = ("low", "high"),
-    modes: Sequence[str] = ("zero", "mean"),
-    n_random: int = 5,
-    seed: int = 0,
-    pool: HeadsLike = None,
     reference: Any = None,
     means: FrequencyMeans | None = None,
-    last_token_only: bool = True,
     progress: bool = True,
+    **settings: Any,
 ) -> HeadSetComparison:
     """Ablate each band of all ``heads`` at once, and the same for random head sets.
 
@@ -112,52 +167,48 @@ def compare_with_random_heads(
         input: prompts or tokens ``[batch, pos]``.
         metric: ``logits -> scalar`` or ``{name: ...}`` (e.g. :func:`binding_metrics`).
         heads: the head set (any form of :func:`parse_heads`).
-        bands: frequency selections applied to every head (``"low"``, ``"0:16"``, ...).
-        modes: ablation modes to compare (``"zero"``, ``"mean"``, ``"unrotate"``).
-        n_random: number of random head sets of ``len(heads)`` heads (0: none).
-        seed: seed of the random draws (Python's ``random.Random``).
-        pool: heads to draw from (all heads by default, the chosen ones included).
+        config: a :class:`HeadSetConfig`; ``**settings`` are its fields (``bands``,
+            ``modes``, ``n_random``, ``seed``, ``pool``, ``per_position``,
+            ``last_token_only``) and override it.
         reference, means: reference prompts (or precomputed means) for ``mode="mean"``.
-        last_token_only: compute only the last position's logits (bridges).
+        progress: show a tqdm progress bar.
 
     Cost: ``1 + len(bands) · len(modes) · (1 + n_random)`` forward passes.
     """
     from tqdm.auto import tqdm
 
-    metrics = dict(metric) if isinstance(metric, Mapping) else {"metric": metric}
-    for mode in modes:
-        _check_mode(mode)
+    config = (config or HeadSetConfig()).replace(**settings)
+    metrics = as_metrics(metric)
     specs = rope_specs(model)
     chosen = parse_heads(heads, specs)
-    candidates = parse_heads(pool, specs)
-    if n_random and len(candidates) < len(chosen):
+    candidates = parse_heads(config.pool, specs)
+    if config.n_random and len(candidates) < len(chosen):
         raise InvalidSelectionError(
             f"cannot draw {len(chosen)} random heads from a pool of {len(candidates)}"
         )
-    rng = random.Random(seed)
-    draws = [sorted(rng.sample(candidates, len(chosen))) for _ in range(n_random)]
+    rng = random.Random(config.seed)
+    draws = [sorted(rng.sample(candidates, len(chosen))) for _ in range(config.n_random)]
     tokens = as_tokens(model, input)
-    if "mean" in modes and means is None:
-        if reference is None:
-            raise InvalidSelectionError("mode='mean' needs reference=<prompts or tokens>")
-        layers = sorted({layer for layer, _ in chosen} | {layer for d in draws for layer, _ in d})
-        means = frequency_means(model, reference, layers)
-    kwargs = {"logits_to_keep": 1} if (last_token_only and hasattr(model, "original_model")) else {}
+    layers = sorted({layer for layer, _ in chosen} | {layer for d in draws for layer, _ in d})
+    means = means_for(config.modes, model, layers, means=means, reference=reference,
+                      per_position=config.per_position)
+    kwargs = last_token_kwargs(model, config.last_token_only)
 
     def run(head_set, band, mode):
-        hooks = [] if head_set is None else frequency_ablation_hooks(
+        hooks = [] if head_set is None else ablate_frequencies_hooks(
             model, {h: band for h in head_set}, mode, means=means)
         with torch.no_grad():
-            return _evaluate(metrics, model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs))
+            logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
+        return evaluate_metrics(metrics, logits)
 
-    bar = tqdm(total=1 + len(bands) * len(modes) * (1 + n_random), desc="ablating head sets",
-               disable=not progress)
+    n_runs = 1 + len(config.bands) * len(config.modes) * (1 + config.n_random)
+    bar = tqdm(total=n_runs, desc="ablating head sets", disable=not progress)
     try:
         baseline = run(None, None, None)
         bar.update(1)
         chosen_results, random_results = {}, {}
-        for mode in modes:
-            for band in bands:
+        for mode in config.modes:
+            for band in config.bands:
                 chosen_results[(band, mode)] = run(chosen, band, mode)
                 bar.update(1)
                 random_results[(band, mode)] = []
@@ -167,5 +218,4 @@ def compare_with_random_heads(
     finally:
         bar.close()
     return HeadSetComparison(baseline=baseline, chosen=chosen_results, random=random_results,
-                             heads=chosen, random_heads=draws, bands=list(bands),
-                             modes=list(modes))
+                             heads=chosen, random_heads=draws, config=config)

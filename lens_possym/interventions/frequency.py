@@ -37,7 +37,7 @@ the model's own RoPE then runs as usual:
 shared key of its KV group only when every query head of the group asks for the same
 edit; otherwise the heads that ask are recomputed with their own edited keys and written
 into ``hook_z``, and the rest of the group is untouched bit for bit (see
-:mod:`lens_possym.interventions._engine`, which also checks that recomputation against
+:mod:`lens_possym.interventions.engine`, which also checks that recomputation against
 the model on every pass).
 
 A **gate** (:class:`FrequencyGate`) multiplies each pair of the query by a per-head,
@@ -57,114 +57,23 @@ from torch import Tensor, nn
 from .._inputs import ModelInput, as_layers
 from ..capture import capture_attention_inputs
 from ..errors import InvalidSelectionError
-from ..rope import RopeSpec, cos_sin, rope_specs
-from ._engine import HookFn, PairEdit, bphd, compile_selection, edit_hook
-from ._select import FreqsLike, Selection, parse_freqs, parse_selection
+from ..rope import RopeSpec, rope_specs
+from ..typing import FwdHooks, HookedModel, HookFn
+from .edits import replace_edit, unrotate_edit, zero_edit
+from .engine import PairEdit, bphd, compile_selection, edit_hook
+from .modes import AblationMode, Side, check_mode, check_side, resolve_side
+from .selection import FreqsLike, Selection, parse_freqs, parse_selection
 
 __all__ = [
-    "MODES",
-    "AblationMode",
-    "Side",
     "FrequencyMeans",
     "frequency_means",
+    "means_for",
     "ablate_frequencies_hook",
-    "frequency_ablation_hooks",
+    "ablate_frequencies_hooks",
     "ablate_frequencies",
     "FrequencyGate",
     "FrequencyGates",
 ]
-
-AblationMode = Literal["zero", "mean", "unrotate"]
-Side = Literal["q", "k", "qk"]
-MODES: tuple[str, ...] = ("zero", "mean", "unrotate")
-_DEFAULT_SIDE = {"zero": "q", "mean": "q", "unrotate": "qk"}
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise InvalidSelectionError(
-            f"unknown ablation mode {mode!r}; choose one of {', '.join(MODES)}"
-        )
-
-
-def _check_side(side: str, allowed: Sequence[str] = ("q", "k", "qk")) -> None:
-    if side not in allowed:
-        raise InvalidSelectionError(
-            f"unknown side {side!r}; choose one of {', '.join(allowed)} (q: queries, k: keys)"
-        )
-
-
-# ---- pair edits -----------------------------------------------------------------------------
-
-
-def _dims(spec: RopeSpec, freqs: Sequence[int]) -> list[int]:
-    return [d for f in freqs for d in spec.dims_of(f)]
-
-
-def _zero_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
-    dims = _dims(spec, freqs)
-
-    def edit(x: Tensor, head: int, positions: Tensor) -> Tensor:
-        out = x.clone()
-        out[..., dims] = 0
-        return out
-    return edit
-
-
-def _replace_edit(spec: RopeSpec, freqs: Sequence[int], table: Tensor, what: str) -> PairEdit:
-    """Replace the pairs by ``table[..., head, dims]``: ``table`` is ``[batch|1, pos|1, head, d]``."""
-    dims = _dims(spec, freqs)
-
-    def edit(x: Tensor, head: int, positions: Tensor) -> Tensor:
-        source = table[:, :, head]
-        n_pos = x.shape[1]
-        if source.shape[1] not in (1, n_pos):
-            if source.shape[1] > n_pos and what == "mean":
-                source = source[:, :n_pos]
-            else:
-                raise InvalidSelectionError(
-                    f"layer {spec.layer}: the {what} has {source.shape[1]} positions but this "
-                    f"run has {n_pos}; "
-                    + ("use a reference at least as long, or pooled means (per_position=False)"
-                       if what == "mean" else "patch between runs of the same length")
-                )
-        if source.shape[0] not in (1, x.shape[0]):
-            raise InvalidSelectionError(
-                f"layer {spec.layer}: the {what} has batch {source.shape[0]} but this run has "
-                f"batch {x.shape[0]}; use the same batch size or a single source prompt"
-            )
-        out = x.clone()
-        out[..., dims] = source[..., dims].to(device=x.device, dtype=x.dtype).expand(
-            x.shape[0], x.shape[1], len(dims))
-        return out
-    return edit
-
-
-def _unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
-    """Pre-apply ``R(-pθ_f)`` so that the model's own rotation lands at angle 0.
-
-    The tail (θ = 0) is left as it is: it is never rotated.
-    """
-    rotated = [f for f in freqs if f < spec.n_rot]
-    unit = spec.with_(attention_scaling=1.0)
-    if spec.pairing == "half":
-        dims_a, dims_b = rotated, [f + spec.n_rot for f in rotated]
-    else:
-        dims_a, dims_b = [2 * f for f in rotated], [2 * f + 1 for f in rotated]
-
-    def edit(x: Tensor, head: int, positions: Tensor) -> Tensor:
-        if not rotated:
-            return x
-        cos, sin = cos_sin(unit, positions)
-        cos = cos[:, rotated].to(x.dtype)  # [pos, n] broadcast over batch
-        sin = sin[:, rotated].to(x.dtype)
-        a, b = x[..., dims_a], x[..., dims_b]
-        out = x.clone()
-        out[..., dims_a] = a * cos + b * sin
-        out[..., dims_b] = b * cos - a * sin
-        return out
-    return edit
-
 
 # ---- reference means ----------------------------------------------------------------------
 
@@ -202,7 +111,7 @@ class FrequencyMeans:
             )
 
 
-def frequency_means(model: Any, reference: ModelInput | Mapping[str, Tensor],
+def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Tensor],
                     layers: int | Sequence[int] | None = None, *, per_position: bool = False
                     ) -> FrequencyMeans:
     """Mean un-rotated q and k of each layer over ``reference`` (for ``mode="mean"``).
@@ -250,15 +159,35 @@ def frequency_means(model: Any, reference: ModelInput | Mapping[str, Tensor],
     return FrequencyMeans(q=q_means, k=k_means, per_position=per_position, n_prompts=n_prompts)
 
 
+def means_for(modes: Sequence[str], model: HookedModel, layers: Sequence[int], *,
+              means: FrequencyMeans | None, reference: Any, per_position: bool = False
+              ) -> FrequencyMeans | None:
+    """The reference means ``modes`` need: ``means`` if given, else taken over ``reference``.
+
+    ``None`` when no mode is ``"mean"``.
+
+    Raises:
+        InvalidSelectionError: ``"mean"`` among ``modes`` with neither means nor a reference.
+    """
+    if "mean" not in modes or means is not None:
+        return means
+    if reference is None:
+        raise InvalidSelectionError(
+            "mode='mean' needs reference=<prompts or tokens> to take the means over (or "
+            "means=frequency_means(model, reference))"
+        )
+    return frequency_means(model, reference, list(layers), per_position=per_position)
+
+
 # ---- hook factories -----------------------------------------------------------------------
 
 
 def _edit_for(mode: str, spec: RopeSpec, freqs: Sequence[int], side: str,
               means: FrequencyMeans | None) -> PairEdit:
     if mode == "zero":
-        return _zero_edit(spec, freqs)
+        return zero_edit(spec, freqs)
     if mode == "unrotate":
-        return _unrotate_edit(spec, freqs)
+        return unrotate_edit(spec, freqs)
     if means is None:
         raise InvalidSelectionError(
             "mode='mean' needs a reference: pass reference=<prompts or tokens> (or "
@@ -266,7 +195,7 @@ def _edit_for(mode: str, spec: RopeSpec, freqs: Sequence[int], side: str,
         )
     means.require([spec.layer])
     table = (means.q if side == "q" else means.k)[spec.layer]
-    return _replace_edit(spec, freqs, table, "mean")
+    return replace_edit(spec, freqs, table, "mean")
 
 
 def ablate_frequencies_hook(spec: RopeSpec, heads: int | Sequence[int], freqs: FreqsLike,
@@ -277,7 +206,7 @@ def ablate_frequencies_hook(spec: RopeSpec, heads: int | Sequence[int], freqs: F
     The low-level building block: attach it at ``spec.q_hook`` (``side="q"``; ``heads`` are
     query heads) or ``spec.k_hook`` (``side="k"``; ``heads`` are **KV heads**, and editing
     one changes the keys of every query head of its group). ``unrotate`` needs both: one
-    hook per side. :func:`frequency_ablation_hooks` composes these for you, GQA-safely.
+    hook per side. :func:`ablate_frequencies_hooks` composes these for you, GQA-safely.
 
     Example::
 
@@ -285,29 +214,18 @@ def ablate_frequencies_hook(spec: RopeSpec, heads: int | Sequence[int], freqs: F
         hook = ablate_frequencies_hook(spec, [0], "0:16")
         model.run_with_hooks(tokens, fwd_hooks=[(spec.q_hook, hook)])
     """
-    _check_mode(mode)
-    _check_side(side, ("q", "k"))
+    check_mode(mode)
+    check_side(side, ("q", "k"))
     ids = parse_freqs(freqs, spec)
     head_list = [heads] if isinstance(heads, int) else list(heads)
     edit = _edit_for(mode, spec, ids, side, means)
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
 
 
-def _resolve_side(mode: str, side: str | None) -> str:
-    side = side or _DEFAULT_SIDE[mode]
-    _check_side(side)
-    if mode == "unrotate" and side != "qk":
-        raise InvalidSelectionError(
-            "mode='unrotate' acts on queries and keys together (side='qk'): the angle "
-            "(j - n)θ of a score only vanishes when both are rotated back"
-        )
-    return side
-
-
-def frequency_ablation_hooks(model: Any, selection: Any, mode: AblationMode = "zero", *,
+def ablate_frequencies_hooks(model: HookedModel, selection: Any, mode: AblationMode = "zero", *,
                              freqs: FreqsLike = None, side: Side | None = None,
                              reference: Any = None, per_position: bool = False,
-                             means: FrequencyMeans | None = None) -> list[tuple[str, HookFn]]:
+                             means: FrequencyMeans | None = None) -> FwdHooks:
     """Forward hooks that ablate chosen frequencies of chosen heads, GQA-safely.
 
     Args:
@@ -325,26 +243,22 @@ def frequency_ablation_hooks(model: Any, selection: Any, mode: AblationMode = "z
         ``[(hook name, hook fn)]`` for ``model.hooks(fwd_hooks=...)`` or
         ``run_with_hooks``. Empty frequency sets give no hooks (an exact no-op).
     """
-    _check_mode(mode)
-    side = _resolve_side(mode, side)
+    check_mode(mode)
+    side = resolve_side(mode, side)
     specs = rope_specs(model)
     chosen: Selection = parse_selection(selection, specs, freqs)
-    if mode == "mean" and means is None:
-        if reference is None:
-            raise InvalidSelectionError(
-                "mode='mean' needs reference=<prompts or tokens> to take the means over"
-            )
-        means = frequency_means(model, reference, list(chosen), per_position=per_position)
+    means = means_for([mode], model, list(chosen), means=means, reference=reference,
+                      per_position=per_position)
     return compile_selection(specs, chosen, side,
                              lambda spec, ids, which: _edit_for(mode, spec, ids, which, means))
 
 
 @contextmanager
-def ablate_frequencies(model: Any, selection: Any, mode: AblationMode = "zero", **kwargs: Any
-                       ) -> Iterator[Any]:
+def ablate_frequencies(model: HookedModel, selection: Any, mode: AblationMode = "zero", **kwargs: Any
+                       ) -> Iterator[HookedModel]:
     """Context manager: ablate frequencies inside the ``with`` block, then remove the hooks.
 
-    Same arguments as :func:`frequency_ablation_hooks`. The hooks are removed on exit,
+    Same arguments as :func:`ablate_frequencies_hooks`. The hooks are removed on exit,
     also when the body raises; hooks attached before are left alone.
 
     Example::
@@ -352,7 +266,7 @@ def ablate_frequencies(model: Any, selection: Any, mode: AblationMode = "zero", 
         with lp.ablate_frequencies(model, {"12.0": "low", "13.1": "low"}):
             logits = model(tokens)
     """
-    hooks = frequency_ablation_hooks(model, selection, mode, **kwargs)
+    hooks = ablate_frequencies_hooks(model, selection, mode, **kwargs)
     with model.hooks(fwd_hooks=hooks):
         yield model
 
@@ -389,7 +303,7 @@ class FrequencyGate(nn.Module):
             raise InvalidSelectionError(
                 f"unknown gate kind {kind!r}; choose one of sigmoid, raw, fixed"
             )
-        _check_side(side, ("q", "k"))
+        check_side(side, ("q", "k"))
         self.spec, self.kind, self.side = spec, kind, side
         n = spec.n_heads if side == "q" else spec.n_kv_heads
         shape = (n, spec.n_freqs)
@@ -434,7 +348,7 @@ class FrequencyGate(nn.Module):
             return tensor * scale[None, :, None, :].to(tensor.dtype)
         return tensor * scale[None, None, :, :].to(tensor.dtype)
 
-    def fwd_hooks(self) -> list[tuple[str, HookFn]]:
+    def fwd_hooks(self) -> FwdHooks:
         return [(self.hook_name, self)]
 
     def extra_repr(self) -> str:
@@ -449,7 +363,7 @@ class FrequencyGates(nn.ModuleDict):
     (when they share a shape); ``gates.parameters()`` go to an optimizer.
     """
 
-    def __init__(self, model: Any, layers: int | Sequence[int] | None = None, **gate_kwargs: Any
+    def __init__(self, model: HookedModel, layers: int | Sequence[int] | None = None, **gate_kwargs: Any
                  ) -> None:
         specs = rope_specs(model)
         chosen = as_layers(layers, len(specs))
@@ -459,7 +373,7 @@ class FrequencyGates(nn.ModuleDict):
     def layers(self) -> list[int]:
         return [int(k) for k in self.keys()]
 
-    def fwd_hooks(self) -> list[tuple[str, HookFn]]:
+    def fwd_hooks(self) -> FwdHooks:
         return [hook for gate in self.values() for hook in gate.fwd_hooks()]
 
     def gate_values(self) -> Float[Tensor, "layer head_index freq"]:

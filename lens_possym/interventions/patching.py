@@ -10,7 +10,7 @@ GQA needs no special care.
 Both runs rotate the pair at the same positions, so this equals patching the rotated pair:
 the score term ``λ_f`` of the head then uses the source's query (or key) content for that
 frequency and the run's own for every other. Key patches for part of a KV group use the
-GQA-safe recomputation of :mod:`lens_possym.interventions._engine`.
+GQA-safe recomputation of :mod:`lens_possym.interventions.engine`.
 
 A *source* is an activation cache from the source run (``model.run_with_cache``; any mapping
 from hook names to tensors works) or the source input itself (prompts or tokens), which is
@@ -35,17 +35,19 @@ from torch import Tensor
 from .._inputs import as_positions, as_tokens
 from ..errors import InvalidSelectionError, UnsupportedModelError
 from ..rope import RopeSpec, rope_specs
-from ._engine import HookFn, PairEdit, bphd, compile_selection, edit_hook, z_hook_name
-from ._select import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
-from .frequency import _check_side, _replace_edit
+from ..typing import FwdHooks, HookedModel, HookFn
+from .edits import replace_edit
+from .engine import PairEdit, bphd, compile_selection, edit_hook, z_hook_name
+from .modes import check_side
+from .selection import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
 
 __all__ = [
     "source_activations",
     "patch_heads_hook",
-    "head_patch_hooks",
+    "patch_heads_hooks",
     "patch_heads",
     "patch_frequencies_hook",
-    "frequency_patch_hooks",
+    "patch_frequencies_hooks",
     "patch_frequencies",
     "frequency_patch_setter",
     "frequency_index_df",
@@ -60,7 +62,8 @@ def _is_cache(source: Any) -> bool:
     )
 
 
-def source_activations(model: Any, source: Any, names: Sequence[str]) -> dict[str, Tensor]:
+def source_activations(model: HookedModel, source: Any, names: Sequence[str]
+                       ) -> dict[str, Tensor]:
     """The tensors ``names`` of the source run: read from a cache, or computed by one pass.
 
     Raises:
@@ -125,9 +128,8 @@ def patch_heads_hook(source_z: Float[Tensor, "batch pos head_index d_head"],
     return hook
 
 
-def head_patch_hooks(model: Any, source: Any, heads: HeadsLike,
-                     positions: int | Sequence[int] | Tensor | None = None
-                     ) -> list[tuple[str, HookFn]]:
+def patch_heads_hooks(model: HookedModel, source: Any, heads: HeadsLike,
+                      positions: int | Sequence[int] | Tensor | None = None) -> FwdHooks:
     """Hooks patching query ``heads`` (e.g. ``"12.0,13.1"``) at ``hook_z`` from ``source``."""
     specs = rope_specs(model)
     by_layer: dict[int, list[int]] = {}
@@ -140,8 +142,8 @@ def head_patch_hooks(model: Any, source: Any, heads: HeadsLike,
 
 
 @contextmanager
-def patch_heads(model: Any, source: Any, heads: HeadsLike,
-                positions: int | Sequence[int] | Tensor | None = None) -> Iterator[Any]:
+def patch_heads(model: HookedModel, source: Any, heads: HeadsLike,
+                positions: int | Sequence[int] | Tensor | None = None) -> Iterator[HookedModel]:
     """Context manager: inside the block, ``heads`` read their ``hook_z`` from ``source``.
 
     Example::
@@ -150,7 +152,7 @@ def patch_heads(model: Any, source: Any, heads: HeadsLike,
         with lp.patch_heads(model, clean, "12.0,13.1"):
             patched_logits = model(corrupted_tokens)
     """
-    with model.hooks(fwd_hooks=head_patch_hooks(model, source, heads, positions)):
+    with model.hooks(fwd_hooks=patch_heads_hooks(model, source, heads, positions)):
         yield model
 
 
@@ -165,24 +167,25 @@ def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence
     **KV heads**: every query head of the group sees the patched key). ``source`` is the
     source run's tensor at the same hook, in the hook's layout.
     """
-    _check_side(side, ("q", "k"))
+    check_side(side, ("q", "k"))
     ids = parse_freqs(freqs, spec)
     table = bphd(source, spec.qk_layout)
-    edit = _replace_edit(spec, ids, table, "source")
+    edit = replace_edit(spec, ids, table, "source")
     head_list = [heads] if isinstance(heads, int) else list(heads)
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
 
 
-def frequency_patch_hooks(model: Any, source: Any, selection: Any, *, freqs: FreqsLike = None,
-                          side: Literal["q", "k", "qk"] = "q") -> list[tuple[str, HookFn]]:
+def patch_frequencies_hooks(model: HookedModel, source: Any, selection: Any, *,
+                            freqs: FreqsLike = None, side: Literal["q", "k", "qk"] = "q"
+                            ) -> FwdHooks:
     """Hooks patching chosen frequencies of chosen heads from ``source``, GQA-safely.
 
     Args:
         selection: ``{head: freqs}`` or heads alone with ``freqs`` (as in
-            :func:`~lens_possym.interventions.frequency_ablation_hooks`).
+            :func:`~lens_possym.interventions.ablate_frequencies_hooks`).
         side: patch the query pairs (``"q"``), the key pairs (``"k"``) or both.
     """
-    _check_side(side)
+    check_side(side)
     specs = rope_specs(model)
     chosen = parse_selection(selection, specs, freqs)
     names = []
@@ -195,16 +198,17 @@ def frequency_patch_hooks(model: Any, source: Any, selection: Any, *, freqs: Fre
 
     def from_source(spec: RopeSpec, ids: tuple[int, ...], which: str) -> PairEdit:
         hook = spec.q_hook if which == "q" else spec.k_hook
-        return _replace_edit(spec, ids, bphd(acts[hook], spec.qk_layout), "source")
+        return replace_edit(spec, ids, bphd(acts[hook], spec.qk_layout), "source")
 
     return compile_selection(specs, chosen, side, from_source)
 
 
 @contextmanager
-def patch_frequencies(model: Any, source: Any, selection: Any, *, freqs: FreqsLike = None,
-                      side: Literal["q", "k", "qk"] = "q") -> Iterator[Any]:
-    """Context manager form of :func:`frequency_patch_hooks`."""
-    with model.hooks(fwd_hooks=frequency_patch_hooks(model, source, selection, freqs=freqs,
+def patch_frequencies(model: HookedModel, source: Any, selection: Any, *,
+                      freqs: FreqsLike = None, side: Literal["q", "k", "qk"] = "q"
+                      ) -> Iterator[HookedModel]:
+    """Context manager form of :func:`patch_frequencies_hooks`."""
+    with model.hooks(fwd_hooks=patch_frequencies_hooks(model, source, selection, freqs=freqs,
                                                      side=side)):
         yield model
 
@@ -212,7 +216,7 @@ def patch_frequencies(model: Any, source: Any, selection: Any, *, freqs: FreqsLi
 # ---- transformer_lens.patching -------------------------------------------------------------
 
 
-def qk_activation_name(model: Any, side: Literal["q", "k"] = "q") -> str:
+def qk_activation_name(model: HookedModel, side: Literal["q", "k"] = "q") -> str:
     """The ``activation_name`` under which every layer's q (or k) pairs can be patched.
 
     ``"q"``/``"k"`` where ``hook_q``/``hook_k`` are the un-rotated vectors lens-possym
@@ -220,7 +224,7 @@ def qk_activation_name(model: Any, side: Literal["q", "k"] = "q") -> str:
     hooks fire (Gemma 3): patching a rotated pair between runs at the same positions is
     the same as patching the un-rotated one.
     """
-    _check_side(side, ("q", "k"))
+    check_side(side, ("q", "k"))
     specs = rope_specs(model)
     if all(getattr(s, f"{side}_hook").endswith(f".hook_{side}") for s in specs):
         return side
@@ -228,11 +232,11 @@ def qk_activation_name(model: Any, side: Literal["q", "k"] = "q") -> str:
         return f"rot_{side}"
     raise UnsupportedModelError(
         "this model has a q/k-norm and no rotation hooks, so no single TransformerLens "
-        "activation name exposes its un-rotated pairs; use frequency_patch_hooks instead"
+        "activation name exposes its un-rotated pairs; use patch_frequencies_hooks instead"
     )
 
 
-def frequency_patch_setter(model: Any):
+def frequency_patch_setter(model: HookedModel):
     """A ``patch_setter`` for ``generic_activation_patch`` over ``index = [layer, head, freq]``.
 
     Use with ``activation_name=qk_activation_name(model, side)`` and
@@ -254,7 +258,7 @@ def frequency_patch_setter(model: Any):
     return setter
 
 
-def frequency_index_df(model: Any, layers: int | Sequence[int] | None = None,
+def frequency_index_df(model: HookedModel, layers: int | Sequence[int] | None = None,
                        heads: int | Sequence[int] | None = None,
                        freqs: FreqsLike = None, *, side: Literal["q", "k"] = "q"):
     """A pandas dataframe of ``[layer, head_index, freq]`` rows for ``generic_activation_patch``."""

@@ -36,9 +36,10 @@ from torch import Tensor
 
 from ..errors import InvalidSelectionError
 from ..rope import rope_spec
-from ._engine import HookFn, v_hook_name
+from ..typing import FwdHooks, HookedModel, HookFn
+from .engine import v_hook_name
 
-__all__ = ["swap_permutation", "permute_rows_hook", "content_permutation_hooks", "permute_content"]
+__all__ = ["swap_permutation", "permute_content_hook", "permute_content_hooks", "permute_content"]
 
 What = Literal["resid", "kv", "k"]
 
@@ -70,7 +71,7 @@ def _check_perm(perm: Tensor, batch: int, n_pos: int) -> Tensor:
     return perm
 
 
-def permute_rows_hook(perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequence[int],
+def permute_content_hook(perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequence[int],
                       *, pos_dim: int = 1) -> HookFn:
     """A hook that permutes a tensor along its position axis: row ``p`` ← row ``perm[p]``.
 
@@ -92,34 +93,34 @@ def permute_rows_hook(perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequ
     return hook
 
 
-def content_permutation_hooks(model: Any, layer: int,
-                              perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequence[int],
-                              what: What = "resid") -> list[tuple[str, HookFn]]:
+def permute_content_hooks(model: HookedModel, layer: int,
+                          perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequence[int],
+                          what: What = "resid") -> FwdHooks:
     """Hooks that move content between positions at ``layer`` (see the module docstring)."""
     spec = rope_spec(model, layer)
     if what == "resid":
-        return [(f"blocks.{spec.layer}.hook_resid_pre", permute_rows_hook(perm))]
+        return [(f"blocks.{spec.layer}.hook_resid_pre", permute_content_hook(perm))]
     if what not in ("kv", "k"):
         raise InvalidSelectionError(
             f"unknown permutation target {what!r}; choose one of resid, kv, k"
         )
     k_dim = 2 if spec.qk_layout == "bhpd" else 1
-    hooks = [(spec.k_hook, permute_rows_hook(perm, pos_dim=k_dim))]
+    hooks = [(spec.k_hook, permute_content_hook(perm, pos_dim=k_dim))]
     if what == "kv":
-        hooks.append((v_hook_name(spec), permute_rows_hook(perm)))
+        hooks.append((v_hook_name(spec), permute_content_hook(perm)))
     return hooks
 
 
 @contextmanager
-def permute_content(model: Any, layer: int,
+def permute_content(model: HookedModel, layer: int,
                     perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequence[int],
-                    what: What = "resid") -> Iterator[Any]:
-    """Context manager form of :func:`content_permutation_hooks`.
+                    what: What = "resid") -> Iterator[HookedModel]:
+    """Context manager form of :func:`permute_content_hooks`.
 
     Example (the scores' swap of positions 3 and 7 at layer 12)::
 
-        with lp.permute_content(model, 12, lp.swap_permutation(n, 3, 7)):
+        with lp.permute_content(model, 12, lp.interventions.swap_permutation(n, 3, 7)):
             _, cache = model.run_with_cache(tokens, names_filter="blocks.12.attn.hook_pattern")
     """
-    with model.hooks(fwd_hooks=content_permutation_hooks(model, layer, perm, what)):
+    with model.hooks(fwd_hooks=permute_content_hooks(model, layer, perm, what)):
         yield model

@@ -20,28 +20,86 @@ Two things keep that affordable, both exact:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_layers, as_tokens
+from .._json import JsonConfig, to_jsonable
+from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
-from ..rope import rope_specs
-from ._select import BAND_NAMES, band_partition, parse_freqs
-from .frequency import (
-    AblationMode,
-    FrequencyMeans,
-    _check_mode,
-    _resolve_side,
-    frequency_ablation_hooks,
-    frequency_means,
-)
+from ..rope import RopeSpec, rope_specs
+from ..typing import HookedModel
+from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
+from .metrics import Metric, as_metrics, evaluate_metrics
+from .modes import check_mode, resolve_side
+from .selection import freqs_label, parse_freqs
+from .spec import Intervention
 
-__all__ = ["BandSweep", "band_sweep", "binding_metrics", "resolve_bands"]
+__all__ = ["BandSweepConfig", "BandSweep", "band_sweep", "resolve_bands", "last_token_kwargs"]
 
-Metric = Callable[[Tensor], Any]
+
+def _int_tuple(value: Any, what: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    values = [value] if isinstance(value, int) else list(value)
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+        raise InvalidSelectionError(f"{what} must be integers, got {value!r}")
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class BandSweepConfig(JsonConfig):
+    """How :func:`band_sweep` ablates: frozen, validated, saved with the result.
+
+    Attributes:
+        bands: a number of contiguous bands (3: ``high``/``middle``/``low`` thirds), a
+            list of frequency selections (``["0:8", "low"]``, ``[[0, 1], [2]]``), or
+            ``{name: selection}``; stored as ``((name, selection in the grammar), ...)``.
+        mode, side, per_position: as in :func:`ablate_frequencies_hooks`.
+        layers, heads: what to sweep (all by default; ``heads`` applies to every layer).
+        last_token_only: compute only the last position's logits (module docstring).
+    """
+
+    bands: Any = 3
+    mode: str = "zero"
+    side: str | None = None
+    per_position: bool = False
+    layers: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+    last_token_only: bool = True
+
+    def __post_init__(self) -> None:
+        check_mode(self.mode)
+        resolve_side(self.mode, self.side)
+        object.__setattr__(self, "bands", _normalise_bands(self.bands))
+        object.__setattr__(self, "layers", _int_tuple(self.layers, "layers"))
+        object.__setattr__(self, "heads", _int_tuple(self.heads, "heads"))
+        if self.per_position and self.mode != "mean":
+            raise InvalidSelectionError("per_position applies to mode='mean' only")
+
+
+def _normalise_bands(bands: Any) -> int | tuple[tuple[str, str], ...]:
+    """``bands`` as an int or ``((name, selection), ...)``; a selection given as a string
+    names its band, others are ``"band i"``."""
+    if isinstance(bands, int) and not isinstance(bands, bool):
+        if bands < 1:
+            raise InvalidSelectionError(f"bands must be at least 1, got {bands}")
+        return bands
+    if isinstance(bands, Mapping) and bands:
+        return tuple((str(k), freqs_label(v)) for k, v in bands.items())
+    if isinstance(bands, (list, tuple)) and bands:
+        if all(isinstance(b, (list, tuple)) and len(b) == 2 and isinstance(b[0], str)
+               for b in bands):  # ((name, selection), ...), as stored
+            return tuple((name, freqs_label(ids)) for name, ids in bands)
+        return tuple((b if isinstance(b, str) else f"band {i}", freqs_label(b))
+                     for i, b in enumerate(bands))
+    raise InvalidSelectionError(
+        f"cannot read bands {bands!r}: pass a number of bands, a list of frequency "
+        "selections, or {name: selection}"
+    )
 
 
 @dataclass
@@ -54,17 +112,22 @@ class BandSweep:
         baseline: ``{metric: value}`` without any ablation.
         band_names: one name per band.
         bands: ``{layer: [freq ids of band b, ...]}``.
-        mode: the ablation mode.
         layers, heads: what was swept (heads: ``{layer: [heads]}``).
+        config: the sweep's settings (``band_sweep(model, input, metric, sweep.config)``
+            runs it again); :meth:`intervention` is the spec of one cell.
     """
 
     values: dict[str, Float[Tensor, "layer head_index band"]]
     baseline: dict[str, float]
     band_names: list[str]
     bands: dict[int, list[list[int]]]
-    mode: str
     layers: list[int]
     heads: dict[int, list[int]] = field(default_factory=dict)
+    config: BandSweepConfig = field(default_factory=BandSweepConfig)
+
+    @property
+    def mode(self) -> str:
+        return self.config.mode
 
     @property
     def metrics(self) -> list[str]:
@@ -87,44 +150,25 @@ class BandSweep:
                  self.band_names[int(i) % n_bands], float(flat[i])) for i in order
                 if torch.isfinite(flat[i])]
 
+    def intervention(self, layer: int, head: int, band: int | str) -> Intervention:
+        """The ablation of one cell of the sweep, as a replayable :class:`Intervention`."""
+        b = self.band_names.index(band) if isinstance(band, str) else band
+        if layer not in self.bands or head not in self.heads.get(layer, []):
+            raise InvalidSelectionError(f"head {layer}.{head} was not swept")
+        return Intervention("ablate_frequencies", {(layer, head): self.bands[layer][b]},
+                            mode=self.config.mode, side=self.config.side,
+                            per_position=self.config.per_position)
+
     def to_dict(self) -> dict:
-        return {
+        return to_jsonable({
             "mode": self.mode, "band_names": self.band_names, "layers": self.layers,
-            "bands": {str(k): v for k, v in self.bands.items()},
-            "heads": {str(k): v for k, v in self.heads.items()},
-            "baseline": self.baseline,
-            "values": {k: v.tolist() for k, v in self.values.items()},
-            "effect": {k: self.effect(k).tolist() for k in self.values},
-        }
+            "bands": self.bands, "heads": self.heads, "config": self.config.to_dict(),
+            "baseline": self.baseline, "values": self.values,
+            "effect": {k: self.effect(k) for k in self.values},
+        })
 
 
-def binding_metrics(task: Any) -> dict[str, Metric]:
-    """``logit_diff``, ``accuracy`` and ``candidate_accuracy`` of a binding task, as metrics.
-
-    Each maps logits ``[batch, pos, d_vocab]`` (only the last position is read) to a
-    scalar, averaged over the task's prompts (see :func:`lens_possym.tasks.evaluate_binding`).
-    """
-    from ..tasks.binding import binding_logit_diff
-
-    def last(logits: Tensor) -> Tensor:
-        return (logits[:, -1] if logits.ndim == 3 else logits).float()
-
-    def logit_diff(logits: Tensor) -> Tensor:
-        return binding_logit_diff(task, last(logits)).mean()
-
-    def accuracy(logits: Tensor) -> Tensor:
-        return (last(logits).argmax(-1) == task.answers.to(logits.device)).float().mean()
-
-    def candidate_accuracy(logits: Tensor) -> Tensor:
-        row = last(logits)
-        mask = task.candidate_mask(row.shape[-1]).to(row.device)
-        top = row.masked_fill(~mask, float("-inf")).argmax(-1)
-        return (top == task.answers.to(row.device)).float().mean()
-
-    return {"logit_diff": logit_diff, "accuracy": accuracy, "candidate_accuracy": candidate_accuracy}
-
-
-def resolve_bands(spec: Any, bands: int | Sequence[Any] | Mapping[str, Any]
+def resolve_bands(spec: RopeSpec, bands: int | Sequence[Any] | Mapping[str, Any]
                   ) -> tuple[list[str], list[list[int]]]:
     """Band names and frequency ids for one layer.
 
@@ -132,50 +176,36 @@ def resolve_bands(spec: Any, bands: int | Sequence[Any] | Mapping[str, Any]
     fastest first), a list of frequency selections (any form of
     :func:`~lens_possym.interventions.parse_freqs`), or ``{name: selection}``.
     """
-    if isinstance(bands, int) and not isinstance(bands, bool):
-        ids = band_partition(spec.n_freqs, bands)
+    bands = _normalise_bands(bands)
+    if isinstance(bands, int):
         names = list(BAND_NAMES) if bands == 3 else [f"band {i}" for i in range(bands)]
-        return names, ids
-    if isinstance(bands, Mapping):
-        names = [str(k) for k in bands]
-        return names, [list(parse_freqs(v, spec)) for v in bands.values()]
-    if isinstance(bands, (list, tuple)) and bands:
-        return [str(b) if isinstance(b, str) else f"band {i}" for i, b in enumerate(bands)], [
-            list(parse_freqs(b, spec)) for b in bands]
-    raise InvalidSelectionError(
-        f"cannot read bands {bands!r}: pass a number of bands, a list of frequency "
-        "selections, or {name: selection}"
-    )
+        return names, band_partition(spec.n_freqs, bands)
+    return [name for name, _ in bands], [list(parse_freqs(ids, spec)) for _, ids in bands]
 
 
-def _evaluate(metrics: Mapping[str, Metric], logits: Tensor) -> dict[str, float]:
+def last_token_kwargs(model: HookedModel, last_token_only: bool) -> dict[str, Any]:
+    """Forward kwargs that compute only the last position's logits (bridges), or none."""
+    return {"logits_to_keep": 1} if (last_token_only and hasattr(model, "original_model")) else {}
+
+
+def _head_lists(specs: Sequence[RopeSpec], layers: list[int], heads: Sequence[int] | None
+                ) -> dict[int, list[int]]:
     out = {}
-    for name, fn in metrics.items():
-        value = torch.as_tensor(fn(logits))
-        if value.numel() != 1:
+    for layer in layers:
+        n = specs[layer].n_heads
+        chosen = list(range(n)) if heads is None else list(heads)
+        bad = [h for h in chosen if not 0 <= h < n]
+        if bad:
             raise InvalidSelectionError(
-                f"metric {name!r} must return a scalar, got shape {tuple(value.shape)}"
-            )
-        out[name] = float(value)
+                f"head {bad} out of range: layer {layer} has {n} query heads")
+        out[layer] = chosen
     return out
 
 
-def band_sweep(
-    model: Any,
-    input: ModelInput,
-    metric: Metric | Mapping[str, Metric],
-    *,
-    bands: int | Sequence[Any] | Mapping[str, Any] = 3,
-    mode: AblationMode = "zero",
-    layers: int | Sequence[int] | None = None,
-    heads: int | Sequence[int] | None = None,
-    side: str | None = None,
-    reference: Any = None,
-    per_position: bool = False,
-    means: FrequencyMeans | None = None,
-    last_token_only: bool = True,
-    progress: bool = True,
-) -> BandSweep:
+def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[str, Metric],
+               config: BandSweepConfig | None = None, *, reference: Any = None,
+               means: FrequencyMeans | None = None, progress: bool = True, **settings: Any
+               ) -> BandSweep:
     """Effect on ``metric`` of ablating each band of each head, one at a time.
 
     Args:
@@ -183,11 +213,10 @@ def band_sweep(
             per layer, head and band).
         metric: ``logits -> scalar`` or ``{name: logits -> scalar}`` (e.g.
             :func:`binding_metrics`).
-        bands: see :func:`resolve_bands` (default: thirds ``high``/``middle``/``low``).
-        mode, side, reference, per_position, means: as in
-            :func:`~lens_possym.interventions.frequency_ablation_hooks`.
-        layers, heads: restrict the sweep (all by default; ``heads`` applies to every layer).
-        last_token_only: compute only the last position's logits (module docstring).
+        config: a :class:`BandSweepConfig` (e.g. a saved sweep's ``config``);
+            ``**settings`` are its fields (``bands=3, mode="zero", layers=..., heads=...,
+            side=..., per_position=..., last_token_only=...``) and override it.
+        reference, means: the reference prompts (or precomputed means) of ``mode="mean"``.
         progress: show a tqdm progress bar.
 
     Returns:
@@ -195,39 +224,26 @@ def band_sweep(
     """
     from tqdm.auto import tqdm
 
-    _check_mode(mode)
-    _resolve_side(mode, side)
-    metrics = dict(metric) if isinstance(metric, Mapping) else {"metric": metric}
-    if not metrics:
-        raise InvalidSelectionError("pass at least one metric")
+    config = (config or BandSweepConfig()).replace(**settings)
+    metrics = as_metrics(metric)
     specs = rope_specs(model)
-    chosen = as_layers(layers, len(specs))
+    chosen = as_layers(None if config.layers is None else list(config.layers), len(specs))
     tokens = as_tokens(model, input)
-    band_names: list[str] = []
     band_ids: dict[int, list[list[int]]] = {}
-    head_lists: dict[int, list[int]] = {}
+    band_names: list[str] = []
     for layer in chosen:
-        names, ids = resolve_bands(specs[layer], bands)
+        names, band_ids[layer] = resolve_bands(specs[layer], config.bands)
         if band_names and names != band_names:
             raise InvalidSelectionError("every layer needs the same bands")
-        band_names, band_ids[layer] = names, ids
-        n = specs[layer].n_heads
-        hl = list(range(n)) if heads is None else ([heads] if isinstance(heads, int) else list(heads))
-        bad = [h for h in hl if not 0 <= h < n]
-        if bad:
-            raise InvalidSelectionError(f"head {bad} out of range: layer {layer} has {n} query heads")
-        head_lists[layer] = hl
-    if mode == "mean" and means is None:
-        if reference is None:
-            raise InvalidSelectionError("mode='mean' needs reference=<prompts or tokens>")
-        means = frequency_means(model, reference, chosen, per_position=per_position)
+        band_names = names
+    head_lists = _head_lists(specs, chosen, config.heads)
+    means = means_for([config.mode], model, chosen, means=means, reference=reference,
+                      per_position=config.per_position)
 
     bridge = hasattr(model, "original_model")
-    kwargs = {"logits_to_keep": 1} if (bridge and last_token_only) else {}
-    n_layers = len(specs)
-    max_heads = max(s.n_heads for s in specs)
-    values = {name: torch.full((n_layers, max_heads, len(band_names)), float("nan"))
-              for name in metrics}
+    kwargs = last_token_kwargs(model, config.last_token_only)
+    values = {name: torch.full((len(specs), max(s.n_heads for s in specs), len(band_names)),
+                               float("nan")) for name in metrics}
     with torch.no_grad():
         if bridge:
             names = [f"blocks.{layer}.hook_resid_pre" for layer in chosen]
@@ -235,24 +251,24 @@ def band_sweep(
             starts = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in chosen}
         else:
             logits = model(tokens)
-        baseline = _evaluate(metrics, logits)
+        baseline = evaluate_metrics(metrics, logits)
         total = sum(len(head_lists[layer]) * len(band_names) for layer in chosen)
-        bar = tqdm(total=total, desc=f"{mode}-ablating bands", disable=not progress)
+        bar = tqdm(total=total, desc=f"{config.mode}-ablating bands", disable=not progress)
         try:
             for layer in chosen:
                 for head in head_lists[layer]:
                     for b, ids in enumerate(band_ids[layer]):
-                        hooks = frequency_ablation_hooks(model, {(layer, head): ids}, mode,
-                                                         side=side, means=means)
+                        hooks = ablate_frequencies_hooks(model, {(layer, head): ids}, config.mode,
+                                                         side=config.side, means=means)
                         if bridge:
                             out = model.run_with_hooks(starts[layer], start_at_layer=layer,
                                                        fwd_hooks=hooks, **kwargs)
                         else:
                             out = model.run_with_hooks(tokens, fwd_hooks=hooks)
-                        for name, value in _evaluate(metrics, out).items():
+                        for name, value in evaluate_metrics(metrics, out).items():
                             values[name][layer, head, b] = value
                         bar.update(1)
         finally:
             bar.close()
     return BandSweep(values=values, baseline=baseline, band_names=band_names, bands=band_ids,
-                     mode=mode, layers=chosen, heads=head_lists)
+                     layers=chosen, heads=head_lists, config=config)

@@ -8,30 +8,32 @@ computed per prompt and averaged over prompts (paper C's ``scores.mean(axis=0)``
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any, Literal, Sequence
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
-from ..capture import capture_attention_inputs
+from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
 from ..rope import rope_specs
+from ..typing import HookedModel
+from .config import ScoreConfig
 from .crosslogits import cross_logit_factors
-from .exact import MAX_ELEMENTS, SwapScores, exact_swap_scores
+from .exact import SwapScores, exact_swap_scores
 from .exclusion import exclusion_from_factors
 from .rerun import rerun_swap_scores
 from .results import PosSymScores
-from .swaps import SwapKind, swap_set
+from .swaps import SwapSet, swap_set
 
-__all__ = ["swap_scores", "resolve_exclude_bos"]
-
-Method = Literal["exact", "rerun"]
+__all__ = ["swap_scores", "resolve_exclude_bos", "LayerScores"]
 
 
-def resolve_exclude_bos(model: Any, tokens: Tensor, exclude_bos: bool | str) -> bool:
+def resolve_exclude_bos(model: HookedModel, tokens: Tensor, exclude_bos: bool | str) -> bool:
     """``"auto"``: exclude position 0 when every prompt starts with the tokenizer's BOS."""
     if exclude_bos == "auto":
         bos = getattr(getattr(model, "tokenizer", None), "bos_token_id", None)
@@ -41,26 +43,38 @@ def resolve_exclude_bos(model: Any, tokens: Tensor, exclude_bos: bool | str) -> 
     return exclude_bos
 
 
-def swap_scores(
-    model: Any,
-    input: ModelInput,
-    *,
-    layers: int | Sequence[int] | None = None,
-    heads: int | Sequence[int] | None = None,
-    swap: SwapKind = "token",
-    n_blocks: int = 8,
-    method: Method = "exact",
-    per_frequency: bool = True,
-    tau: float = 1e-4,
-    exclude_bos: bool | Literal["auto"] = "auto",
-    query_position: int = -1,
-    exclusion: bool = True,
-    check: bool = True,
-    dtype: torch.dtype = torch.float64,
-    batch_size: int = 64,
-    max_elements: int = MAX_ELEMENTS,
-    progress: bool = False,
-) -> PosSymScores:
+@dataclass
+class LayerScores:
+    """One layer's scores, per prompt, for the heads scored (``None``: not computed).
+
+    Per-head tensors are ``[n_prompts, len(heads)]``, per-frequency ones
+    ``[n_prompts, len(heads), n_freqs]``; :func:`swap_scores` places every layer's into
+    the ``[n_layers, n_heads(, n_freqs)]`` tensors of :class:`PosSymScores` at the end.
+    """
+
+    layer: int
+    heads: list[int]
+    angles: Float[Tensor, "freq"]
+    pos: Float[Tensor, "prompt head"]
+    sym: Float[Tensor, "prompt head"]
+    pos_freq: Float[Tensor, "prompt head freq"] | None = None
+    sym_freq: Float[Tensor, "prompt head freq"] | None = None
+    exclusion_ratio: Float[Tensor, "prompt head"] | None = None
+    exclusion_ratio_freq: Float[Tensor, "prompt head freq"] | None = None
+    balance: Float[Tensor, "prompt head"] | None = None
+    balance_freq: Float[Tensor, "prompt head freq"] | None = None
+
+
+# the per-prompt tensors of LayerScores, and whether a prompt's undefined value is left out
+# of the mean (a balance 0/0 is undefined; a score never is)
+_PER_PROMPT = {f.name: f.name.startswith("balance") for f in fields(LayerScores)
+               if f.name not in ("layer", "heads", "angles")}
+
+
+def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | None = None, *,
+                layers: int | Sequence[int] | None = None,
+                heads: int | Sequence[int] | None = None, progress: bool = False,
+                **settings: Any) -> PosSymScores:
     """Place every head of ``model`` on the positional-symbolic plane (paper A).
 
     For the query at ``query_position`` (the last token by default), each swap exchanges the
@@ -72,132 +86,125 @@ def swap_scores(
     * ``s_SYM``: the mass moved with the content (cosine with the swapped clean masses);
 
     each a sum over swaps weighted by ``softmax(|a_1 - a_2| / tau)``. Each frequency id can
-    also be scored as a 2-D head of its own.
+    also be scored as a 2-D head of its own. Scores are computed per prompt and averaged.
+
+    How: a :class:`~lens_possym.scores.ScoreConfig` (``config``), with any of its fields
+    given as keywords overriding it: ``swap_scores(model, tokens, swap="block", tau=1.0)``
+    is ``swap_scores(model, tokens, ScoreConfig(swap="block", tau=1.0))``. Keywords are what
+    a notebook reaches for; a config is what a saved result holds and a script reuses
+    (``swap_scores(model, tokens, saved.config)``). The closed form (``method="exact"``)
+    relies on the layer's queries and keys being row-wise functions of its input, which
+    holds for every model but not under hooks that edit q or k *by position* (e.g.
+    ``unrotate`` frequency ablation): score such runs with ``method="rerun"``.
 
     Args:
-        model: a bridge (:func:`lens_possym.load_model`, :func:`~lens_possym.from_hf`, ...)
-            or any model defining ``lens_possym_rope_specs()``.
+        model: a bridge (:func:`lens_possym.load_model`, ...) or any
+            :class:`~lens_possym.typing.HookedModel` defining ``lens_possym_rope_specs()``.
         input: a prompt, prompts of equal token length, or tokens ``[batch, pos]``.
+        config, settings: how to score (:class:`~lens_possym.scores.ScoreConfig`).
         layers, heads: which to score (all by default); others are ``nan`` in the result.
-        swap: ``"token"`` or ``"block"``.
-        n_blocks: number of blocks for block swaps.
-        method: ``"exact"`` (closed form, all swaps at once) or ``"rerun"`` (swap the layer
-            input and re-run the block per swap: the reference, ~100-1000x slower). The
-            closed form relies on the layer's queries and keys being row-wise functions of
-            its input, which holds for every model but not under hooks that edit q or k
-            *by position* (e.g. ``unrotate`` frequency ablation, which bakes each key's
-            position into it): score such runs with ``"rerun"``.
-        per_frequency: also score each frequency id (``pos_freq``, ``sym_freq``).
-        tau: temperature of the swap weights (paper C: 1e-4, nearly "the swap that moves
-            the most mass").
-        exclude_bos: leave position 0 out of the swaps (and the exclusion keys); ``"auto"``
-            excludes it when every prompt starts with the tokenizer's BOS token, whose
-            attention-sink mass would otherwise decide the weights.
-        query_position: the query row (negative counts from the end).
-        exclusion: also compute Theorem 1's ``Var / bound`` ratio and the balance
-            ``S_sym / (S_pos + S_sym)`` per head and frequency.
-        check: verify, per layer, that the per-frequency terms add up to the model's own
-            scores on this pass (:meth:`~lens_possym.decompose.FrequencyLogits.check`), so
-            scores are never computed from a geometry the model does not use.
-        dtype: computation dtype of the exact method (float64: agrees with the re-run to
-            rounding of the model's own arithmetic).
-        batch_size: swaps per re-run batch (``method="rerun"``).
-        max_elements: memory bound of the exact method's intermediates.
         progress: show a progress bar over layers.
 
     Returns:
-        :class:`~lens_possym.scores.results.PosSymScores`.
+        :class:`~lens_possym.scores.PosSymScores`, its ``config`` resolved for this input
+        (``exclude_bos`` a bool, ``query_position`` an index).
 
     Raises:
-        InvalidSelectionError: bad layers/heads/positions, an empty or too-long prompt,
-            too few keys for the swaps, an unknown swap kind or method.
+        InvalidSelectionError: a bad setting, bad layers/heads/positions, an empty or
+            too-long prompt, too few keys for the swaps.
         NotRopeModelError: the model has no rotary embedding.
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
-    if method not in ("exact", "rerun"):
-        raise InvalidSelectionError(f"unknown method {method!r}; use 'exact' or 'rerun'")
-    if swap not in ("token", "block"):
-        raise InvalidSelectionError(f"unknown swap kind {swap!r}; use 'token' or 'block'")
-    if not tau > 0:
-        raise InvalidSelectionError(f"tau must be positive, got {tau}")
+    config = (config or ScoreConfig()).replace(**settings)
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
     tokens = as_tokens(model, input)
-    n_prompts, n_pos = tokens.shape
-    qpos = int(as_positions(query_position, n_pos)[0])
-    drop_bos = resolve_exclude_bos(model, tokens, exclude_bos)
-
+    qpos = int(as_positions(config.query_position, tokens.shape[1])[0])
+    config = config.replace(query_position=qpos,
+                            exclude_bos=resolve_exclude_bos(model, tokens, config.exclude_bos))
     captured = capture_attention_inputs(model, tokens, chosen, query_positions=qpos)
-    n_layers = len(specs)
-    n_heads = max(spec.n_heads for spec in specs)
-    n_freqs = max(spec.n_freqs for spec in specs)
-    nan = float("nan")
-    pos_prompts = torch.full((n_prompts, n_layers, n_heads), nan, dtype=torch.float64)
-    sym_prompts = pos_prompts.clone()
-    freq_shape = (n_prompts, n_layers, n_heads, n_freqs)
-    pos_freq = torch.full(freq_shape, nan, dtype=torch.float64) if per_frequency else None
-    sym_freq = pos_freq.clone() if per_frequency else None
-    ratio = pos_prompts.clone() if exclusion else None
-    ratio_freq = torch.full(freq_shape, nan, dtype=torch.float64) if exclusion and per_frequency else None
-    balance = pos_prompts.clone() if exclusion else None
-    balance_freq = ratio_freq.clone() if ratio_freq is not None else None
-    angles = torch.full((n_layers, n_freqs), nan, dtype=torch.float64)
-
-    for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False):
-        inputs = captured[layer]
-        spec = inputs.spec
-        head_list = as_heads(heads, spec.n_heads, layer)
-        if check:
-            decompose_inputs(inputs, head_list).check()
-        factors = cross_logit_factors(inputs, head_list, dtype=dtype)
-        swaps = swap_set(swap, qpos, factors.visible, exclude_bos=drop_bos, n_blocks=n_blocks)
-        if method == "exact":
-            result = exact_swap_scores(factors, swaps, tau=tau, per_frequency=per_frequency,
-                                       max_elements=max_elements)
-        else:
-            result = _rerun(model, tokens, layer, head_list, swaps, tau, per_frequency, batch_size)
-        f = spec.n_freqs
-        pos_prompts[:, layer, head_list] = result.pos.cpu().double()
-        sym_prompts[:, layer, head_list] = result.sym.cpu().double()
-        angles[layer, :f] = spec.angles
-        if per_frequency:
-            pos_freq[:, layer, head_list, :f] = result.pos_freq.cpu().double()
-            sym_freq[:, layer, head_list, :f] = result.sym_freq.cpu().double()
-        if exclusion:
-            keys = torch.arange(int(drop_bos), qpos, device=factors.visible.device)
-            keys = keys[factors.visible[keys]]
-            if len(keys) >= 2:
-                head_ex, freq_ex = exclusion_from_factors(factors, keys, per_frequency=per_frequency)
-                ratio[:, layer, head_list] = head_ex.ratio.cpu().double()
-                balance[:, layer, head_list] = head_ex.balance.cpu().double()
-                if per_frequency:
-                    ratio_freq[:, layer, head_list, :f] = freq_ex.ratio.cpu().double()
-                    balance_freq[:, layer, head_list, :f] = freq_ex.balance.cpu().double()
-
-    def mean(t: Tensor | None) -> Tensor | None:
-        return None if t is None else t.mean(0)
-
-    def nanmean(t: Tensor | None) -> Tensor | None:  # an undefined balance is left out
-        return None if t is None else t.nanmean(0)
-
-    settings = {
-        "swap": swap, "n_blocks": n_blocks if swap == "block" else None, "method": method,
-        "tau": tau, "exclude_bos": drop_bos, "query_position": qpos, "n_prompts": n_prompts,
-        "n_tokens": n_pos, "per_frequency": per_frequency, "dtype": str(dtype).replace("torch.", ""),
-    }
-    return PosSymScores(
-        pos=pos_prompts.mean(0), sym=sym_prompts.mean(0), angles=angles, layers=chosen,
-        pos_freq=mean(pos_freq), sym_freq=mean(sym_freq), exclusion_ratio=mean(ratio),
-        exclusion_ratio_freq=mean(ratio_freq), balance=nanmean(balance),
-        balance_freq=nanmean(balance_freq), pos_prompts=pos_prompts, sym_prompts=sym_prompts,
-        settings=settings, model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")),
-    )
+    results = [_score_layer(model, tokens, captured[layer],
+                            as_heads(heads, specs[layer].n_heads, layer), config)
+               for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False)]
+    return _assemble(results, config, n_layers=len(specs),
+                     n_heads=max(spec.n_heads for spec in specs),
+                     n_freqs=max(spec.n_freqs for spec in specs), n_tokens=tokens.shape[1],
+                     model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")))
 
 
-def _rerun(model: Any, tokens: Tensor, layer: int, heads: list[int], swaps, tau: float,
-           per_frequency: bool, batch_size: int) -> SwapScores:
-    rows = [rerun_swap_scores(model, tokens[b : b + 1], layer, heads, swaps, tau=tau,
-                              per_frequency=per_frequency, batch_size=batch_size)
+def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, heads: list[int],
+                 config: ScoreConfig) -> LayerScores:
+    """Scores of ``heads`` of one layer, from its captured queries and keys."""
+    spec = inputs.spec
+    if config.check:
+        decompose_inputs(inputs, heads).check()
+    factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype)
+    swaps = swap_set(config.swap, config.query_position, factors.visible,
+                     exclude_bos=config.exclude_bos, n_blocks=config.n_blocks)
+    # TODO(merge): pass cosine=config.cosine to exact_swap_scores (below) and to
+    # rerun_swap_scores (in _rerun) once they take the keyword, and drop this check; the one
+    # place the cosine reaches the swap scores.
+    if config.cosine != "clamped":
+        raise InvalidSelectionError(
+            f"cosine={config.cosine!r} is not available in this build; use 'clamped'")
+    if config.method == "exact":
+        result = exact_swap_scores(factors, swaps, tau=config.tau,
+                                   per_frequency=config.per_frequency,
+                                   max_elements=config.max_elements)
+    else:
+        result = _rerun(model, tokens, spec.layer, heads, swaps, config)
+    out = LayerScores(layer=spec.layer, heads=heads, angles=spec.angles, pos=result.pos,
+                      sym=result.sym, pos_freq=result.pos_freq, sym_freq=result.sym_freq)
+    if config.exclusion:
+        keys = torch.arange(int(config.exclude_bos), config.query_position,
+                            device=factors.visible.device)
+        keys = keys[factors.visible[keys]]
+        if len(keys) >= 2:
+            head_ex, freq_ex = exclusion_from_factors(factors, keys,
+                                                      per_frequency=config.per_frequency)
+            out.exclusion_ratio, out.balance = head_ex.ratio, head_ex.balance
+            if config.per_frequency:
+                out.exclusion_ratio_freq, out.balance_freq = freq_ex.ratio, freq_ex.balance
+    return out
+
+
+def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int, n_heads: int,
+              n_freqs: int, n_tokens: int, model_name: str) -> PosSymScores:
+    """Every layer's scores placed in ``[n_layers, n_heads(, n_freqs)]`` tensors (``nan``
+    where not scored), averaged over prompts."""
+    n_prompts = results[0].pos.shape[0]
+    computed = {"pos": True, "sym": True, "pos_freq": config.per_frequency,
+                "sym_freq": config.per_frequency, "exclusion_ratio": config.exclusion,
+                "balance": config.exclusion,
+                "exclusion_ratio_freq": config.exclusion and config.per_frequency,
+                "balance_freq": config.exclusion and config.per_frequency}
+    per_prompt: dict[str, Tensor | None] = {}
+    for name in _PER_PROMPT:
+        if not computed[name]:
+            per_prompt[name] = None
+            continue
+        shape = (n_prompts, n_layers, n_heads) + ((n_freqs,) if name.endswith("_freq") else ())
+        full = torch.full(shape, float("nan"), dtype=torch.float64)
+        for r in results:
+            value = getattr(r, name)
+            if value is not None:  # a layer with fewer frequency ids fills the first ones
+                freqs = (slice(value.shape[-1]),) * (value.ndim - 2)
+                full[(slice(None), r.layer, r.heads) + freqs] = value.detach().cpu().double()
+        per_prompt[name] = full
+    angles = torch.full((n_layers, n_freqs), float("nan"), dtype=torch.float64)
+    for r in results:
+        angles[r.layer, : len(r.angles)] = r.angles.double().cpu()
+    means = {name: None if t is None else (t.nanmean(0) if skip_undefined else t.mean(0))
+             for (name, skip_undefined), t in zip(_PER_PROMPT.items(), per_prompt.values())}
+    return PosSymScores(**means, angles=angles, layers=[r.layer for r in results],
+                        pos_prompts=per_prompt["pos"], sym_prompts=per_prompt["sym"],
+                        config=config, n_tokens=n_tokens, model_name=model_name)
+
+
+def _rerun(model: HookedModel, tokens: Tensor, layer: int, heads: list[int], swaps: SwapSet,
+           config: ScoreConfig) -> SwapScores:
+    rows = [rerun_swap_scores(model, tokens[b : b + 1], layer, heads, swaps, tau=config.tau,
+                              per_frequency=config.per_frequency, batch_size=config.batch_size)
             for b in range(tokens.shape[0])]
     cat = lambda name: None if getattr(rows[0], name) is None else torch.cat(  # noqa: E731
         [getattr(r, name) for r in rows])

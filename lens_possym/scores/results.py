@@ -4,7 +4,8 @@ Per-head tensors are ``[n_layers, n_heads]`` and per-frequency ones
 ``[n_layers, n_heads, n_freqs]`` over *all* the model's layers, as in
 ``transformer_lens.head_detector``; layers or heads that were not scored hold ``nan``.
 Layers with fewer frequency ids than others (none of the shipped models) are padded with
-``nan``. Everything saves to and loads from one JSON file (``nan`` written as ``null``).
+``nan``. Everything saves to and loads from one JSON file (``nan`` written as ``null``),
+with the :class:`~lens_possym.scores.ScoreConfig` the scores were computed with.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import Any
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from .._json import dumps, tensor_from_json, to_jsonable
+from ..bands import band_partition
+from .config import ScoreConfig
 
 __all__ = ["PosSymScores", "pearson_r"]
 
@@ -55,7 +60,9 @@ class PosSymScores:
             only (``balance_freq`` per frequency).
         pos_prompts, sym_prompts: ``[n_prompts, n_layers, n_heads]`` per-prompt scores.
         layers: the layers scored.
-        settings: how the scores were computed (swap kind, method, tau, ...).
+        config: how the scores were computed (:class:`~lens_possym.scores.ScoreConfig`,
+            resolved: ``exclude_bos`` a bool, ``query_position`` an index).
+        n_tokens: the prompts' length in tokens.
         task: task results on the same prompts (e.g. binding accuracy), if any.
         model_name: the model's name.
     """
@@ -72,7 +79,8 @@ class PosSymScores:
     balance_freq: Float[Tensor, "layer head_index freq"] | None = None
     pos_prompts: Float[Tensor, "prompt layer head_index"] | None = None
     sym_prompts: Float[Tensor, "prompt layer head_index"] | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    config: ScoreConfig = field(default_factory=ScoreConfig)
+    n_tokens: int = 0
     task: dict[str, Any] | None = None
     model_name: str = ""
 
@@ -83,6 +91,10 @@ class PosSymScores:
     @property
     def n_heads(self) -> int:
         return self.pos.shape[1]
+
+    @property
+    def n_prompts(self) -> int:
+        return 0 if self.pos_prompts is None else self.pos_prompts.shape[0]
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -106,8 +118,7 @@ class PosSymScores:
         fastest first): ``{"pos": [n_layers, n_heads, n_bands], "sym": ...}``."""
         if self.pos_freq is None or self.sym_freq is None:
             raise ValueError("these scores have no per-frequency part (per_frequency=False)")
-        n_freqs = self.pos_freq.shape[-1]
-        bands = torch.tensor_split(torch.arange(n_freqs), n_bands)
+        bands = band_partition(self.pos_freq.shape[-1], n_bands)
         return {name: torch.stack([t[..., idx].nanmean(-1) for idx in bands], -1)
                 for name, t in (("pos", self.pos_freq), ("sym", self.sym_freq))}
 
@@ -146,27 +157,31 @@ class PosSymScores:
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"format": FORMAT, "model_name": self.model_name,
-                                "layers": list(self.layers), "settings": self.settings,
+                                "layers": list(self.layers), "config": self.config.to_dict(),
+                                "n_prompts": self.n_prompts, "n_tokens": self.n_tokens,
                                 "task": self.task}
-        for name in _TENSORS:
-            value = getattr(self, name)
-            data[name] = None if value is None else _to_list(value)
-        return data
+        return to_jsonable(data | {name: getattr(self, name) for name in _TENSORS})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PosSymScores":
+        """Read :meth:`to_dict`'s output (files with the older ``settings`` too)."""
         if data.get("format") != FORMAT:
             raise ValueError(f"not a lens-possym scores file (format {data.get('format')!r})")
-        tensors = {name: None if data.get(name) is None else _from_list(data[name])
+        tensors = {name: None if data.get(name) is None else tensor_from_json(data[name])
                    for name in _TENSORS}
-        return cls(layers=list(data["layers"]), settings=dict(data.get("settings") or {}),
+        if "config" in data:
+            config = ScoreConfig.from_dict(data["config"])
+        else:
+            config = ScoreConfig.from_settings(data.get("settings") or {})
+        n_tokens = data.get("n_tokens", (data.get("settings") or {}).get("n_tokens", 0))
+        return cls(layers=list(data["layers"]), config=config, n_tokens=n_tokens,
                    task=data.get("task"), model_name=data.get("model_name", ""), **tensors)
 
     def save(self, path: str | Path) -> Path:
         """Write ``scores.json`` (or any path); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), allow_nan=False))
+        path.write_text(dumps(self.to_dict()))
         return path
 
     @classmethod
@@ -182,17 +197,3 @@ def _median(t: Tensor) -> float:
 def _nanmean(t: Tensor) -> float:
     finite = t[t.isfinite()]
     return float(finite.mean()) if finite.numel() else math.nan
-
-
-def _to_list(t: Tensor) -> Any:
-    def clean(x: Any) -> Any:
-        return [clean(v) for v in x] if isinstance(x, list) else (x if math.isfinite(x) else None)
-
-    return clean(t.detach().double().cpu().tolist())
-
-
-def _from_list(data: Any) -> Tensor:
-    def clean(x: Any) -> Any:
-        return [clean(v) for v in x] if isinstance(x, list) else (math.nan if x is None else x)
-
-    return torch.tensor(clean(data), dtype=torch.float64)

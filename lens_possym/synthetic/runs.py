@@ -18,8 +18,6 @@ state, the evaluations so far and the running training loss. ``model.pt`` is mar
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .._inputs import resolve_device
+from .._json import dumps
 from ..errors import TrainingError
 from .models import MODELS, TrainableModel
 from .tasks import Task, make_task
@@ -160,20 +159,9 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
-def _jsonable(obj: Any) -> Any:
-    # JSON has no NaN: unseen answer positions are written as null.
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
-
-
 def write_json(obj: dict, path: str | Path) -> Path:
     """Write ``obj`` as JSON (non-finite floats as ``null``), creating the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(obj), indent=1))
+    path.write_text(dumps(obj, indent=1))
     return path

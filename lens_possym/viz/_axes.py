@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["axes_or_new", "to_numpy"]
+__all__ = ["axes_or_new", "to_numpy", "angle_label"]
 
 
 def axes_or_new(ax, figsize: tuple[float, float]):
@@ -26,3 +26,13 @@ def to_numpy(values):
     if hasattr(values, "detach"):
         return values.detach().cpu().numpy()
     return np.asarray(values)
+
+
+def angle_label(theta: float) -> str:
+    """A short tick label for an angle θ in rad/token: ``"0"``, ``"0.38"``, ``"1.2e-4"``."""
+    if theta == 0:
+        return "0"
+    if theta >= 0.01:
+        return f"{theta:.2g}"
+    mantissa, exponent = f"{theta:.1e}".split("e")  # rounding settles the exponent
+    return f"{mantissa}e{int(exponent)}"

@@ -10,19 +10,12 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..decompose import FrequencyLogits, FrequencyNorms
-
-from ._axes import axes_or_new, to_numpy
+from ._axes import angle_label, axes_or_new, to_numpy
 
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
 
 
-def _axes(ax, figsize=(7, 3.5)):
-    return axes_or_new(ax, figsize)
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
-    return ax
 
 
 def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> None:
@@ -37,24 +30,15 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
     top = ax.secondary_xaxis("top")
     ticks = np.unique(np.linspace(0, n - 1, n_ticks).round().astype(int))
     top.set_xticks(ticks)
-    top.set_xticklabels([_angle_label(float(angles[t])) for t in ticks])
+    top.set_xticklabels([angle_label(float(angles[t])) for t in ticks])
     top.set_xlabel("θ (rad/token)")
-
-
-def _angle_label(theta: float) -> str:
-    if theta == 0:
-        return "0"
-    if theta >= 0.01:
-        return f"{theta:.2g}"
-    mantissa, exponent = f"{theta:.1e}".split("e")  # rounding settles the exponent
-    return f"{mantissa}e{int(exponent)}"
 
 
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
                            angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
                            ylabel: str = "", logy: bool = False, **line_kwargs):
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7, 3.5))
     values = torch.as_tensor(values, dtype=torch.float64).cpu()
     ax.plot(np.arange(len(values)), to_numpy(values), label=label, **line_kwargs)
     if logy:
@@ -77,7 +61,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
         heads: which of ``fl.heads`` to draw (all by default).
         share: divide by the sum over frequencies.
     """
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7, 3.5))
     norms = fl.norms()[batch, :, query]  # [head, freq]
     chosen = fl.heads if heads is None else list(heads)
     for head in chosen:
@@ -94,7 +78,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
                which: str = "q", ax=None, logy: bool = False):
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7, 3.5))
     index = norms.layers.index(layer)
     data = norms.q if which == "q" else norms.k
     chosen = range(data.shape[1]) if heads is None else heads
@@ -117,7 +101,7 @@ def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, norm
     rows = data.reshape(n_layers * n_heads, n_freqs)
     if normalize:
         rows = rows / rows.sum(-1, keepdim=True)
-    ax = _axes(ax, figsize=(8, max(3.0, 0.12 * len(rows))))
+    ax = axes_or_new(ax, (8, max(3.0, 0.12 * len(rows))))
     image = ax.imshow(to_numpy(rows), aspect="auto", cmap="viridis", interpolation="nearest")
     ax.figure.colorbar(image, ax=ax, label="share of norm" if normalize else f"‖{which}_f‖")
     ticks = np.arange(0, n_layers * n_heads, n_heads)

@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from ..interventions.selection import freqs_label
 from ..interventions.sweep import BandSweep
 from ._axes import to_numpy
 
@@ -47,7 +48,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
     for b, ax in enumerate(axes):
         image = ax.imshow(to_numpy(data[..., b]), aspect="auto", interpolation="nearest", **kwargs)
         ax.set_title(f"{sweep.band_names[b]} ids "
-                     f"{_ids_label(sweep.bands[sweep.layers[0]][b])}", fontsize="small")
+                     f"{freqs_label(sweep.bands[sweep.layers[0]][b])}", fontsize="small")
         ax.set_xlabel("head")
         ax.set_xticks(np.arange(n_heads))
         ax.set_yticks(np.arange(n_layers))
@@ -58,13 +59,6 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
     fig.suptitle(f"{sweep.mode}-ablating one band of one head: {label} "
                  f"(baseline {sweep.baseline[name]:.3g})", fontsize="medium")
     return fig
-
-
-def _ids_label(ids: Sequence[int]) -> str:
-    ids = list(ids)
-    if ids and ids == list(range(ids[0], ids[-1] + 1)):
-        return f"{ids[0]}–{ids[-1]}" if len(ids) > 1 else str(ids[0])
-    return ",".join(map(str, ids[:4])) + ("…" if len(ids) > 4 else "")
 
 
 def plot_ablation_comparison(results: Mapping[str, Mapping[str, float]],

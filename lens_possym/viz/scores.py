@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from ..scores.results import PosSymScores
-from .frequency import plot_frequency_profile
-
+from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
+from .frequency import plot_frequency_profile
 
 __all__ = [
     "plot_plane",
@@ -24,14 +24,6 @@ __all__ = [
     "plot_swap_attention",
     "pick_example_heads",
 ]
-
-
-def _axes(ax, figsize=(5, 4.5)):
-    return axes_or_new(ax, figsize)
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
-    return ax
 
 
 def _square(ax) -> None:
@@ -50,7 +42,7 @@ def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = 
     """
     import matplotlib.pyplot as plt
 
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (5, 4.5))
     layers = torch.arange(scores.n_layers)[:, None].expand(-1, scores.n_heads)
     keep = scores.pos.isfinite() & scores.sym.isfinite()
     points = ax.scatter(to_numpy(scores.pos[keep]), to_numpy(scores.sym[keep]),
@@ -91,7 +83,7 @@ def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=Non
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
     if scores.pos_freq is None:
         raise ValueError("these scores have no per-frequency part (per_frequency=False)")
-    ax = _axes(ax, figsize=(7, 3.5))
+    ax = axes_or_new(ax, (7, 3.5))
     angles = scores.angles[layer]
     keep = angles.isfinite()
     plot_frequency_profile(scores.pos_freq[layer, head][keep], angles[keep], ax=ax,
@@ -111,7 +103,7 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
 
     if scores.pos_freq is None:
         raise ValueError("these scores have no per-frequency part (per_frequency=False)")
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (5, 4.5))
     pos, sym = scores.pos_freq[layer, head], scores.sym_freq[layer, head]
     keep = pos.isfinite()
     ids = np.arange(len(pos))[to_numpy(keep)]
@@ -142,7 +134,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
     }
 
 
-def plot_swap_attention(model: Any, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
+def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
                         swap: str = "token", n_blocks: int = 8, exclude_bos: bool | str = "auto",
                         axes: Sequence[Any] | None = None):
     """The query row's attention before and after the swap that weighs most (Figure 1E).

@@ -10,8 +10,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ._axes import axes_or_new, to_numpy
-from .frequency import _angle_label
+from ._axes import angle_label, axes_or_new, to_numpy
 
 __all__ = [
     "plot_accuracy_vs_freq",
@@ -45,7 +44,7 @@ def _x_axis(ax, sweep, xs: list[int]) -> None:
     top = ax.secondary_xaxis("top")
     chosen = xs if len(xs) <= 9 else xs[:: max(1, len(xs) // 6)]
     top.set_xticks(chosen)
-    top.set_xticklabels([_angle_label(sweep.angles[x]) for x in chosen], fontsize="small")
+    top.set_xticklabels([angle_label(sweep.angles[x]) for x in chosen], fontsize="small")
     top.set_xlabel("θ (rad/token)")
 
 
@@ -87,7 +86,7 @@ def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=Non
     colors = plt.cm.viridis(np.linspace(0, 1, max(len(chosen), 2)))
     for color, i in zip(colors, chosen):
         s = sweep.freq_sets[i]
-        theta = ", ".join(_angle_label(sweep.angles[f]) for f in s)
+        theta = ", ".join(angle_label(sweep.angles[f]) for f in s)
         ax.plot(sweep.answer_positions, np.nanmean(by_pos[i], axis=0), marker=".", color=color,
                 label=f"id {'+'.join(map(str, s))} (θ={theta})")
     ax.set_xlabel("answer position")

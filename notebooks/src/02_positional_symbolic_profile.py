@@ -40,13 +40,16 @@ print(f"\n{task.n_prompts} prompts of {task.tokens.shape[1]} tokens; accuracy {r
 
 One call scores every layer, head and frequency id on all prompts (BOS, the attention sink,
 is left out of the swaps by default: with it, the weights would be decided by where the
-sink's mass goes).
+sink's mass goes). How the scores are computed is one frozen `lp.ScoreConfig`, given as
+keywords (`swap="block"`, `tau=...`) or as an object, and kept in the result
+(`scores.config`, saved with it).
 """),
 ("code", r"""
 start = time.perf_counter()
 scores = lp.swap_scores(gemma, task.tokens)
 print(f"{time.perf_counter() - start:.1f} s for {len(scores.layers)} layers x {scores.n_heads} heads "
       f"x {scores.pos_freq.shape[-1]} frequencies x {task.n_prompts} prompts")
+print(scores.config)
 summary = scores.summary()
 for key in ("median_pos_first_half", "median_pos_second_half", "median_sym_first_half",
             "median_sym_second_half", "pearson_pos_sym", "sym_low_minus_high_freq",

@@ -108,7 +108,7 @@ third (0–42) of the 8 most symbolic heads and of 4 random sets of 8 heads, wit
 ("code", r"""
 reference = lp.binding_task(model, n_prompts=16, n_pairs=4, seed=1000).tokens
 comparison = lp.compare_with_random_heads(
-    model, task.tokens, lp.binding_metrics(task), symbolic, bands=["low", "high"],
+    model, task.tokens, lp.interventions.binding_metrics(task), symbolic, bands=["low", "high"],
     modes=["zero", "mean", "unrotate"], n_random=4, seed=0, reference=reference, progress=False)
 print(comparison.table(["accuracy", "logit_diff"]))
 """),
@@ -146,12 +146,27 @@ are computed.
 """),
 ("code", r"""
 small = lp.binding_task(model, n_prompts=8, n_pairs=4, seed=0)
-sweep = lp.band_sweep(model, small.tokens, lp.binding_metrics(small), layers=[11],
+sweep = lp.band_sweep(model, small.tokens, lp.interventions.binding_metrics(small), layers=[11],
                       mode="zero", progress=False)
 fig = viz.plot_band_sweep(sweep, "logit_diff")
 plt.show()
 for layer, head, band, delta in sweep.top(5, "logit_diff"):
     print(f"{layer}.{head} {band:>6}: Δ logit diff {delta:+.3f}")
+"""),
+("md", r"""
+Every result keeps how it was made: `sweep.config` (a frozen `BandSweepConfig`) runs the
+sweep again, and each cell is an `lp.Intervention`, a spec that prints, saves as JSON and
+replays. Here the cell that hurt most, written out and applied again:
+"""),
+("code", r"""
+layer, head, band, delta = sweep.top(1, "logit_diff")[0]
+spec = sweep.intervention(layer, head, band)
+print(spec)
+print(spec.to_json())
+with torch.no_grad(), lp.Intervention.from_json(spec.to_json()).apply(model):
+    replayed = lp.evaluate_binding(model, small, logits=model(small.tokens, logits_to_keep=1))
+print(f"replayed Δ logit diff {replayed.logit_diff - sweep.baseline['logit_diff']:+.3f} "
+      f"(sweep: {delta:+.3f})")
 """),
 ("md", r"""
 ## 5. The same from the command line
@@ -164,6 +179,8 @@ lens-possym ablate --model gemma-3-270m --task binding --sweep bands --out out/
 Other tools used the same way: `lp.patch_heads(model, clean_cache, "11.2")`,
 `lp.patch_frequencies(model, clean_cache, {"11.2": "low"})`, `lp.FrequencyGate` for training
 with learnable per-head frequency masks, `lp.permute_content(model, layer, perm)` for the
-scores' content swaps. See `docs/interventions.md`.
+scores' content swaps. Each operation `OP` also comes as `OP_hook` (one hook function) and
+`OP_hooks` (the `(name, fn)` list) in `lens_possym.interventions`. See
+`docs/interventions.md`.
 """),
 ]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import lens_possym as lp
+from lens_possym._json import tensor_from_json
 from lens_possym.cli import main
 from lens_possym.interventions import ablate_frequencies
 from lens_possym.tasks import binding_task, evaluate_binding
@@ -30,6 +31,11 @@ def test_ablate_reports_before_and_after(tmp_path, capsys):
     assert payload["before"]["logit_diff"] == pytest.approx(before.logit_diff, abs=1e-6)
     assert payload["after"]["logit_diff"] == pytest.approx(after.logit_diff, abs=1e-6)
     assert payload["after"]["logit_diff"] != payload["before"]["logit_diff"]
+    replay = lp.Intervention.from_dict(payload["intervention"])  # the saved spec replays
+    assert str(replay) == "ablate_frequencies mode=unrotate side=qk: 1.0 ← 0:4; 1.1 ← 0:4"
+    with torch.no_grad(), replay.apply(model):
+        again = evaluate_binding(model, task, logits=model(task.tokens))
+    assert again.logit_diff == pytest.approx(after.logit_diff, abs=1e-6)
 
 
 def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
@@ -39,8 +45,9 @@ def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
     assert code == 0
     assert "mean Δ logit difference per band" in capsys.readouterr().out
     payload = json.loads((tmp_path / "sweep.json").read_text())
+    assert payload["config"]["mode"] == "mean" and payload["config"]["layers"] == [1, 2]
     assert payload["layers"] == [1, 2] and payload["band_names"] == ["high", "middle", "low"]
-    effect = torch.tensor(payload["effect"]["logit_diff"])
+    effect = tensor_from_json(payload["effect"]["logit_diff"])  # strict JSON: nan as null
     assert effect.shape == (3, 4, 3)
     assert torch.isnan(effect[0]).all() and torch.isfinite(effect[1:]).all()
     for metric in ("logit_diff", "accuracy"):

@@ -25,7 +25,7 @@ def test_profile_writes_scores_figures_and_report(tmp_path, capsys):
     assert scores.pos[[0, 5, 17]].isfinite().all() and scores.pos[1].isnan().all()
     html = (out / "report.html").read_text()
     assert "gemma-3-270m" in html and html.count("<img") == 6
-    assert json.loads((out / "scores.json").read_text())["settings"]["swap"] == "token"
+    assert json.loads((out / "scores.json").read_text())["config"]["swap"] == "token"
 
 
 def test_profile_reports_bad_input_without_a_traceback(tmp_path, capsys):

@@ -11,7 +11,7 @@ from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import (
     ablate_frequencies,
     ablate_frequencies_hook,
-    frequency_ablation_hooks,
+    ablate_frequencies_hooks,
     frequency_means,
     permute_content,
 )
@@ -114,7 +114,7 @@ def test_ablation_matches_a_direct_computation(tiny, mode):
     freqs = list(range(0, spec.n_freqs, 2))
     group = list(range(spec.group_size))  # query heads of KV head 0
     edited = {h: freqs for h in group}
-    hooks = frequency_ablation_hooks(tiny, {(spec.layer, h): freqs for h in group}, mode)
+    hooks = ablate_frequencies_hooks(tiny, {(spec.layer, h): freqs for h in group}, mode)
     _, cache = _run(tiny, tokens, _names(spec), hooks)
     pattern, z = _direct(tiny, tokens, spec, edited, mode)
     assert torch.allclose(cache[spec.pattern_hook].double(), pattern, atol=1e-5)
@@ -134,7 +134,7 @@ def test_partial_kv_group_edits_only_the_chosen_head(tiny_by_family, family, mod
     clean_logits, clean = _run(model, tokens, _names(spec))
     kwargs = {"side": "qk", "reference": model.to_tokens("Dave likes pink . Eve likes gold . w1 w2")} \
         if mode == "mean" else {}
-    hooks = frequency_ablation_hooks(model, {(spec.layer, 0): freqs}, mode, **kwargs)
+    hooks = ablate_frequencies_hooks(model, {(spec.layer, 0): freqs}, mode, **kwargs)
     names = [name for name, _ in hooks]
     assert f"blocks.{spec.layer}.attn.hook_z" in names  # recomputed, the shared key untouched
     logits, cache = _run(model, tokens, _names(spec), hooks)
@@ -152,10 +152,10 @@ def test_partial_kv_group_edits_only_the_chosen_head(tiny_by_family, family, mod
 def test_a_whole_kv_group_is_edited_at_the_key_hook(tiny_by_family):
     model = tiny_by_family["llama"]
     spec = lp.rope_spec(model, 1)
-    whole = frequency_ablation_hooks(model, "1.0,1.1", "unrotate", freqs="0:2")
+    whole = ablate_frequencies_hooks(model, "1.0,1.1", "unrotate", freqs="0:2")
     assert [n for n, _ in whole] == [spec.q_hook, spec.k_hook]
     # different frequency sets within one group cannot share the key: recomputed
-    mixed = frequency_ablation_hooks(model, {"1.0": "0:2", "1.1": "0:3"}, "unrotate")
+    mixed = ablate_frequencies_hooks(model, {"1.0": "0:2", "1.1": "0:3"}, "unrotate")
     assert "blocks.1.attn.hook_z" in [n for n, _ in mixed]
 
 
@@ -216,7 +216,7 @@ def test_unrotating_every_frequency_makes_a_head_exactly_symbolic(tiny):
                     return lp.frequency_logits(tiny, tokens, spec.layer).scores()[:, :, 0]
             return lp.frequency_logits(tiny, tokens, spec.layer).scores()[:, :, 0]
 
-    hooks = frequency_ablation_hooks(tiny, f"{spec.layer}.*", "unrotate")
+    hooks = ablate_frequencies_hooks(tiny, f"{spec.layer}.*", "unrotate")
     a, b = last_row(hooks), last_row(hooks, permuted=True)
     assert torch.allclose(b, a[..., perm], atol=1e-5)
     a0, b0 = last_row(), last_row(permuted=True)  # control: RoPE on, not symbolic
@@ -257,7 +257,7 @@ def test_one_unrotated_head_of_a_group_is_symbolic_too(tiny_by_family, family):
                 _, cache = model.run_with_cache(tokens, names_filter=[z_name])
         return cache[z_name][:, -1]
 
-    hooks = frequency_ablation_hooks(model, {(spec.layer, 1): "all"}, "unrotate")
+    hooks = ablate_frequencies_hooks(model, {(spec.layer, 1): "all"}, "unrotate")
     assert torch.allclose(z_last(hooks, True)[:, 1], z_last(hooks, False)[:, 1], atol=1e-5)
     assert not torch.allclose(z_last([], True)[:, 1], z_last([], False)[:, 1], atol=1e-3)
 
@@ -307,7 +307,7 @@ def test_bad_input_gets_a_clear_error(tiny_by_family):
     for kwargs, message in cases:
         selection = kwargs.pop("selection")
         with pytest.raises(InvalidSelectionError, match=message):
-            frequency_ablation_hooks(model, selection, **kwargs)
+            ablate_frequencies_hooks(model, selection, **kwargs)
     assert hooks_attached(model) == 0
     spec = lp.rope_spec(model, 1)
     with pytest.raises(InvalidSelectionError, match="key head 3 out of range"):

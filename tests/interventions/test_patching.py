@@ -11,7 +11,7 @@ from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import (
     ablate_frequencies,
     frequency_index_df,
-    frequency_patch_hooks,
+    patch_frequencies_hooks,
     frequency_patch_setter,
     patch_frequencies,
     patch_heads,
@@ -101,7 +101,7 @@ def test_key_patch_for_one_head_of_a_group_leaves_the_others(tiny_by_family, fam
     tokens, source = model.to_tokens(PROMPT), model.to_tokens(OTHER)
     z = "blocks.1.attn.hook_z"
     _, clean = model.run_with_cache(tokens, names_filter=[z])
-    hooks = frequency_patch_hooks(model, source, {"1.1": "all"}, side="k")
+    hooks = patch_frequencies_hooks(model, source, {"1.1": "all"}, side="k")
     with model.hooks(fwd_hooks=hooks):
         _, run = model.run_with_cache(tokens, names_filter=[z])
     others = [h for h in range(spec.n_heads) if h != 1]
@@ -146,5 +146,5 @@ def test_bad_sources_and_heads(tiny_by_family):
         with patch_heads(model, cache, "1.1"):
             model(model.to_tokens("Alice likes red"))
     with pytest.raises(InvalidSelectionError, match="unknown side 'v'"):
-        frequency_patch_hooks(model, cache, "1.1", side="v")
+        patch_frequencies_hooks(model, cache, "1.1", side="v")
     assert hooks_attached(model) == 0

@@ -8,9 +8,9 @@ import torch
 import lens_possym as lp
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.interventions import (
-    content_permutation_hooks,
+    permute_content_hooks,
     permute_content,
-    permute_rows_hook,
+    permute_content_hook,
     swap_permutation,
 )
 from tests.helpers import PROMPT, hooks_attached
@@ -60,7 +60,7 @@ def test_moving_keys_only_moves_the_logits_not_what_is_read(tiny_by_family):
     tokens = model.to_tokens(PROMPT)
     n = tokens.shape[1]
     perm = swap_permutation(n, 2, 6)
-    hooks = content_permutation_hooks(model, 2, perm, what="k")
+    hooks = permute_content_hooks(model, 2, perm, what="k")
     assert [name for name, _ in hooks] == [spec.k_hook]
     with model.hooks(fwd_hooks=hooks):
         _, moved = model.run_with_cache(tokens, names_filter=[spec.k_hook, "blocks.2.attn.hook_v"])
@@ -91,10 +91,10 @@ def test_bad_permutations(tiny_by_family):
             with permute_content(model, 1, bad):
                 model(tokens)
     with pytest.raises(InvalidSelectionError, match="unknown permutation target 'q'"):
-        content_permutation_hooks(model, 1, torch.arange(n), what="q")
+        permute_content_hooks(model, 1, torch.arange(n), what="q")
     with pytest.raises(InvalidSelectionError, match="layer 9 out of range"):
-        content_permutation_hooks(model, 9, torch.arange(n))
+        permute_content_hooks(model, 9, torch.arange(n))
     assert hooks_attached(model) == 0
-    hook = permute_rows_hook([1, 0, 2])
+    hook = permute_content_hook([1, 0, 2])
     x = torch.arange(6.0).reshape(1, 3, 2)
     assert hook(x).tolist() == [[[2.0, 3.0], [0.0, 1.0], [4.0, 5.0]]]

@@ -141,3 +141,40 @@ def test_compare_with_random_heads_matches_by_hand(llama_task):
     with pytest.raises(InvalidSelectionError, match="from a pool of 1"):
         compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2", pool="1.3",
                                   progress=False)
+
+
+# ---- the sweeps' configs ------------------------------------------------------------------------
+
+
+def test_sweep_configs_round_trip_validate_and_are_stored(llama_task, tmp_path):
+    from lens_possym.interventions import BandSweepConfig, HeadSetConfig, compare_with_random_heads
+
+    config = BandSweepConfig(bands={"fast": "0:2", "slow": [6, 7]}, mode="unrotate", layers=[1])
+    assert config.bands == (("fast", "0:2"), ("slow", "6:8")) and config.layers == (1,)
+    assert BandSweepConfig.from_json(config.to_json()) == config
+    assert BandSweepConfig(bands=[[0, 1], "low"]).bands == (("band 0", "0:2"), ("low", "low"))
+    for bad, message in [(dict(mode="shuffle"), "unknown ablation mode"),
+                         (dict(mode="unrotate", side="q"), "side='qk'"),
+                         (dict(bands=0), "at least 1"), (dict(layers=["a"]), "integers"),
+                         (dict(per_position=True), "mode='mean' only")]:
+        with pytest.raises(InvalidSelectionError, match=message):
+            BandSweepConfig(**bad)
+    heads = HeadSetConfig(bands=("low", [0, 1]), modes="zero", pool=[(1, None)])
+    assert heads.bands == ("low", "0:2") and heads.modes == ("zero",) and heads.pool == "1.*"
+    assert HeadSetConfig.from_json(heads.to_json()) == heads
+    with pytest.raises(InvalidSelectionError, match="n_random"):
+        HeadSetConfig(n_random=-1)
+
+    model, task = llama_task
+    metric = binding_metrics(task)["logit_diff"]
+    sweep = band_sweep(model, task.tokens, metric, config, heads=[3], progress=False)
+    assert sweep.config == config.replace(heads=(3,)) and sweep.mode == "unrotate"
+    assert sweep.to_dict()["config"]["bands"] == [["fast", "0:2"], ["slow", "6:8"]]
+    result = compare_with_random_heads(model, task.tokens, metric, "1.0", heads, seed=1,
+                                       n_random=1, progress=False)
+    assert result.config == heads.replace(seed=1, n_random=1)
+    assert all(layer == 1 for layer, _ in result.random_heads[0])  # drawn from the pool
+    spec = result.intervention("0:2", "zero", draw=0)
+    with torch.no_grad(), spec.apply(model):
+        replayed = float(metric(model(task.tokens)))
+    assert replayed == pytest.approx(result.random[("0:2", "zero")][0]["metric"], abs=1e-6)

@@ -21,7 +21,7 @@ PROMPT = ("Alice likes red. Bob likes blue. Carol likes green. Dave likes pink. 
 @pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m"])
 def test_greedy_continuation(name, request):
     model = request.getfixturevalue("gemma" if name.startswith("gemma") else "smollm2")
-    prompt, expected = lp.KNOWN_MODELS[name].greedy_check
+    prompt, expected = lp.models.KNOWN_MODELS[name].greedy_check
     text = model.generate(prompt, max_new_tokens=12, do_sample=False, verbose=False)
     assert text.startswith(expected), text
 

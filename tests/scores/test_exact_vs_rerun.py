@@ -19,7 +19,7 @@ TOL = 1e-5
 
 @pytest.fixture(scope="module")
 def models64():
-    models = {family: lp.tiny_model(family, dtype=torch.float64) for family in lp.TINY_FAMILIES}
+    models = {family: lp.tiny_model(family, dtype=torch.float64) for family in lp.models.TINY_FAMILIES}
     # a window of 8 on the sliding layers: half the keys of PROMPT hidden, and room for blocks
     models["gemma3"] = lp.tiny_model("gemma3", dtype=torch.float64, sliding_window=8)
     return models
@@ -29,7 +29,7 @@ def _max_diff(a, b):
     return float((a - b).abs().max())
 
 
-@pytest.mark.parametrize("family", lp.TINY_FAMILIES)
+@pytest.mark.parametrize("family", lp.models.TINY_FAMILIES)
 @pytest.mark.parametrize("swap", ["token", "block"])
 def test_exact_equals_rerun(models64, family, swap):
     model = models64[family]

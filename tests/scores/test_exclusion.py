@@ -79,7 +79,7 @@ def test_a_head_both_positional_and_symbolic_has_constant_logits():
     assert float(ex.var) == float(ex.bound) == float(ex.ratio) == 0.0
 
 
-@pytest.mark.parametrize("family", lp.TINY_FAMILIES)
+@pytest.mark.parametrize("family", lp.models.TINY_FAMILIES)
 def test_closed_form_equals_enumeration_over_reruns(family):
     """n <= 7: re-run the layer on all 720 permutations of 6 key rows; same sums."""
     model = lp.tiny_model(family, dtype=torch.float64, seed=1)

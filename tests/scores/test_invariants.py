@@ -46,7 +46,7 @@ def test_the_nope_tail_of_a_partial_rotary_head_is_symbolic(family):
     assert torch.allclose(scores.sym_freq[..., -1], torch.ones(2, 4, dtype=torch.float64), atol=1e-12)
 
 
-@pytest.mark.parametrize("family", lp.TINY_FAMILIES)
+@pytest.mark.parametrize("family", lp.models.TINY_FAMILIES)
 @pytest.mark.parametrize("method", ["exact", "rerun"])
 def test_a_head_whose_keys_are_all_equal_is_exactly_positional(family, method):
     model = lp.tiny_model(family, dtype=torch.float64)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 
@@ -11,7 +13,7 @@ import torch
 
 import lens_possym as lp
 from lens_possym.errors import InvalidSelectionError, NotRopeModelError
-from lens_possym.scores import PosSymScores, pearson_r, swap_scores
+from lens_possym.scores import PosSymScores, ScoreConfig, pearson_r, swap_scores
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
 
@@ -32,9 +34,9 @@ def test_shapes_settings_and_nan_for_unscored(llama):
     assert s.pos[0].isnan().all() and s.pos[1, [1, 2]].isnan().all()
     assert s.pos[1, [0, 3]].isfinite().all()
     assert s.layers == [1]
-    assert s.settings["exclude_bos"] is True  # the tiny tokenizer prepends <bos>
-    assert s.settings["query_position"] == llama.to_tokens(PROMPT).shape[1] - 1
-    assert s.settings["swap"] == "token" and s.settings["method"] == "exact"
+    assert s.config.exclude_bos is True  # the tiny tokenizer prepends <bos>
+    assert s.config.query_position == llama.to_tokens(PROMPT).shape[1] - 1
+    assert s.config.swap == "token" and s.config.method == "exact"
 
 
 def test_exclude_bos_changes_the_swap_set(llama):
@@ -43,7 +45,7 @@ def test_exclude_bos_changes_the_swap_set(llama):
     without = swap_scores(llama, tokens, exclude_bos=True, tau=1.0)
     assert not torch.allclose(with_bos.pos, without.pos)
     no_bos_tokens = tokens[:, 1:]
-    assert swap_scores(llama, no_bos_tokens).settings["exclude_bos"] is False
+    assert swap_scores(llama, no_bos_tokens).config.exclude_bos is False
 
 
 def test_json_roundtrip(scores, tmp_path):
@@ -54,7 +56,7 @@ def test_json_roundtrip(scores, tmp_path):
     for name in ("pos", "sym", "pos_freq", "sym_freq", "angles", "exclusion_ratio",
                  "pos_prompts"):
         assert torch.equal(getattr(back, name), getattr(scores, name).double())
-    assert back.settings == scores.settings and back.task == {"accuracy": 0.5}
+    assert back.config == scores.config and back.task == {"accuracy": 0.5}
     assert back.layers == scores.layers
 
 
@@ -122,3 +124,66 @@ def test_non_rope_model_is_rejected():
     model = lp.from_hf(transformers.GPT2LMHeadModel(config).eval(), lp.models.tiny_tokenizer())
     with pytest.raises(NotRopeModelError, match="no rotary position embedding"):
         swap_scores(model, PROMPT)
+
+
+# ---- ScoreConfig, and the result assembled from per-layer results ------------------------------
+
+
+def test_layers_and_heads_land_where_they_belong(llama, scores):
+    prompts = [PROMPT, PROMPT.replace("Bob", "Dave")]
+    assert torch.equal(scores.pos, scores.pos_prompts.mean(0))
+    for layer in (0, 1):
+        one = swap_scores(llama, prompts, swap="block", n_blocks=3, layers=[layer], heads=[1, 3])
+        assert one.pos[1 - layer].isnan().all() and one.pos[layer, [0, 2]].isnan().all()
+        for name in ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "balance",
+                     "exclusion_ratio_freq", "balance_freq"):
+            assert torch.equal(getattr(one, name)[layer, [1, 3]],
+                               getattr(scores, name)[layer, [1, 3]]), name
+
+
+def test_config_and_keywords_are_the_same_run_and_the_result_replays(llama, scores):
+    config = ScoreConfig(swap="block", n_blocks=3)
+    by_config = swap_scores(llama, [PROMPT, PROMPT.replace("Bob", "Dave")], config)
+    assert by_config.config == scores.config and torch.equal(by_config.sym, scores.sym)
+    replay = swap_scores(llama, [PROMPT, PROMPT.replace("Bob", "Dave")], scores.config)
+    assert torch.equal(replay.pos_freq.nan_to_num(9), scores.pos_freq.nan_to_num(9))
+    assert scores.config.n_blocks == 3 and scores.config.exclude_bos is True
+    assert scores.n_prompts == 2 and scores.n_tokens == llama.to_tokens(PROMPT).shape[1]
+
+
+def test_score_config_round_trip_and_validation(tmp_path):
+    config = ScoreConfig(method="rerun", swap="block", n_blocks=4, tau=0.5, dtype=torch.float32)
+    assert config.dtype == "float32" and config.torch_dtype is torch.float32
+    assert ScoreConfig.from_json(config.to_json()) == config
+    config.to_json(tmp_path / "c.json")
+    assert ScoreConfig.from_json(tmp_path / "c.json") == config
+    assert config.replace(tau=1.0).tau == 1.0 and config.tau == 0.5  # frozen: a copy
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.tau = 1.0
+    for bad, message in [(dict(n_blocks=1), "n_blocks"), (dict(batch_size=0), "batch_size"),
+                         (dict(cosine="cos"), "unknown cosine"), (dict(exclude_bos="yes"),
+                                                                 "exclude_bos"),
+                         (dict(dtype="float16"), "unknown dtype"), (dict(tau=float("nan")), "tau"),
+                         (dict(per_frequency=1), "per_frequency"),
+                         (dict(query_position=1.5), "query_position")]:
+        with pytest.raises(InvalidSelectionError, match=message):
+            ScoreConfig(**bad)
+    with pytest.raises(InvalidSelectionError, match="no setting 'n_block'"):
+        ScoreConfig().replace(n_block=3)
+    assert ScoreConfig(cosine="scale_free").cosine == "scale_free"
+
+
+def test_unknown_keyword_names_the_settings(llama):
+    with pytest.raises(InvalidSelectionError, match="no setting 'n_block'.*n_blocks"):
+        swap_scores(llama, PROMPT, n_block=3)
+
+
+def test_files_with_the_older_settings_still_load(scores):
+    data = scores.to_dict()
+    del data["config"], data["n_tokens"]
+    data["settings"] = {"swap": "block", "n_blocks": 3, "method": "exact", "tau": 1e-4,
+                        "exclude_bos": True, "query_position": 17, "n_prompts": 2,
+                        "n_tokens": 18, "per_frequency": True, "dtype": "float64"}
+    old = PosSymScores.from_dict(data)
+    assert old.config == scores.config.replace(query_position=17)
+    assert old.n_tokens == 18 and torch.equal(old.pos, scores.pos.double())

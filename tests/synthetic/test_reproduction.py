@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import lens_possym as lp
+from lens_possym import synthetic as syn
 
 NOPE = 16
 
@@ -20,17 +21,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(task, ids, **config):
-    model = lp.ToyTransformer(lp.toy_config_for(task)).set_frequencies(ids)
-    result = lp.train(model, task, lp.TrainConfig(**config))
+    model = syn.ToyTransformer(syn.toy_config_for(task)).set_frequencies(ids)
+    result = syn.train(model, task, syn.TrainConfig(**config))
     return model, result
 
 
 @pytest.mark.slow
 def test_index_needs_a_fast_frequency_and_its_head_is_positional():
-    task = lp.IndexTask()
+    task = syn.IndexTask()
     model, result = _train(task, [2], target_accuracy=0.99, eval_every=100)
     assert result.test_accuracy >= 0.99
-    scores = lp.head_scores(model, task.test_set(32).tokens)
+    scores = syn.head_scores(model, task.test_set(32).tokens)
     assert scores.pos > 0.9 and scores.sym < 0.1
     _, slow = _train(task, [6], steps=1000, eval_every=500)
     assert slow.test_accuracy < 0.5
@@ -40,10 +41,10 @@ def test_index_needs_a_fast_frequency_and_its_head_is_positional():
 
 @pytest.mark.slow
 def test_retrieval_needs_a_slow_frequency_and_its_head_is_symbolic():
-    task = lp.RetrievalTask()
+    task = syn.RetrievalTask()
     model, result = _train(task, [NOPE], target_accuracy=0.99, eval_every=100)
     assert result.test_accuracy >= 0.99
-    scores = lp.head_scores(model, task.test_set(32).tokens)
+    scores = syn.head_scores(model, task.test_set(32).tokens)
     assert scores.sym > 0.9 and scores.pos < 0.5
     _, fast = _train(task, [2], steps=1000, eval_every=500)
     assert fast.test_accuracy < 0.9

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 import torch
 
+from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
 from ..rope import RopeSpec
 
@@ -34,28 +35,14 @@ __all__ = [
     "parse_freqs",
     "parse_selection",
     "band_partition",
+    "heads_label",
+    "freqs_label",
 ]
 
 HeadsLike = Union[str, tuple, Sequence[tuple], Mapping[int, Any], None]
 FreqsLike = Union[int, str, slice, range, Iterable[int], None]
 # normalised: {layer: {head: (freq ids, sorted)}}
 Selection = dict[int, dict[int, tuple[int, ...]]]
-
-BAND_NAMES = ("high", "middle", "low")
-
-
-def band_partition(n_freqs: int, n_bands: int = 3) -> list[list[int]]:
-    """Split frequency ids ``0..n_freqs-1`` into ``n_bands`` contiguous bands, fastest first.
-
-    Band sizes differ by at most one (``torch.tensor_split``); a partial-rotary tail (the
-    last id) falls in the last, slowest band.
-    """
-    if not 1 <= n_bands <= n_freqs:
-        raise InvalidSelectionError(
-            f"cannot split {n_freqs} frequency ids into {n_bands} bands; choose 1..{n_freqs}"
-        )
-    return [t.tolist() for t in torch.tensor_split(torch.arange(n_freqs), n_bands)]
-
 
 def _layer_count_error(layer: int, n_layers: int) -> InvalidSelectionError:
     return InvalidSelectionError(
@@ -235,3 +222,62 @@ def parse_selection(selection: Any, specs: Sequence[RopeSpec], freqs: FreqsLike 
             merged = set(out.setdefault(layer, {}).get(head, ())) | set(ids)
             out[layer][head] = tuple(sorted(merged))
     return {layer: dict(sorted(heads.items())) for layer, heads in sorted(out.items())}
+
+
+# ---- writing selections back in the grammar --------------------------------------------------
+
+
+def freqs_label(freqs: FreqsLike) -> str:
+    """Frequency ids written in the selection grammar, without a model.
+
+    Strings (``"0:16,40"``, ``"low"``, ``"all"``) are kept as written (spaces dropped);
+    ``None`` is ``"all"``; ids, ranges and slices become sorted, distinct items with runs as
+    half-open ranges: ``[0, 1, 2, 7]`` → ``"0:3,7"``. :func:`parse_freqs` reads the result
+    back to the same ids.
+    """
+    if freqs is None:
+        return "all"
+    if isinstance(freqs, str):
+        return ",".join(p.strip() for p in freqs.split(",") if p.strip())
+    if isinstance(freqs, slice):
+        if freqs.step not in (None, 1):
+            raise InvalidSelectionError("frequency slices must have step 1")
+        return f"{'' if freqs.start is None else freqs.start}:{'' if freqs.stop is None else freqs.stop}"
+    if isinstance(freqs, torch.Tensor):
+        freqs = freqs.flatten().tolist()
+    if isinstance(freqs, int) and not isinstance(freqs, bool):
+        return str(freqs)
+    try:
+        ids = sorted({_as_int(f, "a frequency id") for f in freqs})  # type: ignore[union-attr]
+    except TypeError:
+        raise InvalidSelectionError(
+            f"cannot read frequency ids {freqs!r}: pass ids, a range, '0:16' or 'low'"
+        ) from None
+    items: list[str] = []
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[i - 1] + 1:
+            run = ids[start:i]
+            items.append(str(run[0]) if len(run) == 1 else f"{run[0]}:{run[-1] + 1}")
+            start = i
+    return ",".join(items)
+
+
+def heads_label(heads: Any) -> str:
+    """Heads written in the selection grammar (``"12.0,13.*"``), without a model.
+
+    Accepts a ``"L.H"`` string (kept, spaces dropped), a ``(layer, head)`` pair (``None``
+    or ``"*"`` for every head) or a list of them; :func:`parse_heads` reads the result.
+    """
+    if isinstance(heads, str):
+        return ",".join(p.strip() for p in heads.split(",") if p.strip())
+    if isinstance(heads, (tuple, list)) and len(heads) == 2 and not isinstance(
+            heads[0], (tuple, list, str)):
+        layer = _as_int(heads[0], f"the layer in head {tuple(heads)!r}")
+        head = heads[1]
+        return f"{layer}.{'*' if head is None or head == '*' else _as_int(head, 'a head index')}"
+    if isinstance(heads, (tuple, list)) and heads:
+        return ",".join(heads_label(h) for h in heads)
+    raise InvalidSelectionError(
+        f"cannot read heads {heads!r}: pass 'LAYER.HEAD' or (layer, head)"
+    )

@@ -32,17 +32,17 @@ from collections import defaultdict
 from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
 
 import torch
+from einops import einsum
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..decompose import apply_softcap
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..rope import RopeSpec, rotate
+from ..typing import FwdHooks, HookFn
 
-__all__ = ["HookFn", "PairEdit", "bphd", "edit_hook", "compile_layer", "compile_selection",
+__all__ = ["PairEdit", "bphd", "edit_hook", "compile_layer", "compile_selection",
            "attend", "z_hook_name", "v_hook_name"]
-
-HookFn = Callable[..., Tensor]
 
 
 class PairEdit(Protocol):
@@ -121,7 +121,8 @@ def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
     dtype = torch.promote_types(q.dtype, torch.float32)
     qr = rotate(q, positions, spec).to(dtype)
     kr = rotate(k, positions, spec).to(dtype)
-    scores = torch.einsum("bqhd,bkhd->bhqk", qr, kr) * spec.scale
+    scores = einsum(qr, kr, "batch query_pos head_index d_head, batch key_pos head_index d_head"
+                    " -> batch head_index query_pos key_pos") * spec.scale
     scores = apply_softcap(scores, spec.softcap)
     qp, kp = positions[:, None], positions[None, :]
     allowed = kp <= qp
@@ -129,7 +130,9 @@ def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
         allowed &= (qp - kp) < spec.window
     scores = scores.masked_fill(~allowed, float("-inf"))
     pattern = torch.softmax(scores, dim=-1)
-    return torch.einsum("bhqk,bkhd->bqhd", pattern, v.to(dtype)).to(v.dtype)
+    z = einsum(pattern, v.to(dtype), "batch head_index query_pos key_pos, "
+               "batch key_pos head_index d_head -> batch query_pos head_index d_head")
+    return z.to(v.dtype)
 
 
 def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list, list, list, list]:
@@ -190,7 +193,7 @@ def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list
 
 
 def compile_layer(spec: RopeSpec, q_edits: dict[int, PairEdit],
-                  k_edits: dict[int, tuple[Hashable, PairEdit]]) -> list[tuple[str, HookFn]]:
+                  k_edits: dict[int, tuple[Hashable, PairEdit]]) -> FwdHooks:
     """Hooks that apply per-query-head edits of q and k at one layer, GQA-safely.
 
     Args:
@@ -213,7 +216,7 @@ def compile_layer(spec: RopeSpec, q_edits: dict[int, PairEdit],
         else:
             partial.update({head: k_edits[head][1] for head in members})
 
-    hooks: list[tuple[str, HookFn]] = []
+    hooks: FwdHooks = []
     if q_edits:
         hooks.append((spec.q_hook, edit_hook(spec, "q", q_edits)))
     if partial:
@@ -228,7 +231,7 @@ def compile_layer(spec: RopeSpec, q_edits: dict[int, PairEdit],
 
 def compile_selection(specs: Sequence[RopeSpec], chosen: Mapping[int, Mapping[int, Sequence[int]]],
                       side: str, make_edit: Callable[[RopeSpec, tuple[int, ...], str], PairEdit]
-                      ) -> list[tuple[str, HookFn]]:
+                      ) -> FwdHooks:
     """Hooks for a whole selection ``{layer: {query head: frequency ids}}``.
 
     ``make_edit(spec, ids, "q" | "k")`` gives the edit of one head's queries or keys; it
@@ -237,7 +240,7 @@ def compile_selection(specs: Sequence[RopeSpec], chosen: Mapping[int, Mapping[in
     identified by their ids, which lets :func:`compile_layer` edit a KV group once when all
     its query heads ask for the same ids (see the module docstring).
     """
-    hooks: list[tuple[str, HookFn]] = []
+    hooks: FwdHooks = []
     for layer, heads in chosen.items():
         spec = specs[layer]
         q_edits: dict[int, PairEdit] = {}

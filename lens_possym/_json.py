@@ -1,0 +1,96 @@
+"""JSON round trips: one encoder for results and configs, and a base for frozen configs.
+
+JSON has no ``nan``: :func:`to_jsonable` writes non-finite floats as ``null`` (files are
+written with ``allow_nan=False``, so they stay strict JSON), tensors as nested lists,
+tuples as lists and mapping keys as strings; :func:`tensor_from_json` reads such a list
+back into a float64 tensor with ``null`` as ``nan``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from .errors import InvalidSelectionError
+
+__all__ = ["to_jsonable", "tensor_from_json", "dumps", "JsonConfig"]
+
+
+def to_jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON data (``nan``/``inf`` → ``None``, tensors → lists)."""
+    if isinstance(obj, Tensor):
+        return to_jsonable(obj.detach().double().cpu().tolist() if obj.is_floating_point()
+                           else obj.detach().cpu().tolist())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and hasattr(obj, "to_dict"):
+        return to_jsonable(obj.to_dict())
+    return obj
+
+
+def dumps(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps(to_jsonable(obj), allow_nan=False, **kwargs)``."""
+    return json.dumps(to_jsonable(obj), allow_nan=False, **kwargs)
+
+
+def tensor_from_json(data: Any) -> Tensor:
+    """A float64 tensor from nested lists written by :func:`to_jsonable` (``None`` → ``nan``)."""
+    def clean(x: Any) -> Any:
+        return [clean(v) for v in x] if isinstance(x, list) else (math.nan if x is None else x)
+
+    return torch.tensor(clean(data), dtype=torch.float64)
+
+
+C = TypeVar("C", bound="JsonConfig")
+
+
+class JsonConfig:
+    """Mixin for frozen, validated config dataclasses: ``replace``, dict and JSON round trips.
+
+    Subclasses are ``@dataclass(frozen=True)`` with JSON-friendly fields (str, int, float,
+    bool, None, tuples) and validate in ``__post_init__``.
+    """
+
+    def replace(self: C, **changes: Any) -> C:
+        """A copy with ``changes`` (validated again); an unknown name is an error."""
+        names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise InvalidSelectionError(
+                f"{type(self).__name__} has no setting {', '.join(map(repr, unknown))}; "
+                f"its settings are {', '.join(sorted(names))}"
+            )
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_jsonable({f.name: getattr(self, f.name)
+                            for f in dataclasses.fields(self)})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls: type[C], data: dict[str, Any]) -> C:
+        return cls().replace(**data)  # type: ignore[call-arg]
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The config as JSON text (also written to ``path`` when given)."""
+        text = dumps(self.to_dict(), indent=1)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @classmethod
+    def from_json(cls: type[C], text_or_path: str | Path) -> C:
+        """Read a config from JSON text or from a file holding it."""
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            text = Path(text_or_path).read_text()
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,110 @@
+""":class:`ScoreConfig`: every setting of :func:`~lens_possym.scores.swap_scores`, frozen.
+
+A config is validated when it is made, prints and saves as JSON, and is stored in the
+result (:attr:`PosSymScores.config <lens_possym.scores.PosSymScores>`) with the run's
+resolved values (``exclude_bos`` as ``True``/``False``, ``query_position`` as an index),
+so a saved profile says exactly how it was computed and can be recomputed with
+``swap_scores(model, tokens, scores.config)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from .._json import JsonConfig
+from ..errors import InvalidSelectionError
+from .exact import MAX_ELEMENTS
+
+__all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES"]
+
+METHODS = ("exact", "rerun")
+SWAPS = ("token", "block")
+COSINES = ("clamped", "scale_free")
+_DTYPES = ("float64", "float32")
+
+
+@dataclass(frozen=True)
+class ScoreConfig(JsonConfig):
+    """How positional and symbolic scores are computed (paper A; paper C's procedure).
+
+    Attributes:
+        method: ``"exact"`` (closed form, all swaps at once) or ``"rerun"`` (swap the
+            layer input and re-run the block per swap: the reference, ~100-1000x slower).
+        swap: ``"token"`` (paper C's single-token swaps over all pairs before the query)
+            or ``"block"`` (paper A's swaps of ``n_blocks`` contiguous blocks).
+        n_blocks: number of blocks for block swaps (at least 2).
+        tau: temperature of the swap weights ``softmax(|a_1 - a_2| / tau)`` (paper C: 1e-4).
+        cosine: how a swap's cosine treats the attention masses: ``"clamped"`` (the
+            current definition) or ``"scale_free"`` (see ``docs/scores.md``).
+        exclude_bos: leave position 0 out of the swaps; ``"auto"``: when every prompt
+            starts with the tokenizer's BOS (an attention sink).
+        query_position: the query row (negative counts from the end).
+        per_frequency: also score each frequency id as a 2-D head.
+        exclusion: also compute Theorem 1's ``Var / bound`` and balance.
+        check: verify per layer that the frequency terms add up to the model's scores.
+        dtype: computation dtype of the exact method, ``"float64"`` or ``"float32"``
+            (a ``torch.dtype`` is accepted and stored by name).
+        batch_size: swaps per re-run batch (``method="rerun"``).
+        max_elements: memory bound of the exact method's intermediates.
+    """
+
+    method: Literal["exact", "rerun"] = "exact"
+    swap: Literal["token", "block"] = "token"
+    n_blocks: int = 8
+    tau: float = 1e-4
+    cosine: Literal["clamped", "scale_free"] = "clamped"
+    exclude_bos: bool | Literal["auto"] = "auto"
+    query_position: int = -1
+    per_frequency: bool = True
+    exclusion: bool = True
+    check: bool = True
+    dtype: str = "float64"
+    batch_size: int = 64
+    max_elements: int = MAX_ELEMENTS
+
+    def __post_init__(self) -> None:
+        _choice("method", self.method, METHODS)
+        _choice("swap kind", self.swap, SWAPS)
+        _choice("cosine", self.cosine, COSINES)
+        if isinstance(self.dtype, torch.dtype):
+            object.__setattr__(self, "dtype", str(self.dtype).replace("torch.", ""))
+        _choice("dtype", self.dtype, _DTYPES)
+        if not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau) and self.tau > 0):
+            raise InvalidSelectionError(f"tau must be positive, got {self.tau}")
+        if not (self.exclude_bos == "auto" or isinstance(self.exclude_bos, bool)):
+            raise InvalidSelectionError(
+                f"exclude_bos must be True, False or 'auto', not {self.exclude_bos!r}")
+        for name, low in (("n_blocks", 2), ("batch_size", 1), ("max_elements", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidSelectionError(f"{name} must be an integer >= {low}, got {value!r}")
+        if isinstance(self.query_position, bool) or not isinstance(self.query_position, int):
+            raise InvalidSelectionError(
+                f"query_position must be an integer, got {self.query_position!r}")
+        for name in ("per_frequency", "exclusion", "check"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidSelectionError(f"{name} must be True or False")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> "ScoreConfig":
+        """A config from the ``settings`` dict of scores files written before 0.2."""
+        known = {k: v for k, v in settings.items()
+                 if k in ("method", "swap", "tau", "exclude_bos", "query_position",
+                          "per_frequency", "dtype")}
+        if settings.get("n_blocks"):
+            known["n_blocks"] = settings["n_blocks"]
+        return cls(**known)
+
+
+def _choice(what: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InvalidSelectionError(
+            f"unknown {what} {value!r}; use {' or '.join(repr(a) for a in allowed)}")

@@ -1,0 +1,26 @@
+"""The model Protocol admits the models lens-possym reads and refuses others."""
+
+from __future__ import annotations
+
+import torch
+
+import lens_possym as lp
+from lens_possym.synthetic import ToyConfig, ToyTransformer
+from lens_possym.typing import HookedModel
+
+
+def test_bridges_and_hooked_modules_are_hooked_models():
+    assert isinstance(lp.tiny_model("llama"), HookedModel)
+    toy = ToyTransformer(ToyConfig(d_vocab=8, n_ctx=8, n_layers=1, n_heads=1, d_head=4))
+    assert isinstance(toy, HookedModel)
+    assert not isinstance(torch.nn.Linear(2, 2), HookedModel)
+
+
+def test_hook_factories_return_what_the_protocol_attaches():
+    model = lp.tiny_model("llama")
+    hooks = lp.interventions.ablate_frequencies_hooks(model, "1.0", freqs="low")
+    assert hooks and all(isinstance(name, str) and name in model.hook_dict for name, _ in hooks)
+    tokens = model.to_tokens("Alice likes red")
+    with model.hooks(fwd_hooks=hooks):
+        edited = model(tokens)
+    assert not torch.equal(edited, model(tokens))
