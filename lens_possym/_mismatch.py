@@ -29,6 +29,14 @@ def model_hidden(scores: Tensor) -> Tensor:
     return scores <= torch.finfo(scores.dtype).min / 2
 
 
+def _rows(where: Tensor, qpos: Tensor) -> str:
+    """The query rows (positions) where ``where`` ``[batch, head, query, key]`` holds."""
+    rows = qpos[where.any(dim=(0, 1, 3))].tolist()
+    if len(rows) > 6:
+        return f"{len(rows)} query rows ({rows[0]}, {rows[1]}, ..., {rows[-1]})"
+    return f"query row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows))}"
+
+
 def describe_mismatch(
     ours: Float[Tensor, "batch head_index query_pos key_pos"],
     model: Float[Tensor, "batch head_index query_pos key_pos"],
@@ -60,8 +68,9 @@ def describe_mismatch(
         where = extra_hidden if extra_hidden.any() else extra_shown
         b, h, i, j = (int(x) for x in where.nonzero()[0])
         return (
-            f"the model hides {int(extra_hidden.sum())} keys that the mask read from it shows "
-            f"and shows {int(extra_shown.sum())} that it hides (first at query {int(qpos[i])}, "
+            f"the model hides {int(extra_hidden.sum())} entries that the mask read from it "
+            f"shows and shows {int(extra_shown.sum())} that it hides, in "
+            f"{_rows(extra_hidden | extra_shown, qpos)} (first at query {int(qpos[i])}, "
             f"key {int(kpos[j])}, head {heads[h]}); the keys the model lets a query see reach "
             f"back at most {reach} positions, the window read is "
             f"{window if window else 'none'}. Likely cause: mask/window (a sliding window "
@@ -93,6 +102,7 @@ def describe_mismatch(
                  "such as a softcap or norm, is not what the model does)")
     return (
         f"they differ by up to {worst:.3g} (tolerance {tolerance:.3g}) at "
-        f"{int(bad.sum())} of {int(visible.sum())} visible entries (worst at query "
+        f"{int(bad.sum())} of {int(visible.sum())} visible entries, in {_rows(bad, qpos)} "
+        f"(worst at query "
         f"{int(qpos[i])}, key {int(kpos[j])}, head {heads[h]}, prompt {b}). Likely cause: {cause}"
     )

@@ -348,9 +348,20 @@ _SPEC_MEMO: "weakref.WeakKeyDictionary[Any, tuple[tuple, list[RopeSpec]]]" = wea
 
 # Attention classes that rotate adjacent pairs (2f, 2f+1). Only a first guess: the probe
 # settles the pairing from the model's own rotated queries or scores.
-_ADJACENT_CLASSES = {"GPTJAttention", "CohereAttention", "Cohere2Attention", "GlmAttention",
-                     "Glm4Attention", "HeliumAttention"}
+_ADJACENT_CLASSES = {"GPTJAttention", "CodeGenAttention", "CohereAttention",
+                     "Cohere2Attention", "GlmAttention", "Glm4Attention", "HeliumAttention"}
 _PROBE_TOKENS = 12
+# Attention with GPT-J's sinusoidal table (embed_positions) instead of a rotary module.
+_GPTJ_LIKE = {"GPTJAttention", "CodeGenAttention"}
+# Families whose attention is not "fixed vectors, rotated": named with the reason.
+_REFUSED = {
+    "HunYuanDenseV1Attention": (
+        "HunYuan normalises q and k *after* RoPE with a per-dimension gain, so its scores "
+        "are not rotations of fixed query and key vectors and do not split per frequency"),
+    "Llama4TextAttention": (
+        "Llama 4 mixes RoPE layers with NoPE layers that rescale queries by a "
+        "position-dependent temperature and uses chunked attention; neither is read yet"),
+}
 
 
 def rope_specs(model: Any, *, refresh: bool = False) -> list[RopeSpec]:
@@ -569,9 +580,12 @@ def _specs_from_bridge(model: Any) -> list[RopeSpec]:
     if blocks is None:
         raise UnsupportedModelError("the bridge has no `blocks`; lens-possym needs a decoder stack")
     rotary = _find_rotary_module(hf)
-    if rotary is None and not any(
-        type(b.attn.original_component).__name__ == "GPTJAttention" for b in blocks
-    ):
+    kinds = {type(b.attn.original_component).__name__ for b in blocks}
+    for kind in kinds & _REFUSED.keys():
+        raise UnsupportedModelError(
+            f"{type(hf).__name__} ({kind}) is not supported: {_REFUSED[kind]}"
+        )
+    if rotary is None and not kinds & _GPTJ_LIKE:
         raise NotRopeModelError(
             f"{type(hf).__name__} has no rotary position embedding (no *RotaryEmbedding module "
             "and no GPT-J rotary attention); lens-possym analyses RoPE models such as Llama, "
@@ -617,7 +631,7 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
     layer_types = getattr(config, "layer_types", None)
     layer_type = layer_types[layer] if layer_types else None
     rope_type, rule = "default", None
-    if kind == "GPTJAttention":
+    if kind in _GPTJ_LIKE:
         rotary_dim, inv = _gptj_inv_freq(attn, d_head)
         scaling = 1.0
         scale = 1.0 / float(attn.scale_attn)
@@ -627,6 +641,8 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
         rope_type = _rope_type(rotary, layer_type if _layer_prefix(rotary, layer_type) else None)
         if rule is not None:  # the live buffer may hold a longer input's angles: use the probe's
             inv, scaling = rule(_PROBE_TOKENS)
+        if not getattr(attn, "use_rope", True):  # SmolLM3's NoPE layers: all dims are tail
+            inv = inv[:0]
         rotary_dim = 2 * inv.numel()
         scale = float(getattr(attn, "scaling", 1.0 / math.sqrt(d_head)))
     else:
@@ -724,6 +740,8 @@ def _table(seen_table: Tensor, n_pos: int, width: int) -> Tensor:
 def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> None:
     cos, sin = cos_sin(spec, positions)
     prefix = f"blocks.{spec.layer}.attn."
+    if spec.rotary_dim == 0:  # a NoPE layer: the shared tables are other layers' business
+        return
     if prefix + "hook_cos" in seen and prefix + "hook_sin" in seen:
         got_cos = seen[prefix + "hook_cos"]
         got_cos = got_cos.reshape(-1, got_cos.shape[-1])[: len(positions)].float()
@@ -748,7 +766,7 @@ def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> N
                 + "); this RoPE variant is not supported yet"
             )
     table = getattr(attn, "embed_positions", None)
-    if spec.family == "GPTJAttention" and table is not None:
+    if spec.family in _GPTJ_LIKE and table is not None:
         n = len(positions)
         expected = torch.cat([sin, cos], dim=-1)
         if not torch.allclose(table[:n].float().cpu(), expected.cpu(), atol=1e-6):
