@@ -92,7 +92,8 @@ def family_row(family: str, lengths: tuple[int, ...] | None = None) -> Row:
     except Exception as exc:  # the bridge (or transformers) cannot build it: report why
         return Row(family, "", f"bridge cannot boot it: {_short(exc)}",
                    seconds=time.perf_counter() - start)
-    attention = type(model.blocks[0].attn.original_component).__name__
+    attn = getattr(model.blocks[0], "attn", None)
+    attention = type(attn.original_component).__name__ if attn is not None else ""
     try:
         lp.rope_specs(model)
     except LensPossymError as exc:

@@ -417,10 +417,12 @@ def _hf_model(model: Any) -> Any:
 
 
 def _find_rotary_module(hf: Any) -> Any | None:
-    for name, module in hf.named_modules():
-        if type(module).__name__.endswith("RotaryEmbedding") and ".layers." not in name:
-            return module
-    return None
+    """The model's rotary module: the shared one, else the first layer's own (GPT-OSS's
+    bridge keeps the original only inside the layers; all layers share its config)."""
+    found = [(name, module) for name, module in hf.named_modules()
+             if type(module).__name__.endswith("RotaryEmbedding")]
+    shared = [module for name, module in found if ".layers." not in name]
+    return (shared or [module for _, module in found] or [None])[0]
 
 
 # ---- the memo's fingerprint -------------------------------------------------------------
@@ -580,7 +582,7 @@ def _specs_from_bridge(model: Any) -> list[RopeSpec]:
     if blocks is None:
         raise UnsupportedModelError("the bridge has no `blocks`; lens-possym needs a decoder stack")
     rotary = _find_rotary_module(hf)
-    kinds = {type(b.attn.original_component).__name__ for b in blocks}
+    kinds = {type(b.attn.original_component).__name__ for b in blocks if hasattr(b, "attn")}
     for kind in kinds & _REFUSED.keys():
         raise UnsupportedModelError(
             f"{type(hf).__name__} ({kind}) is not supported: {_REFUSED[kind]}"
@@ -591,6 +593,13 @@ def _specs_from_bridge(model: Any) -> list[RopeSpec]:
             "and no GPT-J rotary attention); lens-possym analyses RoPE models such as Llama, "
             "Qwen, Gemma, Mistral, Phi-3, OLMo2, Cohere, GPT-NeoX/Pythia and GPT-J"
         )
+    for layer, block in enumerate(blocks):
+        if not hasattr(block, "attn"):
+            raise UnsupportedModelError(
+                f"{type(hf).__name__}: layer {layer} has no attention block (a linear-attention "
+                "or state-space layer); lens-possym reads models whose every layer is RoPE "
+                "attention"
+            )
     probe = _probe(model)
     positions = probe["positions"]
     specs = []
@@ -674,6 +683,9 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
         qk_layout=layout, scores_hook=scores_hook if pre_softmax else None,
         pattern_hook=pattern_hook, rot_hooks=prefix + "hook_rot_q" in seen,
         layer_type=layer_type, family=kind, rope_type=rope_type, angle_rule=rule,
+        # GPT-OSS: a learned per-head "sink" logit joins the softmax; the scores are still
+        # the sum of the terms, but the pattern is not their softmax alone.
+        extra={"attention_sinks": True} if isinstance(getattr(attn, "sinks", None), Tensor) else {},
     )
 
 
@@ -747,9 +759,10 @@ def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> N
         got_cos = got_cos.reshape(-1, got_cos.shape[-1])[: len(positions)].float()
         got_sin = seen[prefix + "hook_sin"]
         got_sin = got_sin.reshape(-1, got_sin.shape[-1])[: len(positions)].float()
-        # Hugging Face lays the table out as [θ, θ] (cat) or θ0 θ0 θ1 θ1 (interleaved,
-        # Cohere) whatever the pairing; either carries the same angles.
-        layouts = [lambda t: torch.cat([t, t], dim=-1), lambda t: t.repeat_interleave(2, -1)]
+        # Hugging Face lays the table out as [θ, θ] (cat), θ0 θ0 θ1 θ1 (interleaved,
+        # Cohere) or once (GPT-OSS) whatever the pairing; each carries the same angles.
+        layouts = [lambda t: torch.cat([t, t], dim=-1), lambda t: t.repeat_interleave(2, -1),
+                   lambda t: t]
         ok = any(
             got_cos.shape == lay(cos).shape
             and torch.allclose(got_cos, lay(cos).to(got_cos.device), atol=1e-5)

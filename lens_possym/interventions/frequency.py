@@ -146,7 +146,6 @@ def _unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
     The tail (θ = 0) is left as it is: it is never rotated.
     """
     rotated = [f for f in freqs if f < spec.n_rot]
-    unit = spec.with_(attention_scaling=1.0)
     if spec.pairing == "half":
         dims_a, dims_b = rotated, [f + spec.n_rot for f in rotated]
     else:
@@ -155,6 +154,8 @@ def _unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
     def edit(x: Tensor, head: int, positions: Tensor) -> Tensor:
         if not rotated:
             return x
+        # This input's angles (LongRoPE / dynamic NTK depend on its length), unscaled.
+        unit = spec.at_length(len(positions)).with_(attention_scaling=1.0)
         cos, sin = cos_sin(unit, positions)
         cos = cos[:, rotated].to(x.dtype)  # [pos, n] broadcast over batch
         sin = sin[:, rotated].to(x.dtype)
@@ -222,8 +223,8 @@ def frequency_means(model: Any, reference: ModelInput | Mapping[str, Tensor],
         for layer in chosen:
             spec = specs[layer]
             try:
-                qs[layer] = bphd(reference[spec.q_hook], spec.qk_layout)
-                ks[layer] = bphd(reference[spec.k_hook], spec.qk_layout)
+                qs[layer] = bphd(reference[spec.q_hook], spec)
+                ks[layer] = bphd(reference[spec.k_hook], spec)
             except KeyError as exc:
                 raise InvalidSelectionError(
                     f"the reference cache lacks {exc}; cache {spec.q_hook} and {spec.k_hook}, "
@@ -432,6 +433,8 @@ class FrequencyGate(nn.Module):
         scale = self.gate_values()[:, self.freq_of_dim]  # [head, d_head]
         if self.spec.qk_layout == "bhpd":
             return tensor * scale[None, :, None, :].to(tensor.dtype)
+        if self.spec.qk_layout == "flat":  # [batch, pos, head·d_head]
+            return tensor * scale.flatten()[None, None, :].to(tensor.dtype)
         return tensor * scale[None, None, :, :].to(tensor.dtype)
 
     def fwd_hooks(self) -> list[tuple[str, HookFn]]:

@@ -167,7 +167,7 @@ def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence
     """
     _check_side(side, ("q", "k"))
     ids = parse_freqs(freqs, spec)
-    table = bphd(source, spec.qk_layout)
+    table = bphd(source, spec)
     edit = _replace_edit(spec, ids, table, "source")
     head_list = [heads] if isinstance(heads, int) else list(heads)
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
@@ -195,7 +195,7 @@ def frequency_patch_hooks(model: Any, source: Any, selection: Any, *, freqs: Fre
 
     def from_source(spec: RopeSpec, ids: tuple[int, ...], which: str) -> PairEdit:
         hook = spec.q_hook if which == "q" else spec.k_hook
-        return _replace_edit(spec, ids, bphd(acts[hook], spec.qk_layout), "source")
+        return _replace_edit(spec, ids, bphd(acts[hook], spec), "source")
 
     return compile_selection(specs, chosen, side, from_source)
 

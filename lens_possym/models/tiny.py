@@ -192,7 +192,8 @@ _FAMILIES: dict[str, _Family] = {
     "apertus": _Family("ApertusConfig", "ApertusForCausalLM", "Apertus: llama3 scaling by default"),
     "bitnet": _Family("BitNetConfig", "BitNetForCausalLM", "BitNet"),
     "ministral3": _Family("Ministral3Config", "Ministral3ForCausalLM", "Ministral 3: YaRN by default"),
-    "gpt-oss": _Family("GptOssConfig", "GptOssForCausalLM", "attention sinks, window 4 on sliding layers",
+    "gpt-oss": _Family("GptOssConfig", "GptOssForCausalLM", "attention sinks (spec.extra['attention_sinks']; the closed-form per-head swap "
+                       "scores ignore them), window 4 on sliding layers",
                        {"num_local_experts": 2, "num_experts_per_tok": 1, "sliding_window": _WINDOW},
                        moe=True),
     "codegen": _Family("CodeGenConfig", "CodeGenForCausalLM", "CodeGen: GPT-J's rotary table",
