@@ -222,7 +222,7 @@ class RopeSpec(FrequencyIds):
         Identity unless :attr:`rotary_input_dtype` is set (and narrower than ``x``).
         """
         target = self.rotary_input_dtype
-        if target is None or target == x.dtype or torch.finfo(target).bits >= torch.finfo(x.dtype).bits:
+        if target is None or torch.finfo(target).bits >= torch.finfo(x.dtype).bits:
             return x
         r = self.rotary_dim
         return torch.cat([x[..., :r].to(target).to(x.dtype), x[..., r:]], dim=-1)
@@ -344,7 +344,8 @@ def rotate(x: Float[Tensor, "batch pos head_index d_head"], positions: Int[Tenso
 
 # model -> (fingerprint of what the geometry was read from, specs); weak, so it goes when
 # the model goes.
-_SPEC_MEMO: "weakref.WeakKeyDictionary[Any, tuple[tuple, list[RopeSpec]]]" = weakref.WeakKeyDictionary()
+_SPEC_MEMO: "weakref.WeakKeyDictionary[Any, tuple[tuple, list[RopeSpec]]]" = (
+    weakref.WeakKeyDictionary())
 
 # Attention classes that rotate adjacent pairs (2f, 2f+1). Only a first guess: the probe
 # settles the pairing from the model's own rotated queries or scores.
@@ -432,7 +433,8 @@ def _tensor_key(tensor: Tensor) -> tuple:
     """Cheap identity of a buffer's contents: its bytes when small, else a checksum."""
     t = tensor.detach()
     if t.numel() <= 65536:
-        return (str(t.dtype), tuple(t.shape), hash(t.cpu().contiguous().view(torch.uint8).numpy().tobytes()))
+        raw = t.cpu().contiguous().view(torch.uint8).numpy().tobytes()
+        return (str(t.dtype), tuple(t.shape), hash(raw))
     return (str(t.dtype), tuple(t.shape), t.data_ptr(), t._version, float(t.double().sum()))
 
 
@@ -494,8 +496,13 @@ def _rope_type(rotary: Any, layer_type: str | None) -> str:
 def _layer_inv_freq(rotary: Any, layer_type: str | None) -> tuple[Tensor, float]:
     prefix = _layer_prefix(rotary, layer_type)
     inv = getattr(rotary, f"{prefix}inv_freq")
-    scaling = getattr(rotary, f"{prefix}attention_scaling", getattr(rotary, "attention_scaling", 1.0))
-    return _float32_cpu(inv), float(scaling)
+    return _float32_cpu(inv), _attention_scaling(rotary, prefix)
+
+
+def _attention_scaling(rotary: Any, prefix: str) -> float:
+    """The cos/sin factor of the rotary module (per layer type where it keeps one)."""
+    default = getattr(rotary, "attention_scaling", 1.0)
+    return float(getattr(rotary, f"{prefix}attention_scaling", default))
 
 
 def _angle_rule(rotary: Any, layer_type: str | None) -> AngleRule | None:
@@ -515,9 +522,6 @@ def _angle_rule(rotary: Any, layer_type: str | None) -> AngleRule | None:
     init = ROPE_INIT_FUNCTIONS[rope_type]
     module = weakref.ref(rotary)
 
-    def scaling_of(mod: Any) -> float:
-        return float(getattr(mod, f"{prefix}attention_scaling", getattr(mod, "attention_scaling", 1.0)))
-
     def longrope(n_pos: int) -> tuple[Tensor, float]:
         # Short factors up to original_max_position_embeddings, long factors beyond.
         mod = module()
@@ -525,11 +529,11 @@ def _angle_rule(rotary: Any, layer_type: str | None) -> AngleRule | None:
         limit = params["original_max_position_embeddings"]
         original = getattr(mod, f"{prefix}original_inv_freq")
         if n_pos <= limit:
-            return _float32_cpu(original), scaling_of(mod)
+            return _float32_cpu(original), _attention_scaling(mod, prefix)
         long = getattr(mod, f"{prefix}long_inv_freq", None)
         if long is None:
             long, _ = init(mod.config, original.device, seq_len=limit + 1, layer_type=typed)
-        return _float32_cpu(long), scaling_of(mod)
+        return _float32_cpu(long), _attention_scaling(mod, prefix)
 
     def dynamic(n_pos: int) -> tuple[Tensor, float]:
         # Growth past the longest input seen recomputes the base for this length; a short
@@ -542,8 +546,9 @@ def _angle_rule(rotary: Any, layer_type: str | None) -> AngleRule | None:
             inv, scaling = init(mod.config, live.device, seq_len=seq_len, layer_type=typed)
             return _float32_cpu(inv), float(scaling)
         if n_pos < mod.original_max_seq_len and cached > mod.original_max_seq_len:
-            return _float32_cpu(getattr(mod, f"{prefix}original_inv_freq")), scaling_of(mod)
-        return _float32_cpu(live), scaling_of(mod)
+            original = getattr(mod, f"{prefix}original_inv_freq")
+            return _float32_cpu(original), _attention_scaling(mod, prefix)
+        return _float32_cpu(live), _attention_scaling(mod, prefix)
 
     return longrope if rope_type == "longrope" else dynamic
 
@@ -567,7 +572,8 @@ def _read_window(attn: Any, config: Any, layer_type: str | None) -> int | None:
     if hasattr(attn, "sliding_window"):
         window = attn.sliding_window
     elif layer_type is not None:
-        window = getattr(config, "sliding_window", None) if layer_type == "sliding_attention" else None
+        sliding = layer_type == "sliding_attention"
+        window = getattr(config, "sliding_window", None) if sliding else None
     else:
         window = getattr(config, "sliding_window", None)
     return int(window) if window else None
@@ -743,10 +749,6 @@ def _settle_on_probe(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -
         f"{first_problem}. lens-possym cannot read this attention variant yet; please report it "
         "with the model's class name"
     )
-
-
-def _table(seen_table: Tensor, n_pos: int, width: int) -> Tensor:
-    return seen_table.reshape(-1, seen_table.shape[-1])[:n_pos].float()
 
 
 def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> None:

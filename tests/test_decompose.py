@@ -229,3 +229,12 @@ def test_logit_norms_ignore_masked_keys(tiny_by_family, prompt):
     visible = fl.terms.masked_fill(~fl.mask[..., None], 0)
     assert torch.allclose(norms, visible.pow(2).sum(-2).sqrt())
     assert norms.shape == fl.terms.shape[:3] + (fl.spec.n_freqs,)
+
+
+def test_norms_of_layers_with_different_frequency_counts_are_refused():
+    """SmolLM3's fourth layer is NoPE (one id): norms of all layers cannot share an axis."""
+    model = lp.tiny_model("smollm3")
+    with pytest.raises(InvalidSelectionError, match="different numbers of frequency ids"):
+        lp.frequency_norms(model, "Alice likes red")
+    assert lp.frequency_norms(model, "Alice likes red", [0, 1, 2]).q.shape == (3, 4, 8)
+    assert lp.frequency_norms(model, "Alice likes red", 3).q.shape == (1, 4, 1)

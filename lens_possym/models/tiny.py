@@ -108,7 +108,8 @@ _FAMILIES: dict[str, _Family] = {
                       "layer, window 4, scale from query_pre_attn_scalar",
                       {"sliding_window": _WINDOW}, n_kv_heads=1, n_layers=3),
     "neox": _Family("GPTNeoXConfig", "GPTNeoXForCausalLM",
-                    "GPT-NeoX: partial rotary (half of d_head), non-rotated tail, no rotation hooks",
+                    "GPT-NeoX: partial rotary (half of d_head), non-rotated tail, "
+                    "no rotation hooks",
                     {"rotary_pct": 0.5}, style="neox", n_kv_heads=None),
     "gptj": _Family("GPTJConfig", "GPTJForCausalLM",
                     "GPT-J: adjacent pairs, partial rotary, no rotation hooks, no pre-softmax hook",
@@ -146,7 +147,7 @@ _FAMILIES: dict[str, _Family] = {
     "gemma2": _Family("Gemma2Config", "Gemma2ForCausalLM",
                       "attention softcap 50, window 4 on alternate layers",
                       {"sliding_window": _WINDOW}),
-    "phi": _Family("PhiConfig", "PhiForCausalLM", "Phi-2: partial rotary (half), no GQA hooks",
+    "phi": _Family("PhiConfig", "PhiForCausalLM", "Phi-2: partial rotary (half of d_head)",
                    {"partial_rotary_factor": 0.5}),
     "phi3": _Family("Phi3Config", "Phi3ForCausalLM",
                     "Phi-3: partial rotary (half), window 4 passed at call time, no rotation hooks",
@@ -159,31 +160,40 @@ _FAMILIES: dict[str, _Family] = {
                               "original_max_position_embeddings": 16}),
     "olmo": _Family("OlmoConfig", "OlmoForCausalLM", "OLMo"),
     "olmo2": _Family("Olmo2Config", "Olmo2ForCausalLM",
-                     "q/k-norm over the whole projection (hook_q_normed is [batch, pos, heads*d_head])"),
-    "olmo3": _Family("Olmo3Config", "Olmo3ForCausalLM", "OLMo2's q/k-norm, window 4 on sliding layers",
+                     "q/k-norm over the whole projection "
+                     "(hook_q_normed is [batch, pos, heads*d_head])"),
+    "olmo3": _Family("Olmo3Config", "Olmo3ForCausalLM",
+                     "OLMo2's q/k-norm, window 4 on sliding layers",
                      {"sliding_window": _WINDOW}),
     "olmoe": _Family("OlmoeConfig", "OlmoeForCausalLM", "OLMoE, q/k-norm over the whole projection",
                      {"num_experts": 2, "num_experts_per_tok": 1}, moe=True),
     "cohere": _Family("CohereConfig", "CohereForCausalLM",
                       "adjacent pairs, interleaved tables, q/k layer-norm, rotation in float32",
                       {"use_qk_norm": True}),
-    "cohere2": _Family("Cohere2Config", "Cohere2ForCausalLM", "adjacent pairs, window 4 on sliding layers",
+    "cohere2": _Family("Cohere2Config", "Cohere2ForCausalLM",
+                       "adjacent pairs, window 4 on sliding layers",
                        {"sliding_window": _WINDOW}),
-    "glm": _Family("GlmConfig", "GlmForCausalLM", "adjacent pairs over half of d_head, rotation in float32"),
+    "glm": _Family("GlmConfig", "GlmForCausalLM",
+                   "adjacent pairs over half of d_head, rotation in float32"),
     "glm4": _Family("Glm4Config", "Glm4ForCausalLM", "GLM-4: adjacent pairs, partial rotary"),
-    "stablelm": _Family("StableLmConfig", "StableLmForCausalLM", "partial rotary (a quarter of d_head)",
+    "stablelm": _Family("StableLmConfig", "StableLmForCausalLM",
+                        "partial rotary (a quarter of d_head)",
                         {"partial_rotary_factor": 0.25}),
-    "granite": _Family("GraniteConfig", "GraniteForCausalLM", "scale from attention_multiplier (0.3)",
+    "granite": _Family("GraniteConfig", "GraniteForCausalLM",
+                       "scale from attention_multiplier (0.3)",
                        {"attention_multiplier": 0.3}),
     "granite-moe": _Family("GraniteMoeConfig", "GraniteMoeForCausalLM", "Granite MoE",
                            {"num_local_experts": 2, "num_experts_per_tok": 1}, moe=True),
-    "starcoder2": _Family("Starcoder2Config", "Starcoder2ForCausalLM", "window 4 passed at call time",
+    "starcoder2": _Family("Starcoder2Config", "Starcoder2ForCausalLM",
+                          "window 4 passed at call time",
                           {"sliding_window": _WINDOW}),
     "nemotron": _Family("NemotronConfig", "NemotronForCausalLM", "partial rotary (half)",
                         {"partial_rotary_factor": 0.5}),
     "smollm3": _Family("SmolLM3Config", "SmolLM3ForCausalLM",
-                       "NoPE every 4th layer (layer 3 has no rotation: one tail id)", {}, n_layers=4),
-    "exaone4": _Family("Exaone4Config", "Exaone4ForCausalLM", "q/k-norm, window 4 on sliding layers",
+                       "NoPE every 4th layer (layer 3 has no rotation: one tail id)",
+                       n_layers=4),
+    "exaone4": _Family("Exaone4Config", "Exaone4ForCausalLM",
+                       "q/k-norm, window 4 on sliding layers",
                        {"sliding_window": _WINDOW}),
     "ernie4.5": _Family("Ernie4_5Config", "Ernie4_5ForCausalLM",
                         "adjacent pairs rotated entirely in float32 (1e-7 off in a float64 model)"),
@@ -191,22 +201,27 @@ _FAMILIES: dict[str, _Family] = {
     "arcee": _Family("ArceeConfig", "ArceeForCausalLM", "Arcee (AFM)"),
     "apertus": _Family("ApertusConfig", "ApertusForCausalLM", "Apertus: llama3 scaling by default"),
     "bitnet": _Family("BitNetConfig", "BitNetForCausalLM", "BitNet"),
-    "ministral3": _Family("Ministral3Config", "Ministral3ForCausalLM", "Ministral 3: YaRN by default"),
-    "gpt-oss": _Family("GptOssConfig", "GptOssForCausalLM", "attention sinks (spec.extra['attention_sinks']; the closed-form per-head swap "
-                       "scores ignore them), window 4 on sliding layers",
-                       {"num_local_experts": 2, "num_experts_per_tok": 1, "sliding_window": _WINDOW},
+    "ministral3": _Family("Ministral3Config", "Ministral3ForCausalLM",
+                          "Ministral 3: YaRN by default"),
+    "gpt-oss": _Family("GptOssConfig", "GptOssForCausalLM",
+                       "attention sinks (spec.extra['attention_sinks']; the closed-form "
+                       "per-head swap scores ignore them), window 4 on sliding layers",
+                       {"num_local_experts": 2, "num_experts_per_tok": 1,
+                        "sliding_window": _WINDOW},
                        moe=True),
     "codegen": _Family("CodeGenConfig", "CodeGenForCausalLM", "CodeGen: GPT-J's rotary table",
                        {}, style="gptj", n_kv_heads=None),
 }
 _REFUSED_FAMILIES: dict[str, _Family] = {
     "hunyuan": _Family("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM", "q/k-norm after RoPE"),
-    "llama4": _Family("Llama4TextConfig", "Llama4ForCausalLM", "NoPE layers with temperature, chunks",
+    "llama4": _Family("Llama4TextConfig", "Llama4ForCausalLM",
+                      "NoPE layers with temperature, chunks",
                       {"num_local_experts": 2, "num_experts_per_tok": 1,
                        "intermediate_size_mlp": 64}, moe=True),
     "jetmoe": _Family("JetMoeConfig", "JetMoeForCausalLM", "mixture of attention heads",
                       {"num_local_experts": 2, "num_experts_per_tok": 1}),
-    "deepseek-v3": _Family("DeepseekV3Config", "DeepseekV3ForCausalLM", "multi-head latent attention",
+    "deepseek-v3": _Family("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                           "multi-head latent attention",
                            {"n_routed_experts": 2, "num_experts_per_tok": 1, "q_lora_rank": 16,
                             "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
                             "v_head_dim": 16, "first_k_dense_replace": 2}, moe=True),
@@ -259,7 +274,8 @@ def _hf_config(family: str, *, n_layers: int, d_model: int, n_heads: int, n_kv_h
                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
         settings = dict(spec.settings)
         if family == "gemma3":
-            settings["layer_types"] = ["sliding_attention"] * max(n_layers - 1, 0) + ["full_attention"]
+            sliding = ["sliding_attention"] * max(n_layers - 1, 0)
+            settings["layer_types"] = sliding + ["full_attention"]
         cfg = cls(**{**sizes, **settings})
     if spec.moe:
         cfg._experts_implementation = "eager"
@@ -313,7 +329,8 @@ def tiny_model(
     if n_kv_heads is None:
         n_kv_heads = n_heads if no_gqa else spec.n_kv_heads
     if no_gqa and n_kv_heads != n_heads:
-        raise InvalidSelectionError(f"{family} has no grouped-query attention; leave n_kv_heads unset")
+        raise InvalidSelectionError(
+            f"{family} has no grouped-query attention; leave n_kv_heads unset")
     if spec.style in ("neox", "gptj") and d_model != n_heads * d_head:
         raise InvalidSelectionError(
             f"{family} derives d_head from d_model / n_heads; pass d_model={n_heads * d_head}"
