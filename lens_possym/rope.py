@@ -388,6 +388,8 @@ def rope_specs(model: Any, *, refresh: bool = False) -> list[RopeSpec]:
     if callable(own):
         return list(own())
     hf = _hf_model(model)
+    if refresh:
+        _ROTARY.pop(model, None)
     memo = None if refresh else _SPEC_MEMO.get(model)
     if memo is not None and memo[0] == _fingerprint(model, hf):
         return memo[1]
@@ -415,6 +417,17 @@ def _hf_model(model: Any) -> Any:
             "from_hf or from_gguf"
         )
     return hf
+
+
+# model -> its rotary module: walking every module of a real model costs milliseconds,
+# the fingerprint is meant to cost microseconds (``refresh=True`` looks again).
+_ROTARY: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def _rotary_of(model: Any, hf: Any) -> Any | None:
+    if model not in _ROTARY:
+        _ROTARY[model] = _find_rotary_module(hf)
+    return _ROTARY[model]
 
 
 def _find_rotary_module(hf: Any) -> Any | None:
@@ -455,7 +468,7 @@ def _fingerprint(model: Any, hf: Any) -> tuple:
                    getattr(config, "sliding_window", None),
                    tuple(getattr(config, "layer_types", None) or ()),
                    getattr(config, "attn_logit_softcapping", None)]
-    rotary = _find_rotary_module(hf)
+    rotary = _rotary_of(model, hf)
     if rotary is not None:
         live = _live_buffers(rotary)
         parts += [(name, _tensor_key(buf)) for name, buf in rotary.named_buffers(recurse=False)
@@ -587,7 +600,7 @@ def _specs_from_bridge(model: Any) -> list[RopeSpec]:
     blocks = getattr(model, "blocks", None)
     if blocks is None:
         raise UnsupportedModelError("the bridge has no `blocks`; lens-possym needs a decoder stack")
-    rotary = _find_rotary_module(hf)
+    rotary = _rotary_of(model, hf)
     kinds = {type(b.attn.original_component).__name__ for b in blocks if hasattr(b, "attn")}
     for kind in kinds & _REFUSED.keys():
         raise UnsupportedModelError(
