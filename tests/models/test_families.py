@@ -94,3 +94,28 @@ def test_gpt_oss_sinks_are_flagged():
     specs = lp.rope_specs(lp.tiny_model("gpt-oss", dtype=torch.float64))
     assert all(spec.extra.get("attention_sinks") for spec in specs)
     assert not lp.rope_specs(lp.tiny_model("llama"))[0].extra.get("attention_sinks")
+
+
+@pytest.mark.parametrize("family", ["olmo2", "phi3-longrope"])
+def test_interventions_on_new_layouts_and_angles(family):
+    """Zero ablation edits OLMo2's flat q/k-norm layout; unrotate ablation uses LongRoPE's
+    long angles on a long input (the ablated terms then carry no rotation at all)."""
+    model = lp.tiny_model(family, dtype=torch.float64)
+    tokens = _tokens(20)
+    with lp.ablate_frequencies(model, {"1.0": "0:2", "1.3": [1]}, "zero"):
+        fl = lp.frequency_logits(model, tokens, 1, query_positions=None)
+    assert torch.all(fl.terms[:, 0, ..., :2] == 0) and torch.all(fl.terms[:, 3, ..., 1] == 0)
+    assert fl.terms[:, 1].abs().sum() > 0  # other heads untouched
+    # unrotate pre-applies R(-p·θ): the model's own rotation then cancels, leaving the
+    # content term scale·s²·<q_f, k_f> at every offset (s: the tables' attention_scaling),
+    # iff the angles are the ones the model uses on this input.
+    clean = lp.capture_attention_inputs(model, tokens, 1, query_positions=None)[1]
+    q, k = clean.q[:, :, 0], clean.k_for_heads([0])[:, :, 0]
+    # (both heads of KV group 0, so the keys themselves are edited, not recomputed)
+    with lp.ablate_frequencies(model, {"1.0": "0:2", "1.1": "0:2"}, "unrotate"):
+        fl = lp.frequency_logits(model, tokens, 1, heads=0, query_positions=None)
+    for f in (0, 1):
+        dims = clean.spec.dims_of(f)
+        content = torch.einsum("bqd,bkd->bqk", q[..., dims], k[..., dims]) * clean.spec.scale
+        content = content * clean.spec.attention_scaling**2  # LongRoPE's cos/sin factor stays
+        assert torch.allclose(fl.terms[:, 0, ..., f], content, atol=1e-6), (family, f)
