@@ -47,7 +47,18 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 def _context_length(model: Any) -> int | None:
     n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
+    if _extends_its_context(model):
+        return None
     return int(n_ctx) if n_ctx else None
+
+
+def _extends_its_context(model: Any) -> bool:
+    """Dynamic-NTK RoPE recomputes its angles for inputs longer than the context."""
+    config = getattr(getattr(model, "original_model", None), "config", None)
+    params = getattr(config, "rope_parameters", None) or {}
+    types = [p.get("rope_type", "") for p in params.values() if isinstance(p, dict)] or [
+        params.get("rope_type", "")]
+    return any("dynamic" in str(t) for t in types)
 
 
 def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:

@@ -10,7 +10,12 @@ positions are requested.
 Queries and keys are read *before* RoPE (after any q/k norm), from the hooks named in each
 layer's :class:`~lens_possym.rope.RopeSpec`, and rotated by lens-possym itself. That is
 what makes the same code work on families whose ``hook_rot_q``/``hook_rot_k`` never fire
-(GPT-NeoX, GPT-J) and lets an analysis place a key's content at any position.
+(GPT-NeoX, GPT-J, Phi-3) and lets an analysis place a key's content at any position.
+
+The geometry attached to each capture is the one the model uses *on this input*
+(:meth:`~lens_possym.rope.RopeSpec.at_length`): LongRoPE and dynamic-NTK angles depend on
+the number of tokens. Where the model rounds q and k before rotating them (Cohere, GLM:
+float32), the captured rotated dims carry the same rounding.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from torch import Tensor
 
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens
 from .errors import UnsupportedModelError
-from .rope import RopeSpec, rope_specs, visible_keys
+from .rope import RopeSpec, heads_view, rope_specs, visible_keys
 
 __all__ = ["AttentionInputs", "capture_attention_inputs"]
 
@@ -38,7 +43,7 @@ class AttentionInputs:
     """What one layer's attention saw on an input, before RoPE.
 
     Attributes:
-        spec: the layer's geometry.
+        spec: the layer's geometry on this input (angles at this input's length).
         q: un-rotated queries at ``query_positions``, ``[batch, query_pos, head_index, d_head]``.
         k: un-rotated keys at every position, ``[batch, key_pos, kv_head, d_head]`` (KV heads:
             use ``spec.kv_index()`` to expand to query heads).
@@ -101,10 +106,12 @@ def capture_attention_inputs(
         (so ``fwd_hooks`` on later hook points do not run). Hooks are removed when the pass
         ends, also on error.
     """
-    specs = rope_specs(model)
-    chosen = as_layers(layers, len(specs))
     tokens = as_tokens(model, input)
     n_pos = tokens.shape[1]
+    # Resolved right before the pass: dynamic NTK's angles depend on the rotary module's
+    # state, which only the pass itself changes.
+    specs = [spec.at_length(n_pos) for spec in rope_specs(model)]
+    chosen = as_layers(layers, len(specs))
     qpos = as_positions(query_positions, n_pos).to(tokens.device)
     store: dict[str, Tensor] = {}
     last = specs[max(chosen)]
@@ -123,17 +130,17 @@ def capture_attention_inputs(
             return tensor
         return hook
 
-    def query_rows(layout: str):
-        return lambda t: t[:, :, qpos].transpose(1, 2) if layout == "bhpd" else t[:, qpos]
+    def query_rows(spec: RopeSpec):
+        return lambda t: spec.round_rotary(heads_view(t, spec)[:, qpos])
 
-    def all_rows(layout: str):
-        return lambda t: t.transpose(1, 2) if layout == "bhpd" else t
+    def all_rows(spec: RopeSpec):
+        return lambda t: spec.round_rotary(heads_view(t, spec))
 
     hooks = list(fwd_hooks)
     for layer in chosen:
         spec = specs[layer]
-        hooks.append((spec.q_hook, keep(spec.q_hook, query_rows(spec.qk_layout))))
-        hooks.append((spec.k_hook, keep(spec.k_hook, all_rows(spec.qk_layout))))
+        hooks.append((spec.q_hook, keep(spec.q_hook, query_rows(spec))))
+        hooks.append((spec.k_hook, keep(spec.k_hook, all_rows(spec))))
         if model_scores:
             for name in filter(None, (spec.scores_hook, spec.pattern_hook)):
                 hooks.append((name, keep(name, lambda t: t[:, :, qpos])))

@@ -43,8 +43,9 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ._inputs import ModelInput, as_heads, as_layers, as_tokens
+from ._mismatch import describe_mismatch, model_hidden
 from .capture import AttentionInputs, capture_attention_inputs
-from .errors import DecompositionMismatchError
+from .errors import DecompositionMismatchError, InvalidSelectionError
 from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
 
 __all__ = [
@@ -133,23 +134,37 @@ class FrequencyLogits:
         """Raise :class:`DecompositionMismatchError` unless the terms add up to the model.
 
         ``atol`` defaults to ``1e-4`` (float32 and wider) or ``2e-2`` (half precision),
-        relative to the largest score magnitude when that exceeds 1.
+        relative to the largest score magnitude when that exceeds 1. The message says what
+        disagrees (layer, how many entries, the worst query/key/head, the size) and the
+        likely cause: the mask/window (the model hides other keys than the geometry says),
+        the angles (scores agree at zero offset, where rotation cancels, but not elsewhere)
+        or the scale (off by one common factor).
         """
         if self.checked_against is None:
             return self.max_abs_error
         magnitude = 1.0
         if self.checked_against == "scores" and self.model_scores is not None:
             visible = self.model_scores[..., self.mask.to(self.model_scores.device)]
+            visible = visible[~model_hidden(visible)]  # a key the model hid is no magnitude
             magnitude = max(1.0, float(visible.abs().max())) if visible.numel() else 1.0
         if atol is None:
             half = (torch.float16, torch.bfloat16)
             atol = 2e-2 if self.model_dtype in half or self.terms.dtype in half else 1e-4
         if not self.max_abs_error <= atol * magnitude:
+            detail = None
+            if self.checked_against == "scores" and self.model_scores is not None:
+                n_keys = self.mask.shape[-1]
+                detail = describe_mismatch(
+                    apply_softcap(self.scores(), self.spec.softcap), self.model_scores,
+                    self.mask, self.query_positions, torch.arange(n_keys), atol * magnitude,
+                    heads=self.heads, window=self.spec.window)
+            detail = detail or (f"they differ by {self.max_abs_error:.3g} (tolerance "
+                                f"{atol * magnitude:.3g})")
             raise DecompositionMismatchError(
-                f"layer {self.layer}: the per-frequency terms differ from the model's "
-                f"{self.checked_against} by {self.max_abs_error:.3g} (tolerance "
-                f"{atol * magnitude:.3g}). The geometry read for this model "
-                f"({self.spec.describe()}) does not match what it computes; please report it."
+                f"layer {self.layer}: the per-frequency terms do not add up to the model's "
+                f"{self.checked_against}: {detail}. Geometry read: {self.spec.describe()}. "
+                "If the cause is not an edit of yours (hooks, buffers), please report it "
+                "with the model's class name."
             )
         return self.max_abs_error
 
@@ -353,7 +368,10 @@ def frequency_norms(
     chosen = list(captured)
     n_freqs = {captured[layer].spec.n_freqs for layer in chosen}
     if len(n_freqs) != 1:
-        raise ValueError("layers have different numbers of frequencies; ask for them separately")
+        raise InvalidSelectionError(
+            f"layers {chosen} have different numbers of frequency ids ({sorted(n_freqs)}: "
+            "partial rotary or NoPE layers differ); ask for them separately"
+        )
     q_tok, k_tok, angles = [], [], []
     for layer in chosen:
         inputs = captured[layer]

@@ -12,18 +12,26 @@ so frequency id 0 is the fastest rotation (the papers' convention). Models diffe
 the pairs are laid out in ``d_head`` and in what surrounds the rotation:
 
 * **pairing**: ``"half"`` pairs dim ``f`` with ``f + R/2`` (Hugging Face Llama, Qwen,
-  Gemma, GPT-NeoX: ``rotate_half``); ``"adjacent"`` pairs ``2f`` with ``2f + 1`` (GPT-J).
+  Gemma, GPT-NeoX: ``rotate_half``); ``"adjacent"`` pairs ``2f`` with ``2f + 1`` (GPT-J,
+  Cohere, GLM).
 * **partial rotary**: only the first ``R = rotary_dim`` dims rotate (Pythia, GPT-J); the
   non-rotated tail is kept as one extra component with angle 0, the last frequency id.
 * **scale** (``attn.scaling``; Gemma uses ``query_pre_attn_scalar``), **softcap**
   (Gemma 2, applied after the sum), **sliding window** and **base** per layer (Gemma 3).
 * **GQA**: query head ``h`` reads KV head ``h // (n_heads // n_kv_heads)``.
+* **input-dependent angles**: LongRoPE (Phi-3) switches from short to long factors once
+  the input is longer than ``original_max_position_embeddings``; dynamic NTK (Llama
+  ``rope_type="dynamic"``) recomputes the base for inputs longer than the context. A spec
+  gives the angles of an input of ``n`` tokens through :meth:`RopeSpec.at_length`.
 
 :func:`rope_specs` reads all of this from the Hugging Face modules wrapped by the bridge,
 never from ``bridge.cfg`` alone (its flags are wrong for some families), then runs one short
 probe forward pass and checks the geometry against what the model actually did: the
 ``hook_cos``/``hook_sin`` tables where they fire, the rotated queries where ``hook_rot_q``
-fires, and which score hooks are real pre-softmax scores.
+fires, the probe's own pre-softmax scores (which also fix the pairing where no rotation
+hook fires, and the mask), and which score hooks are real pre-softmax scores. The result
+is memoised per model and re-read by itself when the rotary buffers or the attention
+settings change (a cheap fingerprint is compared on every call).
 
 A model that is not a bridge can describe itself by defining ``lens_possym_rope_specs()``
 returning a list of :class:`RopeSpec` (the toy models do).
@@ -34,7 +42,7 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -53,10 +61,12 @@ __all__ = [
     "rotate",
     "visible_keys",
     "Pairing",
+    "heads_view",
 ]
 
 Pairing = Literal["half", "adjacent"]
-QKLayout = Literal["bphd", "bhpd"]
+QKLayout = Literal["bphd", "bhpd", "flat"]
+AngleRule = Callable[[int], "tuple[Tensor, float]"]
 
 
 class FrequencyIds:
@@ -103,13 +113,24 @@ class RopeSpec(FrequencyIds):
         softcap: ``c`` in ``c·tanh(s/c)`` applied to the scaled scores, or ``None``.
         window: sliding window: query ``n`` sees keys ``j`` with ``n - j < window``.
         q_hook, k_hook: hooks giving the *un-rotated* query and key (after any q/k norm).
-        qk_layout: ``"bphd"`` ([batch, pos, head, d_head]) or ``"bhpd"`` for those hooks.
+        qk_layout: ``"bphd"`` ([batch, pos, head, d_head]), ``"bhpd"`` or ``"flat"``
+            ([batch, pos, head·d_head]: OLMo2's q/k-norm acts on the whole projection) for
+            those hooks; :func:`heads_view` gives ``[batch, pos, head, d_head]`` from any.
         scores_hook: hook with the pre-softmax scores ``[batch, head, query_pos, key_pos]``
             (after softcap, masked entries at the dtype's minimum), or ``None`` where the
             family has none (GPT-J, where ``hook_attn_scores`` is the pattern).
         pattern_hook: hook with the softmax pattern.
         rot_hooks: whether ``hook_rot_q``/``hook_rot_k`` fire for this layer.
         layer_type: e.g. ``"sliding_attention"``/``"full_attention"`` for Gemma 3.
+        family: the Hugging Face attention class (``"LlamaAttention"``, ...).
+        rope_type: Hugging Face's ``rope_type`` (``"default"``, ``"llama3"``, ``"yarn"``,
+            ``"longrope"``, ``"dynamic"``, ...).
+        rotary_input_dtype: the dtype the model rounds the rotated dims of q and k to
+            before rotating (``torch.float32`` where the bridge rotates adjacent pairs "in
+            full precision": Cohere, GLM), ``None`` when it rotates them as they are.
+        angle_rule: for input-dependent RoPE, ``n -> (inv_freq, attention_scaling)`` the
+            model uses on an input of ``n`` tokens; ``None`` when the angles are fixed.
+            Use :meth:`at_length` rather than calling it.
     """
 
     layer: int
@@ -132,6 +153,32 @@ class RopeSpec(FrequencyIds):
     layer_type: str | None = None
     family: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    rope_type: str = "default"
+    rotary_input_dtype: torch.dtype | None = None
+    angle_rule: AngleRule | None = field(default=None, repr=False)
+
+    # ---- input-dependent angles ------------------------------------------------------
+
+    @property
+    def input_dependent(self) -> bool:
+        """Whether the angles depend on the input's length (LongRoPE, dynamic NTK)."""
+        return self.angle_rule is not None
+
+    def at_length(self, n_pos: int) -> "RopeSpec":
+        """The geometry the model uses on an input of ``n_pos`` tokens.
+
+        ``self`` where the angles are fixed; otherwise a copy with the ``inv_freq`` and
+        ``attention_scaling`` that the model's rotary module will use, computed with
+        Hugging Face's own functions (bit for bit). For dynamic NTK this reads the rotary
+        module's state at call time (its cache of the longest input seen so far), so call
+        it right before the forward pass it describes.
+        """
+        if self.angle_rule is None:
+            return self
+        inv_freq, scaling = self.angle_rule(int(n_pos))
+        if scaling == self.attention_scaling and torch.equal(inv_freq, self.inv_freq):
+            return self
+        return replace(self, inv_freq=inv_freq, attention_scaling=scaling)
 
     # ---- derived quantities --------------------------------------------------------
 
@@ -169,6 +216,17 @@ class RopeSpec(FrequencyIds):
             return [freq, freq + self.n_rot]
         return [2 * freq, 2 * freq + 1]
 
+    def round_rotary(self, x: Float[Tensor, "... d_head"]) -> Float[Tensor, "... d_head"]:
+        """``x`` with its rotated dims rounded as the model rounds them before rotating.
+
+        Identity unless :attr:`rotary_input_dtype` is set (and narrower than ``x``).
+        """
+        target = self.rotary_input_dtype
+        if target is None or torch.finfo(target).bits >= torch.finfo(x.dtype).bits:
+            return x
+        r = self.rotary_dim
+        return torch.cat([x[..., :r].to(target).to(x.dtype), x[..., r:]], dim=-1)
+
     def describe(self) -> str:
         tail = f" + tail of {self.d_head - self.rotary_dim} dims (θ=0)" if self.has_tail else ""
         base = _estimate_base(self.inv_freq, self.rotary_dim)
@@ -177,6 +235,8 @@ class RopeSpec(FrequencyIds):
             extras.append(f"window {self.window}")
         if self.softcap:
             extras.append(f"softcap {self.softcap}")
+        if self.rope_type != "default":
+            extras.append(f"rope_type {self.rope_type}")
         return (
             f"layer {self.layer}{f' ({self.layer_type})' if self.layer_type else ''}: "
             f"{self.n_heads} heads on {self.n_kv_heads} KV heads, d_head {self.d_head}, "
@@ -187,6 +247,18 @@ class RopeSpec(FrequencyIds):
     def with_(self, **changes: Any) -> "RopeSpec":
         """A copy with some fields changed (e.g. ``spec.with_(inv_freq=...)``)."""
         return replace(self, **changes)
+
+
+def heads_view(tensor: Tensor, spec: RopeSpec) -> Float[Tensor, "batch pos head_index d_head"]:
+    """A ``[batch, pos, head, d_head]`` view of a tensor from ``spec.q_hook``/``spec.k_hook``.
+
+    A view (no copy) in every layout, so writing into it edits ``tensor``.
+    """
+    if spec.qk_layout == "bhpd":
+        return tensor.transpose(1, 2)
+    if spec.qk_layout == "flat":
+        return tensor.unflatten(-1, (-1, spec.d_head))
+    return tensor
 
 
 def visible_keys(spec: RopeSpec, query_positions: Int[Tensor, "query_pos"],
@@ -259,6 +331,7 @@ def rotate_pairs(pairs: Float[Tensor, "... n_rot 2"], cos: Tensor, sin: Tensor
 def rotate(x: Float[Tensor, "batch pos head_index d_head"], positions: Int[Tensor, "pos"],
            spec: RopeSpec) -> Float[Tensor, "batch pos head_index d_head"]:
     """Apply the layer's RoPE to un-rotated queries or keys at ``positions``."""
+    x = spec.round_rotary(x)
     cos, sin = cos_sin(spec, positions.to(x.device))
     pairs, tail = to_pairs(x, spec)
     cos = cos.to(x.dtype)[None, :, None, :]
@@ -269,28 +342,59 @@ def rotate(x: Float[Tensor, "batch pos head_index d_head"], positions: Int[Tenso
 # ----------------------------------------------------------------------------------------
 # Reading the geometry from a TransformerBridge
 
-_SPEC_MEMO: "weakref.WeakKeyDictionary[Any, list[RopeSpec]]" = weakref.WeakKeyDictionary()
+# model -> (fingerprint of what the geometry was read from, specs); weak, so it goes when
+# the model goes.
+_SPEC_MEMO: "weakref.WeakKeyDictionary[Any, tuple[tuple, list[RopeSpec]]]" = (
+    weakref.WeakKeyDictionary())
+
+# Attention classes that rotate adjacent pairs (2f, 2f+1). Only a first guess: the probe
+# settles the pairing from the model's own rotated queries or scores.
+_ADJACENT_CLASSES = {"GPTJAttention", "CodeGenAttention", "CohereAttention",
+                     "Cohere2Attention", "GlmAttention", "Glm4Attention", "HeliumAttention"}
+_PROBE_TOKENS = 12
+# Attention with GPT-J's sinusoidal table (embed_positions) instead of a rotary module.
+_GPTJ_LIKE = {"GPTJAttention", "CodeGenAttention"}
+# Families whose attention is not "fixed vectors, rotated": named with the reason.
+_REFUSED = {
+    "HunYuanDenseV1Attention": (
+        "HunYuan normalises q and k *after* RoPE with a per-dimension gain, so its scores "
+        "are not rotations of fixed query and key vectors and do not split per frequency"),
+    "Llama4TextAttention": (
+        "Llama 4 mixes RoPE layers with NoPE layers that rescale queries by a "
+        "position-dependent temperature and uses chunked attention; neither is read yet"),
+}
 
 
 def rope_specs(model: Any, *, refresh: bool = False) -> list[RopeSpec]:
     """The :class:`RopeSpec` of every layer of ``model``, checked on a probe input.
 
-    The result is memoised per model object (weakly: it goes when the model goes); pass
-    ``refresh=True`` after changing the model's rotary buffers or attention settings.
+    The result is memoised per model object (weakly: it goes when the model goes) together
+    with a fingerprint of what it was read from (the rotary module's buffers, the rotary
+    config, each attention module's scale, window and softcap); a call whose fingerprint
+    differs reads the geometry again, so editing the rotary buffers is noticed.
+    ``refresh=True`` re-reads unconditionally.
+
+    Input-dependent RoPE (LongRoPE, dynamic NTK): the specs describe a short input; use
+    ``spec.at_length(n)`` for an input of ``n`` tokens (capture and decomposition do).
 
     Raises:
         NotRopeModelError: the model has no rotary position embedding.
         UnsupportedModelError: RoPE through an attention implementation we cannot read.
         RopeGeometryError: the geometry read from the modules disagrees with the model's
-            own tables or rotated queries on the probe input.
+            own tables, rotated queries or scores on the probe input; the message names
+            the layer, the attention class and the likely cause.
     """
     own = getattr(model, "lens_possym_rope_specs", None)
     if callable(own):
         return list(own())
-    if not refresh and model in _SPEC_MEMO:
-        return _SPEC_MEMO[model]
+    hf = _hf_model(model)
+    if refresh:
+        _ROTARY.pop(model, None)
+    memo = None if refresh else _SPEC_MEMO.get(model)
+    if memo is not None and memo[0] == _fingerprint(model, hf):
+        return memo[1]
     specs = _specs_from_bridge(model)
-    _SPEC_MEMO[model] = specs
+    _SPEC_MEMO[model] = (_fingerprint(model, hf), specs)
     return specs
 
 
@@ -315,21 +419,151 @@ def _hf_model(model: Any) -> Any:
     return hf
 
 
+# model -> its rotary module: walking every module of a real model costs milliseconds,
+# the whole fingerprint costs ~0.3 ms (``refresh=True`` looks again).
+_ROTARY: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def _rotary_of(model: Any, hf: Any) -> Any | None:
+    if model not in _ROTARY:
+        _ROTARY[model] = _find_rotary_module(hf)
+    return _ROTARY[model]
+
+
 def _find_rotary_module(hf: Any) -> Any | None:
-    for name, module in hf.named_modules():
-        if type(module).__name__.endswith("RotaryEmbedding") and ".layers." not in name:
-            return module
-    return None
+    """The model's rotary module: the shared one, else the first layer's own (GPT-OSS's
+    bridge keeps the original only inside the layers; all layers share its config)."""
+    found = [(name, module) for name, module in hf.named_modules()
+             if type(module).__name__.endswith("RotaryEmbedding")]
+    shared = [module for name, module in found if ".layers." not in name]
+    return (shared or [module for _, module in found] or [None])[0]
+
+
+# ---- the memo's fingerprint -------------------------------------------------------------
+
+
+def _tensor_key(tensor: Tensor) -> tuple:
+    """Cheap identity of a buffer's contents: its bytes when small, else a checksum."""
+    t = tensor.detach()
+    if t.numel() <= 65536:
+        raw = t.cpu().contiguous().view(torch.uint8).numpy().tobytes()
+        return (str(t.dtype), tuple(t.shape), hash(raw))
+    return (str(t.dtype), tuple(t.shape), t.data_ptr(), t._version, float(t.double().sum()))
+
+
+def _live_buffers(rotary: Any) -> set[str]:
+    """Buffers the model itself rewrites during forward passes (input-dependent RoPE)."""
+    types = getattr(rotary, "rope_type", "default")
+    types = types.values() if isinstance(types, dict) else [types]
+    if not any(t == "longrope" or "dynamic" in str(t) for t in types):
+        return set()
+    return {name for name, _ in rotary.named_buffers(recurse=False)
+            if name.endswith("inv_freq") and not name.endswith("original_inv_freq")}
+
+
+def _fingerprint(model: Any, hf: Any) -> tuple:
+    """What the geometry is read from, cheaply: equal fingerprints, equal geometry."""
+    config = hf.config
+    parts: list = [repr(getattr(config, "rope_parameters", None)),
+                   getattr(config, "sliding_window", None),
+                   tuple(getattr(config, "layer_types", None) or ()),
+                   getattr(config, "attn_logit_softcapping", None)]
+    rotary = _rotary_of(model, hf)
+    if rotary is not None:
+        live = _live_buffers(rotary)
+        parts += [(name, _tensor_key(buf)) for name, buf in rotary.named_buffers(recurse=False)
+                  if name not in live]
+        parts += [(name, value) for name, value in vars(rotary).items()
+                  if name.endswith("attention_scaling")]
+    for block in getattr(model, "blocks", []):
+        attn = block.attn.original_component
+        parts.append(tuple(getattr(attn, name, None) for name in (
+            "scaling", "sliding_window", "attn_logit_softcapping", "scale_attn", "rotary_dim")))
+        table = getattr(attn, "embed_positions", None)
+        if isinstance(table, Tensor):
+            parts.append(_tensor_key(table))
+    return tuple(repr(p) if isinstance(p, Tensor) else p for p in parts)
+
+
+# ---- angles: fixed, or as a function of the input's length ------------------------------
+
+
+def _float32_cpu(t: Tensor) -> Tensor:
+    return t.detach().to("cpu", torch.float32).clone()
+
+
+def _layer_prefix(rotary: Any, layer_type: str | None) -> str:
+    """``"<layer_type>_"`` where the rotary module keeps per-layer-type buffers (Gemma 3)."""
+    if layer_type is not None and hasattr(rotary, f"{layer_type}_inv_freq"):
+        return f"{layer_type}_"
+    return ""
+
+
+def _rope_type(rotary: Any, layer_type: str | None) -> str:
+    types = getattr(rotary, "rope_type", "default")
+    if isinstance(types, dict):
+        return str(types.get(layer_type, "default"))
+    return str(types)
 
 
 def _layer_inv_freq(rotary: Any, layer_type: str | None) -> tuple[Tensor, float]:
-    if layer_type is not None and hasattr(rotary, f"{layer_type}_inv_freq"):
-        inv = getattr(rotary, f"{layer_type}_inv_freq")
-        scaling = getattr(rotary, f"{layer_type}_attention_scaling", 1.0)
-    else:
-        inv = rotary.inv_freq
-        scaling = getattr(rotary, "attention_scaling", 1.0)
-    return inv.detach().to("cpu", torch.float32).clone(), float(scaling)
+    prefix = _layer_prefix(rotary, layer_type)
+    inv = getattr(rotary, f"{prefix}inv_freq")
+    return _float32_cpu(inv), _attention_scaling(rotary, prefix)
+
+
+def _attention_scaling(rotary: Any, prefix: str) -> float:
+    """The cos/sin factor of the rotary module (per layer type where it keeps one)."""
+    default = getattr(rotary, "attention_scaling", 1.0)
+    return float(getattr(rotary, f"{prefix}attention_scaling", default))
+
+
+def _angle_rule(rotary: Any, layer_type: str | None) -> AngleRule | None:
+    """``n -> (inv_freq, attention_scaling)`` for input-dependent RoPE, else ``None``.
+
+    Mirrors ``transformers.modeling_rope_utils.dynamic_rope_update`` (the wrapper around
+    every Hugging Face rotary forward), calling the same init functions with the same
+    argument types, so the angles are bit-identical to the model's.
+    """
+    prefix = _layer_prefix(rotary, layer_type)
+    typed = layer_type if prefix else None
+    rope_type = _rope_type(rotary, typed)
+    if rope_type != "longrope" and "dynamic" not in rope_type:
+        return None
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    init = ROPE_INIT_FUNCTIONS[rope_type]
+    module = weakref.ref(rotary)
+
+    def longrope(n_pos: int) -> tuple[Tensor, float]:
+        # Short factors up to original_max_position_embeddings, long factors beyond.
+        mod = module()
+        params = mod.config.rope_parameters[typed] if typed else mod.config.rope_parameters
+        limit = params["original_max_position_embeddings"]
+        original = getattr(mod, f"{prefix}original_inv_freq")
+        if n_pos <= limit:
+            return _float32_cpu(original), _attention_scaling(mod, prefix)
+        long = getattr(mod, f"{prefix}long_inv_freq", None)
+        if long is None:
+            long, _ = init(mod.config, original.device, seq_len=limit + 1, layer_type=typed)
+        return _float32_cpu(long), _attention_scaling(mod, prefix)
+
+    def dynamic(n_pos: int) -> tuple[Tensor, float]:
+        # Growth past the longest input seen recomputes the base for this length; a short
+        # input after a long one resets to the original; otherwise the buffer stays.
+        mod = module()
+        cached = getattr(mod, f"{prefix}max_seq_len_cached", mod.max_seq_len_cached)
+        live = getattr(mod, f"{prefix}inv_freq")
+        if n_pos > cached:
+            seq_len = torch.tensor(n_pos, dtype=torch.int64, device=live.device)
+            inv, scaling = init(mod.config, live.device, seq_len=seq_len, layer_type=typed)
+            return _float32_cpu(inv), float(scaling)
+        if n_pos < mod.original_max_seq_len and cached > mod.original_max_seq_len:
+            original = getattr(mod, f"{prefix}original_inv_freq")
+            return _float32_cpu(original), _attention_scaling(mod, prefix)
+        return _float32_cpu(live), _attention_scaling(mod, prefix)
+
+    return longrope if rope_type == "longrope" else dynamic
 
 
 def _gptj_inv_freq(attn: Any, d_head: int) -> tuple[int, Tensor]:
@@ -340,80 +574,138 @@ def _gptj_inv_freq(attn: Any, d_head: int) -> tuple[int, Tensor]:
     return rotary_dim, inv.to(torch.float32)
 
 
+def _read_window(attn: Any, config: Any, layer_type: str | None) -> int | None:
+    """The layer's sliding window, wherever the family keeps it.
+
+    Gemma 2/3, Qwen2/3 and OLMo3 set ``attn.sliding_window`` (``None`` on full layers);
+    Mistral, Mixtral, Phi-3 and Starcoder2 keep it only in ``config.sliding_window`` and
+    build their mask from that; families with ``config.layer_types`` window only their
+    ``"sliding_attention"`` layers.
+    """
+    if hasattr(attn, "sliding_window"):
+        window = attn.sliding_window
+    elif layer_type is not None:
+        sliding = layer_type == "sliding_attention"
+        window = getattr(config, "sliding_window", None) if sliding else None
+    else:
+        window = getattr(config, "sliding_window", None)
+    return int(window) if window else None
+
+
+# ---- the probe and the layer specs ------------------------------------------------------
+
+
 def _specs_from_bridge(model: Any) -> list[RopeSpec]:
     hf = _hf_model(model)
-    config = hf.config
     blocks = getattr(model, "blocks", None)
     if blocks is None:
         raise UnsupportedModelError("the bridge has no `blocks`; lens-possym needs a decoder stack")
-    rotary = _find_rotary_module(hf)
-    if rotary is None and not any(
-        type(b.attn.original_component).__name__ == "GPTJAttention" for b in blocks
-    ):
+    rotary = _rotary_of(model, hf)
+    kinds = {type(b.attn.original_component).__name__ for b in blocks if hasattr(b, "attn")}
+    for kind in kinds & _REFUSED.keys():
+        raise UnsupportedModelError(
+            f"{type(hf).__name__} ({kind}) is not supported: {_REFUSED[kind]}"
+        )
+    if rotary is None and not kinds & _GPTJ_LIKE:
         raise NotRopeModelError(
             f"{type(hf).__name__} has no rotary position embedding (no *RotaryEmbedding module "
             "and no GPT-J rotary attention); lens-possym analyses RoPE models such as Llama, "
-            "Qwen2, Gemma, GPT-NeoX/Pythia and GPT-J"
+            "Qwen, Gemma, Mistral, Phi-3, OLMo2, Cohere, GPT-NeoX/Pythia and GPT-J"
         )
+    for layer, block in enumerate(blocks):
+        if not hasattr(block, "attn"):
+            raise UnsupportedModelError(
+                f"{type(hf).__name__}: layer {layer} has no attention block (a linear-attention "
+                "or state-space layer); lens-possym reads models whose every layer is RoPE "
+                "attention"
+            )
     probe = _probe(model)
-    layer_types = getattr(config, "layer_types", None)
+    positions = probe["positions"]
     specs = []
     for layer, block in enumerate(blocks):
-        attn_bridge = block.attn
-        attn = attn_bridge.original_component
-        kind = type(attn).__name__
-        prefix = f"blocks.{layer}.attn."
-        seen = probe[layer]
-        q_normed = prefix + "hook_q_normed" in seen
-        q_hook = prefix + ("hook_q_normed" if q_normed else "hook_q")
-        k_hook = prefix + ("hook_k_normed" if q_normed else "hook_k")
-        layout: QKLayout = "bhpd" if q_normed else "bphd"
-        if q_hook not in seen or k_hook not in seen:
-            raise UnsupportedModelError(
-                f"layer {layer} ({kind}): the hooks {q_hook} / {k_hook} did not fire, so the "
-                "un-rotated queries and keys cannot be read"
-            )
-        q_shape, k_shape = seen[q_hook].shape, seen[k_hook].shape
-        head_axis = 1 if layout == "bhpd" else 2
-        n_heads, n_kv, d_head = q_shape[head_axis], k_shape[head_axis], q_shape[-1]
-        layer_type = layer_types[layer] if layer_types else None
-        if kind == "GPTJAttention":
-            rotary_dim, inv = _gptj_inv_freq(attn, d_head)
-            pairing: Pairing = "adjacent"
-            scaling = 1.0
-            scale = 1.0 / float(attn.scale_attn)
-        elif rotary is not None:
-            inv, scaling = _layer_inv_freq(rotary, layer_type)
-            rotary_dim = 2 * inv.numel()
-            pairing = "half"
-            scale = float(getattr(attn, "scaling", 1.0 / math.sqrt(d_head)))
-        else:
-            raise UnsupportedModelError(f"layer {layer}: {kind} has no rotary embedding to read")
-        if rotary_dim > d_head or rotary_dim % 2:
-            raise RopeGeometryError(
-                f"layer {layer}: rotary dim {rotary_dim} does not fit d_head {d_head}"
-            )
-        softcap = getattr(attn, "attn_logit_softcapping", None) or getattr(
-            config, "attn_logit_softcapping", None
-        )
-        window = getattr(attn, "sliding_window", None)
-        scores_hook = prefix + "hook_attn_scores"
-        pattern_hook = prefix + "hook_pattern"
-        pre_softmax = scores_hook in seen and not torch.allclose(
-            seen[scores_hook].float(), seen[pattern_hook].float()
-        )
-        spec = RopeSpec(
-            layer=layer, n_heads=n_heads, n_kv_heads=n_kv, d_head=d_head,
-            rotary_dim=rotary_dim, pairing=pairing, inv_freq=inv, scale=scale,
-            attention_scaling=scaling, softcap=float(softcap) if softcap else None,
-            window=int(window) if window else None, q_hook=q_hook, k_hook=k_hook,
-            qk_layout=layout, scores_hook=scores_hook if pre_softmax else None,
-            pattern_hook=pattern_hook, rot_hooks=prefix + "hook_rot_q" in seen,
-            layer_type=layer_type, family=kind,
-        )
-        _check_against_probe(spec, seen, attn, probe["positions"])
+        spec = _read_layer(layer, block.attn.original_component, rotary, hf.config, probe[layer],
+                           getattr(model, "cfg", None))
+        spec = _settle_on_probe(spec, probe[layer], block.attn.original_component, positions)
         specs.append(spec)
     return specs
+
+
+def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
+                bridge_cfg: Any = None) -> RopeSpec:
+    """The geometry of one layer as read from its modules (pairing still a first guess)."""
+    kind = type(attn).__name__
+    prefix = f"blocks.{layer}.attn."
+    q_normed = prefix + "hook_q_normed" in seen
+    q_hook = prefix + ("hook_q_normed" if q_normed else "hook_q")
+    k_hook = prefix + ("hook_k_normed" if q_normed else "hook_k")
+    if q_hook not in seen or k_hook not in seen or prefix + "hook_q" not in seen:
+        raise UnsupportedModelError(
+            f"layer {layer} ({kind}): the hooks {q_hook} / {k_hook} did not fire, so the "
+            "un-rotated queries and keys cannot be read"
+        )
+    # Per-head shapes from hook_q/hook_k ([batch, pos, head, d_head] on every bridge);
+    # the normed hooks are per head ([batch, head, pos, d_head]) or, where the norm acts
+    # on the whole projection (OLMo2, OLMo3), flat [batch, pos, head·d_head].
+    q_shape, k_shape = seen[prefix + "hook_q"].shape, seen[prefix + "hook_k"].shape
+    if len(q_shape) != 4 or len(k_shape) != 4:
+        raise UnsupportedModelError(
+            f"layer {layer} ({kind}): hook_q/hook_k have shapes {tuple(q_shape)} / "
+            f"{tuple(k_shape)}, not [batch, pos, head, d_head]; this attention is not supported"
+        )
+    n_heads, n_kv, d_head = q_shape[2], k_shape[2], q_shape[3]
+    layout: QKLayout = "bphd"
+    if q_normed:
+        layout = "flat" if seen[q_hook].ndim == 3 else "bhpd"
+    layer_types = getattr(config, "layer_types", None)
+    layer_type = layer_types[layer] if layer_types else None
+    rope_type, rule = "default", None
+    if kind in _GPTJ_LIKE:
+        rotary_dim, inv = _gptj_inv_freq(attn, d_head)
+        scaling = 1.0
+        scale = 1.0 / float(attn.scale_attn)
+    elif rotary is not None:
+        inv, scaling = _layer_inv_freq(rotary, layer_type)
+        rule = _angle_rule(rotary, layer_type)
+        rope_type = _rope_type(rotary, layer_type if _layer_prefix(rotary, layer_type) else None)
+        if rule is not None:  # the live buffer may hold a longer input's angles: use the probe's
+            inv, scaling = rule(_PROBE_TOKENS)
+        if not getattr(attn, "use_rope", True):  # SmolLM3's NoPE layers: all dims are tail
+            inv = inv[:0]
+        rotary_dim = 2 * inv.numel()
+        scale = float(getattr(attn, "scaling", 1.0 / math.sqrt(d_head)))
+    else:
+        raise UnsupportedModelError(f"layer {layer}: {kind} has no rotary embedding to read")
+    if rotary_dim > d_head or rotary_dim % 2:
+        raise RopeGeometryError(
+            f"layer {layer} ({kind}): rotary dim {rotary_dim} does not fit d_head {d_head}"
+        )
+    softcap = getattr(attn, "attn_logit_softcapping", None) or getattr(
+        config, "attn_logit_softcapping", None
+    )
+    scores_hook = prefix + "hook_attn_scores"
+    pattern_hook = prefix + "hook_pattern"
+    pre_softmax = scores_hook in seen and not torch.allclose(
+        seen[scores_hook].float(), seen[pattern_hook].float()
+    )
+    # The bridge rotates adjacent pairs with q and k upcast to float32 (GLM, ERNIE:
+    # rotary_adjacent_pairs; Cohere: rotary_interleaved_cos_sin), as HF's Cohere does.
+    bridge_adjacent = any(getattr(bridge_cfg, flag, False)
+                          for flag in ("rotary_adjacent_pairs", "rotary_interleaved_cos_sin"))
+    adjacent = bridge_adjacent or kind in _ADJACENT_CLASSES
+    return RopeSpec(
+        layer=layer, n_heads=n_heads, n_kv_heads=n_kv, d_head=d_head,
+        rotary_dim=rotary_dim, pairing="adjacent" if adjacent else "half",
+        rotary_input_dtype=torch.float32 if bridge_adjacent else None,
+        inv_freq=inv, scale=scale, attention_scaling=scaling,
+        softcap=float(softcap) if softcap else None,
+        window=_read_window(attn, config, layer_type), q_hook=q_hook, k_hook=k_hook,
+        qk_layout=layout, scores_hook=scores_hook if pre_softmax else None,
+        pattern_hook=pattern_hook, rot_hooks=prefix + "hook_rot_q" in seen,
+        layer_type=layer_type, family=kind, rope_type=rope_type, angle_rule=rule,
+        # GPT-OSS: a learned per-head "sink" logit joins the softmax; the scores are still
+        # the sum of the terms, but the pattern is not their softmax alone.
+        extra={"attention_sinks": True} if isinstance(getattr(attn, "sinks", None), Tensor) else {},
+    )
 
 
 def _probe(model: Any) -> dict:
@@ -438,37 +730,71 @@ def _probe(model: Any) -> dict:
         if name in hook_dict
     ]
     vocab = int(model.cfg.d_vocab)
-    n_pos = 12
-    tokens = (torch.arange(n_pos) * 7 + 3) % max(vocab, 1)
+    tokens = (torch.arange(_PROBE_TOKENS) * 7 + 3) % max(vocab, 1)
     bos = getattr(getattr(model, "tokenizer", None), "bos_token_id", None)
     if bos is not None:
         tokens[0] = bos
     device = next(model.parameters()).device
     with torch.no_grad():
         model.run_with_hooks(tokens[None].to(device), fwd_hooks=fwd_hooks, return_type=None)
-    seen["positions"] = torch.arange(n_pos, device=device)
+    seen["positions"] = torch.arange(_PROBE_TOKENS, device=device)
     return seen
 
 
-def _check_against_probe(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> None:
+def _settle_on_probe(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> RopeSpec:
+    """Check ``spec`` against everything the probe recorded; settle the pairing.
+
+    The tables (``hook_cos``/``hook_sin``, GPT-J's ``embed_positions``) check the angles;
+    the pairing is the one of ``"half"``/``"adjacent"`` (first guess first) that reproduces
+    ``hook_rot_q`` where it fires and the probe's scores (or pattern).
+    """
+    _check_tables(spec, seen, attn, positions)
+    other: Pairing = "half" if spec.pairing == "adjacent" else "adjacent"
+    first_problem = None
+    for candidate in (spec, spec.with_(pairing=other)):
+        problem = _probe_disagreement(candidate, seen, positions)
+        if problem is None:
+            return candidate
+        first_problem = first_problem or problem
+    raise RopeGeometryError(
+        f"layer {spec.layer} ({spec.family}): the geometry read from the model "
+        f"({spec.describe()}) does not reproduce what it computed on a probe input: "
+        f"{first_problem}. lens-possym cannot read this attention variant yet; please report it "
+        "with the model's class name"
+    )
+
+
+def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> None:
     cos, sin = cos_sin(spec, positions)
     prefix = f"blocks.{spec.layer}.attn."
-    if prefix + "hook_cos" in seen:
-        expected = torch.cat([cos, cos], dim=-1) if spec.pairing == "half" else cos.repeat_interleave(2, -1)
-        got = seen[prefix + "hook_cos"].reshape(-1, expected.shape[-1])[: len(positions)].float()
-        got_sin = seen[prefix + "hook_sin"].reshape(-1, expected.shape[-1])[: len(positions)].float()
-        exp_sin = torch.cat([sin, sin], dim=-1) if spec.pairing == "half" else sin.repeat_interleave(2, -1)
-        if got.shape != expected.shape or not (
-            torch.allclose(got, expected.to(got.device), atol=1e-5)
-            and torch.allclose(got_sin, exp_sin.to(got.device), atol=1e-5)
-        ):
+    if spec.rotary_dim == 0:  # a NoPE layer: the shared tables are other layers' business
+        return
+    if prefix + "hook_cos" in seen and prefix + "hook_sin" in seen:
+        got_cos = seen[prefix + "hook_cos"]
+        got_cos = got_cos.reshape(-1, got_cos.shape[-1])[: len(positions)].float()
+        got_sin = seen[prefix + "hook_sin"]
+        got_sin = got_sin.reshape(-1, got_sin.shape[-1])[: len(positions)].float()
+        # Hugging Face lays the table out as [θ, θ] (cat), θ0 θ0 θ1 θ1 (interleaved,
+        # Cohere) or once (GPT-OSS) whatever the pairing; each carries the same angles.
+        layouts = [lambda t: torch.cat([t, t], dim=-1), lambda t: t.repeat_interleave(2, -1),
+                   lambda t: t]
+        ok = any(
+            got_cos.shape == lay(cos).shape
+            and torch.allclose(got_cos, lay(cos).to(got_cos.device), atol=1e-5)
+            and torch.allclose(got_sin, lay(sin).to(got_sin.device), atol=1e-5)
+            for lay in layouts
+        )
+        if not ok:
             raise RopeGeometryError(
-                f"layer {spec.layer}: the rotation tables computed from the model's rotary "
-                f"module disagree with the tables the layer used (hook_cos {tuple(got.shape)} vs "
-                f"expected {tuple(expected.shape)}); this RoPE variant is not supported yet"
+                f"layer {spec.layer} ({spec.family}): the rotation tables computed from the "
+                f"model's rotary module (rope_type {spec.rope_type!r}, {spec.n_rot} angles) "
+                f"disagree with the tables the layer used (hook_cos has shape "
+                f"{tuple(got_cos.shape)}, expected ({len(positions)}, {spec.rotary_dim})"
+                + ("" if got_cos.shape[-1] != spec.rotary_dim else ", same shape, different values")
+                + "); this RoPE variant is not supported yet"
             )
     table = getattr(attn, "embed_positions", None)
-    if spec.family == "GPTJAttention" and table is not None:
+    if spec.family in _GPTJ_LIKE and table is not None:
         n = len(positions)
         expected = torch.cat([sin, cos], dim=-1)
         if not torch.allclose(table[:n].float().cpu(), expected.cpu(), atol=1e-6):
@@ -476,15 +802,42 @@ def _check_against_probe(spec: RopeSpec, seen: dict, attn: Any, positions: Tenso
                 f"layer {spec.layer}: GPT-J's embed_positions table disagrees with base-10000 "
                 "RoPE; this checkpoint uses a RoPE variant lens-possym does not read yet"
             )
+
+
+def _probe_disagreement(spec: RopeSpec, seen: dict, positions: Tensor) -> str | None:
+    """``None`` if ``spec`` reproduces the probe's rotated queries and scores, else why not."""
+    from ._mismatch import describe_mismatch
+
+    prefix = f"blocks.{spec.layer}.attn."
+    q = heads_view(seen[spec.q_hook], spec)
+    k = heads_view(seen[spec.k_hook], spec)
     if spec.rot_hooks:
-        q = seen[spec.q_hook].float()
-        if spec.qk_layout == "bhpd":
-            q = q.transpose(1, 2)
-        ours = rotate(q, positions.to(q.device), spec)
+        ours = rotate(q.float(), positions.to(q.device), spec)
         theirs = seen[prefix + "hook_rot_q"].float()
-        if not torch.allclose(ours, theirs, atol=1e-4 * max(1.0, float(theirs.abs().max()))):
-            raise RopeGeometryError(
-                f"layer {spec.layer}: rotating {spec.q_hook} with the geometry read from the "
-                f"model ({spec.pairing} pairs, rotary dim {spec.rotary_dim}) does not reproduce "
-                "hook_rot_q; this attention variant is not supported yet"
-            )
+        if theirs.shape != ours.shape:
+            theirs = theirs.transpose(1, 2)
+        if theirs.shape != ours.shape or not torch.allclose(
+            ours, theirs, atol=1e-4 * max(1.0, float(theirs.abs().max()))
+        ):
+            return (f"rotating {spec.q_hook} with {spec.pairing} pairs does not reproduce "
+                    "hook_rot_q. Likely cause: angles or pairing")
+    kpos = positions.to(q.device)
+    qr = rotate(q, kpos, spec).double()
+    kr = rotate(k, kpos, spec).double()[:, :, spec.kv_index().to(k.device)]
+    scores = torch.einsum("bqhd,bkhd->bhqk", qr, kr) * spec.scale
+    if spec.softcap:
+        scores = spec.softcap * torch.tanh(scores / spec.softcap)
+    mask = visible_keys(spec, kpos, kpos)
+    half = q.dtype in (torch.float16, torch.bfloat16)
+    if spec.scores_hook is not None and spec.scores_hook in seen:
+        model = seen[spec.scores_hook]
+        visible = model.double()[..., mask] if mask.any() else model.new_zeros(1)
+        tolerance = (2e-2 if half else 1e-4) * max(1.0, float(visible.abs().max()))
+        return describe_mismatch(scores, model, mask, kpos, kpos, tolerance, window=spec.window)
+    if spec.pattern_hook in seen:
+        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        worst = float((pattern - seen[spec.pattern_hook].double()).abs().max())
+        if worst > (2e-2 if half else 1e-4):
+            return (f"the attention pattern implied by the scores differs from hook_pattern "
+                    f"by {worst:.3g}. Likely cause: angles, pairing, scale or mask")
+    return None

@@ -142,7 +142,45 @@ def test_wrong_geometry_is_caught(tiny_by_family, prompt):
     model = tiny_by_family["llama"]
     inputs = lp.capture_attention_inputs(model, prompt, 0, query_positions=None)[0]
     inputs.spec = inputs.spec.with_(pairing="adjacent")
-    with pytest.raises(DecompositionMismatchError, match="differ from the model's scores"):
+    with pytest.raises(DecompositionMismatchError, match="do not add up to the model's scores"):
+        decompose_inputs(inputs).check()
+
+
+@pytest.fixture(scope="module")
+def mistral_window():
+    """Mistral with a window of 4 kept only in config.sliding_window (float64)."""
+    return lp.tiny_model("mistral-window", dtype=torch.float64)
+
+
+@pytest.mark.parametrize("change, cause", [
+    (dict(window=None), "Likely cause: mask/window"),
+    (dict(window=6), "Likely cause: mask/window"),
+    ("angles", "Likely cause: angles"),
+    (dict(pairing="adjacent"), "Likely cause: angles"),
+    (dict(scale=0.5), "Likely cause: scale"),
+])
+def test_mismatch_names_what_disagrees(mistral_window, prompt, change, cause):
+    """A wrong window, angle, pairing or scale is reported as such, with rows and size."""
+    inputs = lp.capture_attention_inputs(mistral_window, prompt, 1, query_positions=None)[1]
+    good = decompose_inputs(inputs)
+    assert good.check() <= 1e-12
+    if change == "angles":
+        change = dict(inv_freq=inputs.spec.inv_freq * 1.01)
+    inputs.spec = inputs.spec.with_(**change)
+    with pytest.raises(DecompositionMismatchError) as caught:
+        decompose_inputs(inputs).check()
+    message = str(caught.value)
+    assert cause in message and "layer 1" in message and "query row" in message
+    if "window" in change:
+        assert "reach back at most 4 positions" in message  # the model's window, seen
+    else:
+        assert "differ by up to" in message
+
+
+def test_scale_cause_states_the_factor(mistral_window, prompt):
+    inputs = lp.capture_attention_inputs(mistral_window, prompt, 0, query_positions=None)[0]
+    inputs.spec = inputs.spec.with_(scale=inputs.spec.scale * 4)
+    with pytest.raises(DecompositionMismatchError, match=r"0\.25 times the sum of the terms"):
         decompose_inputs(inputs).check()
 
 
@@ -191,3 +229,12 @@ def test_logit_norms_ignore_masked_keys(tiny_by_family, prompt):
     visible = fl.terms.masked_fill(~fl.mask[..., None], 0)
     assert torch.allclose(norms, visible.pow(2).sum(-2).sqrt())
     assert norms.shape == fl.terms.shape[:3] + (fl.spec.n_freqs,)
+
+
+def test_norms_of_layers_with_different_frequency_counts_are_refused():
+    """SmolLM3's fourth layer is NoPE (one id): norms of all layers cannot share an axis."""
+    model = lp.tiny_model("smollm3")
+    with pytest.raises(InvalidSelectionError, match="different numbers of frequency ids"):
+        lp.frequency_norms(model, "Alice likes red")
+    assert lp.frequency_norms(model, "Alice likes red", [0, 1, 2]).q.shape == (3, 4, 8)
+    assert lp.frequency_norms(model, "Alice likes red", 3).q.shape == (1, 4, 1)

@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lens_possym as lp
-from lens_possym.errors import InvalidSelectionError, NotRopeModelError
-from lens_possym.rope import RopeSpec, cos_sin, from_pairs, rotate, to_pairs
+from lens_possym.decompose import decompose_inputs
+from lens_possym.errors import (DecompositionMismatchError, InvalidSelectionError,
+                                NotRopeModelError, UnsupportedModelError)
+from lens_possym.rope import RopeSpec, cos_sin, from_pairs, heads_view, rotate, to_pairs
 
 EXPECTED = {
     # family: (pairing, rotary_dim, d_head, has_tail, rot_hooks_fire, has_pre_softmax_hook)
@@ -143,6 +145,142 @@ def test_specs_are_memoised_per_model(tiny_by_family):
     model = tiny_by_family["qwen2"]
     assert lp.rope_specs(model) is lp.rope_specs(model)
     assert lp.rope_specs(model, refresh=True) is not lp.rope_specs(tiny_by_family["llama"])
+
+
+# ---- windows, layouts, input-dependent angles, the memo ---------------------------------
+
+TOKENS = (torch.arange(24) * 7 + 5) % len(lp.models.tiny.TINY_VOCAB)
+
+
+def _rotary(model):
+    from lens_possym.rope import _find_rotary_module
+
+    return _find_rotary_module(model.original_model)
+
+
+def _tokens(n):
+    tokens = TOKENS[:n].clone()
+    tokens[0] = 1  # <bos>
+    return tokens[None]
+
+
+@pytest.mark.parametrize("family, window", [
+    ("mistral-window", 4), ("phi3", 4), ("starcoder2", 4), ("mistral", None), ("qwen2", None),
+])
+def test_window_read_where_the_family_keeps_it(family, window):
+    """Mistral, Phi-3 and Starcoder2 keep their window only in config.sliding_window."""
+    model = lp.tiny_model(family)
+    assert all(spec.window == window for spec in lp.rope_specs(model))
+    fl = lp.frequency_logits(model, _tokens(20), 0, query_positions=None)
+    hidden = fl.model_scores <= torch.finfo(fl.model_scores.dtype).min / 2
+    assert torch.equal(hidden[0, 0], ~fl.mask)  # the model hides exactly what we mask
+
+
+def test_flat_qk_norm_layout_olmo2():
+    """OLMo2 norms the whole projection: hook_q_normed is [batch, pos, heads*d_head]."""
+    model = lp.tiny_model("olmo2", dtype=torch.float64)
+    spec = lp.rope_spec(model, 0)
+    assert spec.qk_layout == "flat" and spec.q_hook.endswith("hook_q_normed")
+    flat = torch.arange(2 * 3 * 4 * 16.0).reshape(2, 3, 64)
+    view = heads_view(flat, spec)
+    assert view.shape == (2, 3, 4, 16) and view.data_ptr() == flat.data_ptr()
+    assert torch.equal(view[1, 2, 3], flat[1, 2, 48:64])
+    assert lp.frequency_logits(model, _tokens(12), 1, query_positions=None).max_abs_error < 1e-12
+
+
+def test_adjacent_pairs_and_float32_rotation_cohere():
+    """Cohere: adjacent pairs (settled on the probe); the bridge rounds q/k to float32
+    before rotating, which the capture repeats (else ~1e-7 off in a float64 model)."""
+    model = lp.tiny_model("cohere", dtype=torch.float64)
+    spec = lp.rope_spec(model, 0)
+    assert spec.pairing == "adjacent" and spec.rotary_input_dtype == torch.float32
+    inputs = lp.capture_attention_inputs(model, _tokens(12), 0, query_positions=None)[0]
+    assert decompose_inputs(inputs).max_abs_error < 1e-12
+    x = torch.randn(3, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(spec.round_rotary(x), x.float().double())  # every dim rotates here
+
+
+def test_nope_layer_smollm3():
+    specs = lp.rope_specs(lp.tiny_model("smollm3"))
+    assert [s.rotary_dim for s in specs] == [16, 16, 16, 0]
+    assert specs[3].n_freqs == 1 and specs[3].has_tail  # all of d_head is one content id
+
+
+def test_longrope_angles_follow_the_input_length():
+    """Phi-3 LongRoPE: short factors up to 16 tokens, long beyond; the tables the model
+    used on each input equal spec.at_length(n) bit for bit."""
+    model = lp.tiny_model("phi3-longrope", dtype=torch.float64)
+    spec = lp.rope_spec(model, 0)
+    assert spec.input_dependent and spec.rope_type == "longrope"
+    assert spec.at_length(16) is spec
+    long = spec.at_length(17)
+    assert not torch.allclose(long.inv_freq, spec.inv_freq)
+    for n, expected in ((20, long), (12, spec), (17, long)):
+        got = _run(model, ["blocks.0.attn.hook_cos"], _tokens(n))["blocks.0.attn.hook_cos"][0]
+        cos, _ = cos_sin(expected, torch.arange(n))
+        assert torch.equal(got, torch.cat([cos, cos], -1).to(got.dtype)), n
+    # the decomposition uses the input's angles; the short ones would be caught
+    inputs = lp.capture_attention_inputs(model, _tokens(20), 1, query_positions=None)[1]
+    assert torch.equal(inputs.spec.inv_freq, long.inv_freq)
+    assert decompose_inputs(inputs).check() < 1e-12
+    inputs.spec = spec
+    with pytest.raises(DecompositionMismatchError, match="Likely cause: angles"):
+        decompose_inputs(inputs).check()
+
+
+def test_dynamic_ntk_angles_follow_the_rotary_state():
+    """Dynamic NTK (context 16): growth recomputes the base, a shorter long input keeps the
+    longest one's angles, a short input resets; at_length predicts each bit for bit."""
+    model = lp.tiny_model("llama-dynamic", dtype=torch.float64)
+    spec = lp.rope_spec(model, 0)
+    rotary = _rotary(model)
+    seen = set()
+    for n in (20, 24, 18, 12, 18, 12):
+        predicted = spec.at_length(n)
+        with torch.no_grad():
+            model(_tokens(n), return_type=None)
+        assert torch.equal(predicted.inv_freq, rotary.inv_freq.float().cpu()), n
+        seen.add(tuple(predicted.inv_freq.tolist()))
+        fl = lp.frequency_logits(model, _tokens(n), 1, query_positions=None)
+        assert fl.max_abs_error < 1e-12, n
+    # grown to 20, to 24 (kept at 18), reset to the original at 12, grown to 18 afresh
+    assert len(seen) == 4
+
+
+def test_memo_notices_edited_rotary_buffers():
+    model = lp.tiny_model("llama")
+    first = lp.rope_specs(model)
+    assert lp.rope_specs(model) is first  # nothing changed: the memo answers
+    rotary = _rotary(model)
+    with torch.no_grad():
+        rotary.inv_freq.mul_(0.5)
+    second = lp.rope_specs(model)
+    assert second is not first and torch.equal(second[0].inv_freq, first[0].inv_freq * 0.5)
+    assert lp.frequency_logits(model, _tokens(12), 0).max_abs_error < 1e-5
+    rotary.inv_freq.data[0] = 0.25  # an edit through .data (no version bump) is seen too
+    edited = lp.rope_specs(model)
+    assert edited[0].inv_freq[0] == 0.25
+    fresh = lp.rope_specs(model, refresh=True)
+    assert fresh is not edited and lp.rope_specs(model) is fresh
+
+
+def test_attention_settings_are_part_of_the_memo():
+    model = lp.tiny_model("llama")
+    before = lp.rope_spec(model, 0).scale
+    model.blocks[0].attn.original_component.scaling = 0.5
+    assert lp.rope_spec(model, 0).scale == 0.5 != before
+
+
+@pytest.mark.parametrize("family, reason", [
+    ("hunyuan", "after\\* RoPE|after RoPE"),
+    ("llama4", "NoPE layers"),
+    ("qwen3-next", "no attention block"),
+])
+def test_unsupported_families_are_named_with_the_reason(family, reason):
+    model = lp.tiny_model(family)
+    with pytest.raises(UnsupportedModelError, match=reason) as caught:
+        lp.rope_specs(model)
+    assert type(model.original_model).__name__ in str(caught.value)
 
 
 # ---- property tests of the rotation arithmetic ------------------------------------------

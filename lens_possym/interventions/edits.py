@@ -72,7 +72,6 @@ def unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
     The tail (θ = 0) is left as it is: it is never rotated.
     """
     rotated = [f for f in freqs if f < spec.n_rot]
-    unit = spec.with_(attention_scaling=1.0)
     if spec.pairing == "half":
         dims_a, dims_b = rotated, [f + spec.n_rot for f in rotated]
     else:
@@ -81,6 +80,8 @@ def unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
     def edit(x: Tensor, head: int, positions: Tensor) -> Tensor:
         if not rotated:
             return x
+        # This input's angles (LongRoPE / dynamic NTK depend on its length), unscaled.
+        unit = spec.at_length(len(positions)).with_(attention_scaling=1.0)
         cos, sin = cos_sin(unit, positions)
         cos = cos[:, rotated].to(x.dtype)  # [pos, n] broadcast over batch
         sin = sin[:, rotated].to(x.dtype)

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from ..decompose import apply_softcap
 from ..errors import DecompositionMismatchError, InvalidSelectionError
-from ..rope import RopeSpec, rotate
+from ..rope import RopeSpec, heads_view, rotate
 from ..typing import FwdHooks, HookFn
 
 __all__ = ["PairEdit", "bphd", "edit_hook", "compile_layer", "compile_selection",
@@ -56,9 +56,10 @@ class PairEdit(Protocol):
                  positions: Int[Tensor, "pos"]) -> Float[Tensor, "batch pos d_head"]: ...
 
 
-def bphd(tensor: Tensor, layout: str) -> Tensor:
-    """A ``[batch, pos, head, d_head]`` view of a q/k hook tensor in ``layout``."""
-    return tensor.transpose(1, 2) if layout == "bhpd" else tensor
+def bphd(tensor: Tensor, spec: RopeSpec | None) -> Tensor:
+    """A ``[batch, pos, head, d_head]`` view of a tensor from ``spec.q_hook``/``spec.k_hook``
+    (any of the layouts of :func:`lens_possym.rope.heads_view`); ``spec=None``: already so."""
+    return tensor if spec is None else heads_view(tensor, spec)
 
 
 def z_hook_name(spec: RopeSpec) -> str:
@@ -95,10 +96,10 @@ def edit_hook(spec: RopeSpec, side: str, edits: dict[int, PairEdit]) -> HookFn:
             )
 
     def hook(tensor: Tensor, hook: Any = None) -> Tensor:
-        source = bphd(tensor, spec.qk_layout)
+        source = bphd(tensor, spec)
         _check_heads(source, expected, spec, what)
         out = tensor.clone()
-        view = bphd(out, spec.qk_layout)
+        view = bphd(out, spec)
         positions = torch.arange(view.shape[1], device=tensor.device)
         for head, edit in edits.items():
             view[:, :, head] = edit(source[:, :, head], head, positions)
@@ -118,6 +119,7 @@ def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
     uses. Returns ``z`` in ``v``'s dtype.
     """
     positions = torch.arange(q.shape[1], device=q.device)
+    spec = spec.at_length(q.shape[1])  # LongRoPE / dynamic NTK: this input's angles
     dtype = torch.promote_types(q.dtype, torch.float32)
     qr = rotate(q, positions, spec).to(dtype)
     kr = rotate(k, positions, spec).to(dtype)
@@ -144,7 +146,7 @@ def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list
     store: dict[str, Tensor] = {}
     heads = sorted(k_edits)
 
-    def keep(name: str, layout: str):
+    def keep(name: str, layout: RopeSpec | None):
         def hook(tensor: Tensor, hook: Any = None) -> Tensor:
             store[name] = bphd(tensor, layout)
             return tensor
@@ -186,9 +188,9 @@ def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list
         out[:, :, heads] = new.to(z.dtype)
         return out
 
-    return ([(spec.q_hook, keep("q", spec.qk_layout))],
-            [(spec.k_hook, keep("k", spec.qk_layout))],
-            [(v_hook_name(spec), keep("v", "bphd"))],
+    return ([(spec.q_hook, keep("q", spec))],
+            [(spec.k_hook, keep("k", spec))],
+            [(v_hook_name(spec), keep("v", None))],
             [(z_hook_name(spec), replace_z)])
 
 

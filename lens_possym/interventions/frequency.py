@@ -131,8 +131,8 @@ def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Ten
         for layer in chosen:
             spec = specs[layer]
             try:
-                qs[layer] = bphd(reference[spec.q_hook], spec.qk_layout)
-                ks[layer] = bphd(reference[spec.k_hook], spec.qk_layout)
+                qs[layer] = bphd(reference[spec.q_hook], spec)
+                ks[layer] = bphd(reference[spec.k_hook], spec)
             except KeyError as exc:
                 raise InvalidSelectionError(
                     f"the reference cache lacks {exc}; cache {spec.q_hook} and {spec.k_hook}, "
@@ -346,6 +346,8 @@ class FrequencyGate(nn.Module):
         scale = self.gate_values()[:, self.freq_of_dim]  # [head, d_head]
         if self.spec.qk_layout == "bhpd":
             return tensor * scale[None, :, None, :].to(tensor.dtype)
+        if self.spec.qk_layout == "flat":  # [batch, pos, head·d_head]
+            return tensor * scale.flatten()[None, None, :].to(tensor.dtype)
         return tensor * scale[None, None, :, :].to(tensor.dtype)
 
     def fwd_hooks(self) -> FwdHooks:

@@ -169,7 +169,7 @@ def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence
     """
     check_side(side, ("q", "k"))
     ids = parse_freqs(freqs, spec)
-    table = bphd(source, spec.qk_layout)
+    table = bphd(source, spec)
     edit = replace_edit(spec, ids, table, "source")
     head_list = [heads] if isinstance(heads, int) else list(heads)
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
@@ -198,7 +198,7 @@ def patch_frequencies_hooks(model: HookedModel, source: Any, selection: Any, *,
 
     def from_source(spec: RopeSpec, ids: tuple[int, ...], which: str) -> PairEdit:
         hook = spec.q_hook if which == "q" else spec.k_hook
-        return replace_edit(spec, ids, bphd(acts[hook], spec.qk_layout), "source")
+        return replace_edit(spec, ids, bphd(acts[hook], spec), "source")
 
     return compile_selection(specs, chosen, side, from_source)
 

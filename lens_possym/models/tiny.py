@@ -4,33 +4,31 @@ They exercise the real Hugging Face attention code and the real TransformerBridg
 path (which hooks fire differs by family), at sizes where a forward pass takes
 milliseconds. Tests and examples use them; nothing is downloaded.
 
-Families and what each one covers:
+One family key per distinct geometry (:data:`ALL_TINY_FAMILIES`; ``describe_family(f)``
+says what each covers). Windows are 4 tokens, so any prompt of the tests is longer than
+the window. :data:`TINY_FAMILIES` are the five core families (llama, qwen2, gemma3, neox,
+gptj) that the test suite runs every analysis on; the others are checked by the family
+matrix (``tests/models/test_families.py``, ``benchmarks/family_matrix.py``), which keeps
+the suite's time in bounds.
 
-=========  =============================================================================
-family     geometry
-=========  =============================================================================
-llama      half-split pairs, full rotary, GQA (4 query heads on 2 KV heads)
-qwen2      half-split pairs, full rotary, GQA, q/k/v biases
-gemma3     q/k-norm before RoPE, base 1e4 on sliding layers and 1e6 on the full layer,
-           sliding window 4, scale from ``query_pre_attn_scalar`` (not 1/sqrt(d_head))
-neox       GPT-NeoX: partial rotary (half of d_head), non-rotated tail, no rotation hooks
-gptj       GPT-J: adjacent pairs, partial rotary, no rotation hooks, no pre-softmax hook
-=========  =============================================================================
+:data:`REFUSED_FAMILIES` build too, but lens-possym or the bridge refuses them; they are
+kept so that the family table can show the error each one gets.
 """
 
 from __future__ import annotations
 
 import tempfile
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from ..errors import InvalidSelectionError
 
-__all__ = ["TINY_FAMILIES", "TinyFamily", "tiny_model", "tiny_tokenizer", "TINY_VOCAB"]
+__all__ = ["TINY_FAMILIES", "ALL_TINY_FAMILIES", "REFUSED_FAMILIES", "TinyFamily", "tiny_model",
+           "tiny_tokenizer", "describe_family", "TINY_VOCAB"]
 
-TinyFamily = Literal["llama", "qwen2", "gemma3", "neox", "gptj"]
-TINY_FAMILIES: tuple[str, ...] = ("llama", "qwen2", "gemma3", "neox", "gptj")
+TinyFamily = str
 
 _SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 _NAMES = (
@@ -77,56 +75,217 @@ def tiny_tokenizer():
     return tokenizer
 
 
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How to build one tiny family: its HF classes, sizes style and settings."""
+
+    config: str                      # transformers config class
+    model: str                       # transformers causal-LM class
+    geometry: str                    # one line for the docs
+    settings: dict[str, Any] = field(default_factory=dict)
+    style: str = "llama"             # how the config names its sizes: llama / neox / gptj
+    n_kv_heads: int | None = 2       # None: no grouped-query attention (n_kv = n_heads)
+    n_layers: int = 2
+    moe: bool = False                # experts run in eager mode (grouped_mm has no float64)
+
+
+def _rope(rope_type: str, **params: Any) -> dict[str, Any]:
+    return {"rope_parameters": {"rope_type": rope_type, "rope_theta": 10000.0, **params}}
+
+
+_WINDOW = 4
+_FAMILIES: dict[str, _Family] = {
+    # ---- the core five (configs unchanged: results on them are kept bit for bit) ----
+    "llama": _Family("LlamaConfig", "LlamaForCausalLM",
+                     "half-split pairs, full rotary, GQA (4 query heads on 2 KV heads)",
+                     {"rope_theta": 10000.0}),
+    "qwen2": _Family("Qwen2Config", "Qwen2ForCausalLM",
+                     "half-split pairs, full rotary, GQA, q/k/v biases", {"rope_theta": 10000.0}),
+    "gemma3": _Family("Gemma3TextConfig", "Gemma3ForCausalLM",
+                      "q/k-norm before RoPE, base 1e4 on sliding layers and 1e6 on the full "
+                      "layer, window 4, scale from query_pre_attn_scalar",
+                      {"sliding_window": _WINDOW}, n_kv_heads=1, n_layers=3),
+    "neox": _Family("GPTNeoXConfig", "GPTNeoXForCausalLM",
+                    "GPT-NeoX: partial rotary (half of d_head), non-rotated tail, "
+                    "no rotation hooks",
+                    {"rotary_pct": 0.5}, style="neox", n_kv_heads=None),
+    "gptj": _Family("GPTJConfig", "GPTJForCausalLM",
+                    "GPT-J: adjacent pairs, partial rotary, no rotation hooks, no pre-softmax hook",
+                    {}, style="gptj", n_kv_heads=None),
+    # ---- Llama rope_scaling variants ----
+    "llama-llama3": _Family("LlamaConfig", "LlamaForCausalLM", "Llama 3.1 frequency scaling",
+                            _rope("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                  original_max_position_embeddings=32)),
+    "llama-linear": _Family("LlamaConfig", "LlamaForCausalLM", "linear position interpolation",
+                            _rope("linear", factor=4.0)),
+    "llama-yarn": _Family("LlamaConfig", "LlamaForCausalLM",
+                          "YaRN: ramped frequencies and a cos/sin attention factor",
+                          _rope("yarn", factor=4.0, original_max_position_embeddings=64)),
+    "llama-dynamic": _Family("LlamaConfig", "LlamaForCausalLM",
+                             "dynamic NTK: the base grows with inputs longer than the context "
+                             "(16 tokens here)",
+                             {**_rope("dynamic", factor=2.0), "max_position_embeddings": 16}),
+    # ---- other families ----
+    "mistral": _Family("MistralConfig", "MistralForCausalLM", "Mistral, no sliding window",
+                       {"sliding_window": None}),
+    "mistral-window": _Family("MistralConfig", "MistralForCausalLM",
+                              "Mistral, window 4 passed at call time (config.sliding_window)",
+                              {"sliding_window": _WINDOW}),
+    "mixtral": _Family("MixtralConfig", "MixtralForCausalLM", "Mixtral MoE, window 4",
+                       {"sliding_window": _WINDOW, "num_local_experts": 2,
+                        "num_experts_per_tok": 1}, moe=True),
+    "qwen2-moe": _Family("Qwen2MoeConfig", "Qwen2MoeForCausalLM", "Qwen2-MoE",
+                         {"num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32,
+                          "shared_expert_intermediate_size": 32}, moe=True),
+    "qwen3": _Family("Qwen3Config", "Qwen3ForCausalLM", "per-head q/k-norm before RoPE"),
+    "qwen3-moe": _Family("Qwen3MoeConfig", "Qwen3MoeForCausalLM", "Qwen3-MoE, per-head q/k-norm",
+                         {"num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 32},
+                         moe=True),
+    "gemma": _Family("GemmaConfig", "GemmaForCausalLM", "Gemma 1"),
+    "gemma2": _Family("Gemma2Config", "Gemma2ForCausalLM",
+                      "attention softcap 50, window 4 on alternate layers",
+                      {"sliding_window": _WINDOW}),
+    "phi": _Family("PhiConfig", "PhiForCausalLM", "Phi-2: partial rotary (half of d_head)",
+                   {"partial_rotary_factor": 0.5}),
+    "phi3": _Family("Phi3Config", "Phi3ForCausalLM",
+                    "Phi-3: partial rotary (half), window 4 passed at call time, no rotation hooks",
+                    {"partial_rotary_factor": 0.5, "sliding_window": _WINDOW}),
+    "phi3-longrope": _Family("Phi3Config", "Phi3ForCausalLM",
+                             "LongRoPE: short factors up to 16 tokens, long factors beyond",
+                             {**_rope("longrope", long_factor=[1.0 + 0.5 * i for i in range(8)],
+                                      short_factor=[1.0 + 0.1 * i for i in range(8)]),
+                              "max_position_embeddings": 64,
+                              "original_max_position_embeddings": 16}),
+    "olmo": _Family("OlmoConfig", "OlmoForCausalLM", "OLMo"),
+    "olmo2": _Family("Olmo2Config", "Olmo2ForCausalLM",
+                     "q/k-norm over the whole projection "
+                     "(hook_q_normed is [batch, pos, heads*d_head])"),
+    "olmo3": _Family("Olmo3Config", "Olmo3ForCausalLM",
+                     "OLMo2's q/k-norm, window 4 on sliding layers",
+                     {"sliding_window": _WINDOW}),
+    "olmoe": _Family("OlmoeConfig", "OlmoeForCausalLM", "OLMoE, q/k-norm over the whole projection",
+                     {"num_experts": 2, "num_experts_per_tok": 1}, moe=True),
+    "cohere": _Family("CohereConfig", "CohereForCausalLM",
+                      "adjacent pairs, interleaved tables, q/k layer-norm, rotation in float32",
+                      {"use_qk_norm": True}),
+    "cohere2": _Family("Cohere2Config", "Cohere2ForCausalLM",
+                       "adjacent pairs, window 4 on sliding layers",
+                       {"sliding_window": _WINDOW}),
+    "glm": _Family("GlmConfig", "GlmForCausalLM",
+                   "adjacent pairs over half of d_head, rotation in float32"),
+    "glm4": _Family("Glm4Config", "Glm4ForCausalLM", "GLM-4: adjacent pairs, partial rotary"),
+    "stablelm": _Family("StableLmConfig", "StableLmForCausalLM",
+                        "partial rotary (a quarter of d_head)",
+                        {"partial_rotary_factor": 0.25}),
+    "granite": _Family("GraniteConfig", "GraniteForCausalLM",
+                       "scale from attention_multiplier (0.3)",
+                       {"attention_multiplier": 0.3}),
+    "granite-moe": _Family("GraniteMoeConfig", "GraniteMoeForCausalLM", "Granite MoE",
+                           {"num_local_experts": 2, "num_experts_per_tok": 1}, moe=True),
+    "starcoder2": _Family("Starcoder2Config", "Starcoder2ForCausalLM",
+                          "window 4 passed at call time",
+                          {"sliding_window": _WINDOW}),
+    "nemotron": _Family("NemotronConfig", "NemotronForCausalLM", "partial rotary (half)",
+                        {"partial_rotary_factor": 0.5}),
+    "smollm3": _Family("SmolLM3Config", "SmolLM3ForCausalLM",
+                       "NoPE every 4th layer (layer 3 has no rotation: one tail id)",
+                       n_layers=4),
+    "exaone4": _Family("Exaone4Config", "Exaone4ForCausalLM",
+                       "q/k-norm, window 4 on sliding layers",
+                       {"sliding_window": _WINDOW}),
+    "ernie4.5": _Family("Ernie4_5Config", "Ernie4_5ForCausalLM",
+                        "adjacent pairs rotated entirely in float32 (1e-7 off in a float64 model)"),
+    "seed-oss": _Family("SeedOssConfig", "SeedOssForCausalLM", "Seed-OSS"),
+    "arcee": _Family("ArceeConfig", "ArceeForCausalLM", "Arcee (AFM)"),
+    "apertus": _Family("ApertusConfig", "ApertusForCausalLM", "Apertus: llama3 scaling by default"),
+    "bitnet": _Family("BitNetConfig", "BitNetForCausalLM", "BitNet"),
+    "ministral3": _Family("Ministral3Config", "Ministral3ForCausalLM",
+                          "Ministral 3: YaRN by default"),
+    "gpt-oss": _Family("GptOssConfig", "GptOssForCausalLM",
+                       "attention sinks (spec.extra['attention_sinks']; the closed-form "
+                       "per-head swap scores ignore them), window 4 on sliding layers",
+                       {"num_local_experts": 2, "num_experts_per_tok": 1,
+                        "sliding_window": _WINDOW},
+                       moe=True),
+    "codegen": _Family("CodeGenConfig", "CodeGenForCausalLM", "CodeGen: GPT-J's rotary table",
+                       {}, style="gptj", n_kv_heads=None),
+}
+_REFUSED_FAMILIES: dict[str, _Family] = {
+    "hunyuan": _Family("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM", "q/k-norm after RoPE"),
+    "llama4": _Family("Llama4TextConfig", "Llama4ForCausalLM",
+                      "NoPE layers with temperature, chunks",
+                      {"num_local_experts": 2, "num_experts_per_tok": 1,
+                       "intermediate_size_mlp": 64}, moe=True),
+    "jetmoe": _Family("JetMoeConfig", "JetMoeForCausalLM", "mixture of attention heads",
+                      {"num_local_experts": 2, "num_experts_per_tok": 1}),
+    "deepseek-v3": _Family("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                           "multi-head latent attention",
+                           {"n_routed_experts": 2, "num_experts_per_tok": 1, "q_lora_rank": 16,
+                            "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+                            "v_head_dim": 16, "first_k_dense_replace": 2}, moe=True),
+    "qwen3-next": _Family("Qwen3NextConfig", "Qwen3NextForCausalLM", "hybrid linear attention",
+                          {"num_experts": 2, "num_experts_per_tok": 1}, moe=True),
+    "phimoe": _Family("PhimoeConfig", "PhimoeForCausalLM", "Phi-3.5-MoE",
+                      {"num_local_experts": 2, "num_experts_per_tok": 1}, moe=True),
+}
+
+ALL_TINY_FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
+TINY_FAMILIES: tuple[str, ...] = ("llama", "qwen2", "gemma3", "neox", "gptj")
+REFUSED_FAMILIES: tuple[str, ...] = tuple(_REFUSED_FAMILIES)
+
+
+def describe_family(family: str) -> str:
+    """One line on the geometry a tiny family covers."""
+    return _family(family).geometry
+
+
+def _family(family: str) -> _Family:
+    found = _FAMILIES.get(family) or _REFUSED_FAMILIES.get(family)
+    if found is None:
+        raise InvalidSelectionError(
+            f"unknown tiny-model family {family!r}; choose one of {', '.join(ALL_TINY_FAMILIES)}"
+        )
+    return found
+
+
 def _hf_config(family: str, *, n_layers: int, d_model: int, n_heads: int, n_kv_heads: int,
                d_head: int, n_ctx: int, init_range: float, overrides: dict[str, Any]):
     import transformers
 
+    spec = _family(family)
     vocab = len(TINY_VOCAB)
-    ids = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    if family in ("llama", "qwen2"):
-        cls = transformers.LlamaConfig if family == "llama" else transformers.Qwen2Config
+    cls = getattr(transformers, spec.config)
+    if spec.style == "neox":
         cfg = cls(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
-                  num_attention_heads=n_heads, num_key_value_heads=n_kv_heads, head_dim=d_head,
-                  intermediate_size=2 * d_model, max_position_embeddings=n_ctx,
-                  initializer_range=init_range, rope_theta=10000.0, **ids)
-    elif family == "gemma3":
-        types = ["sliding_attention"] * max(n_layers - 1, 0) + ["full_attention"]
-        cfg = transformers.Gemma3TextConfig(
-            vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
-            num_attention_heads=n_heads, num_key_value_heads=n_kv_heads, head_dim=d_head,
-            intermediate_size=2 * d_model, max_position_embeddings=n_ctx, sliding_window=4,
-            layer_types=types, initializer_range=init_range, **ids)
-    elif family == "neox":
-        cfg = transformers.GPTNeoXConfig(
-            vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
-            num_attention_heads=n_heads, intermediate_size=2 * d_model,
-            max_position_embeddings=n_ctx, rotary_pct=0.5, initializer_range=init_range,
-            bos_token_id=1, eos_token_id=2)
-    elif family == "gptj":
-        cfg = transformers.GPTJConfig(
-            vocab_size=vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads,
-            n_positions=n_ctx, rotary_dim=d_head // 2, n_inner=2 * d_model,
-            initializer_range=init_range, bos_token_id=1, eos_token_id=2)
+                  num_attention_heads=n_heads, intermediate_size=2 * d_model,
+                  max_position_embeddings=n_ctx, initializer_range=init_range,
+                  bos_token_id=1, eos_token_id=2, **spec.settings)
+    elif spec.style == "gptj":
+        cfg = cls(vocab_size=vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads,
+                  n_positions=n_ctx, rotary_dim=d_head // 2, n_inner=2 * d_model,
+                  initializer_range=init_range, bos_token_id=1, eos_token_id=2, **spec.settings)
     else:
-        raise InvalidSelectionError(
-            f"unknown tiny-model family {family!r}; choose one of {', '.join(TINY_FAMILIES)}"
-        )
+        sizes = dict(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
+                     num_attention_heads=n_heads, num_key_value_heads=n_kv_heads,
+                     head_dim=d_head, intermediate_size=2 * d_model,
+                     max_position_embeddings=n_ctx, initializer_range=init_range,
+                     bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        settings = dict(spec.settings)
+        if family == "gemma3":
+            sliding = ["sliding_attention"] * max(n_layers - 1, 0)
+            settings["layer_types"] = sliding + ["full_attention"]
+        cfg = cls(**{**sizes, **settings})
+    if spec.moe:
+        cfg._experts_implementation = "eager"
     for key, value in overrides.items():
         setattr(cfg, key, value)
     return cfg
 
 
-_HF_CLASSES = {
-    "llama": "LlamaForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "gemma3": "Gemma3ForCausalLM",
-    "neox": "GPTNeoXForCausalLM",
-    "gptj": "GPTJForCausalLM",
-}
-
-
 def tiny_model(
-    family: TinyFamily = "llama",
+    family: str = "llama",
     *,
     seed: int = 0,
     n_layers: int | None = None,
@@ -143,11 +302,13 @@ def tiny_model(
     """Build a tiny random model of one RoPE family and wrap it in a ``TransformerBridge``.
 
     Args:
-        family: one of :data:`TINY_FAMILIES`.
+        family: one of :data:`ALL_TINY_FAMILIES` (or :data:`REFUSED_FAMILIES`, to see the
+            error such a model gets).
         seed: seed for the weights; the same seed gives the same model.
-        n_layers: defaults to 3 for gemma3 (two sliding layers, one full) and 2 otherwise.
-        n_kv_heads: defaults to 2 for llama/qwen2 (GQA), 1 for gemma3, ``n_heads`` otherwise
-            (GPT-NeoX and GPT-J have no GQA).
+        n_layers: defaults to 3 for gemma3 (two sliding layers, one full), 4 for smollm3
+            (the fourth is NoPE) and 2 otherwise.
+        n_kv_heads: defaults to 2 (GQA), 1 for gemma3, ``n_heads`` for the families
+            without GQA (GPT-NeoX, GPT-J, CodeGen).
         init_range: std of the random weights; larger than HF's 0.02 default so that
             attention patterns are far from uniform.
         dtype: e.g. ``torch.float64`` for tests that compare two exact computations.
@@ -161,25 +322,24 @@ def tiny_model(
 
     from .loading import from_hf
 
-    if family not in TINY_FAMILIES:
-        raise InvalidSelectionError(
-            f"unknown tiny-model family {family!r}; choose one of {', '.join(TINY_FAMILIES)}"
-        )
+    spec = _family(family)
     if n_layers is None:
-        n_layers = 3 if family == "gemma3" else 2
+        n_layers = spec.n_layers
+    no_gqa = spec.n_kv_heads is None
     if n_kv_heads is None:
-        n_kv_heads = {"llama": 2, "qwen2": 2, "gemma3": 1}.get(family, n_heads)
-    if family in ("neox", "gptj") and n_kv_heads != n_heads:
-        raise InvalidSelectionError(f"{family} has no grouped-query attention; leave n_kv_heads unset")
-    if family in ("neox", "gptj") and d_model != n_heads * d_head:
+        n_kv_heads = n_heads if no_gqa else spec.n_kv_heads
+    if no_gqa and n_kv_heads != n_heads:
+        raise InvalidSelectionError(
+            f"{family} has no grouped-query attention; leave n_kv_heads unset")
+    if spec.style in ("neox", "gptj") and d_model != n_heads * d_head:
         raise InvalidSelectionError(
             f"{family} derives d_head from d_model / n_heads; pass d_model={n_heads * d_head}"
         )
     config = _hf_config(family, n_layers=n_layers, d_model=d_model, n_heads=n_heads,
                         n_kv_heads=n_kv_heads, d_head=d_head, n_ctx=n_ctx,
                         init_range=init_range, overrides=config_overrides)
-    config.architectures = [_HF_CLASSES[family]]
-    cls = getattr(transformers, _HF_CLASSES[family])
+    config.architectures = [spec.model]
+    cls = getattr(transformers, spec.model)
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
         torch.manual_seed(seed)
         hf_model = cls(config)
