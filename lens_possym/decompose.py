@@ -44,7 +44,7 @@ from torch import Tensor
 
 from ._inputs import ModelInput, as_heads, as_layers, as_tokens
 from .capture import AttentionInputs, capture_attention_inputs
-from .errors import DecompositionMismatchError
+from .errors import DecompositionMismatchError, InvalidSelectionError
 from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
 
 __all__ = [
@@ -353,7 +353,7 @@ def frequency_norms(
     chosen = list(captured)
     n_freqs = {captured[layer].spec.n_freqs for layer in chosen}
     if len(n_freqs) != 1:
-        raise ValueError("layers have different numbers of frequencies; ask for them separately")
+        raise InvalidSelectionError("layers have different numbers of frequencies; ask for them separately")
     q_tok, k_tok, angles = [], [], []
     for layer in chosen:
         inputs = captured[layer]

@@ -20,6 +20,7 @@ __all__ = [
     "ToyConfigError",
     "TaskConfigError",
     "TrainingError",
+    "ResultsFileError",
 ]
 
 
@@ -72,3 +73,7 @@ class TaskConfigError(LensPossymError, ValueError):
 
 class TrainingError(LensPossymError, RuntimeError):
     """A training or sweep setting that cannot run, or a checkpoint that cannot be read."""
+
+
+class ResultsFileError(LensPossymError, ValueError):
+    """A saved results file (e.g. ``scores.json``) that is not in lens-possym's format."""

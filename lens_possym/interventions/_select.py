@@ -9,9 +9,10 @@ Accepted forms:
 
 * heads: ``"12.0,13.1"``, ``[(12, 0), (13, 1)]``, ``{12: [0, 3]}``, ``(12, 0)``; a ``*``
   or ``None`` head means every query head of the layer (``"12.*"``, ``(12, None)``);
-* frequency ids: an int, an iterable of ints, a ``range``/``slice``, a string
-  ``"0:16"``, ``"0:16,40"``, ``"all"``, or a band name ``"high"``/``"middle"``/``"low"``
-  (the thirds of the ids, fastest rotation first; the tail, if any, is in ``"low"``);
+* frequency ids: an int, an iterable of ints, a ``range``/``slice``, or text in the one
+  grammar of :mod:`lens_possym._ids` (``"5"``, half-open ``"0:16"``, ``"0:16,40"``,
+  ``"all"``, the bands ``"high"``/``"mid"``/``"low"``: the thirds of the ids, fastest
+  rotation first, the tail if any in ``"low"``; ``"0-3"`` is refused: write ``"0:4"``);
 * a selection (heads with their frequency ids): a mapping from a head (any form above)
   to frequency ids, e.g. ``{"12.0": "0:16", (13, 1): "low"}``.
 """
@@ -22,8 +23,9 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 import torch
 
+from .._ids import BAND_NAMES, as_int, band_partition, read_ids
 from ..errors import InvalidSelectionError
-from ..rope import RopeSpec
+from ..rope import FrequencyIds, RopeSpec
 
 __all__ = [
     "HeadsLike",
@@ -40,21 +42,6 @@ HeadsLike = Union[str, tuple, Sequence[tuple], Mapping[int, Any], None]
 FreqsLike = Union[int, str, slice, range, Iterable[int], None]
 # normalised: {layer: {head: (freq ids, sorted)}}
 Selection = dict[int, dict[int, tuple[int, ...]]]
-
-BAND_NAMES = ("high", "middle", "low")
-
-
-def band_partition(n_freqs: int, n_bands: int = 3) -> list[list[int]]:
-    """Split frequency ids ``0..n_freqs-1`` into ``n_bands`` contiguous bands, fastest first.
-
-    Band sizes differ by at most one (``torch.tensor_split``); a partial-rotary tail (the
-    last id) falls in the last, slowest band.
-    """
-    if not 1 <= n_bands <= n_freqs:
-        raise InvalidSelectionError(
-            f"cannot split {n_freqs} frequency ids into {n_bands} bands; choose 1..{n_freqs}"
-        )
-    return [t.tolist() for t in torch.tensor_split(torch.arange(n_freqs), n_bands)]
 
 
 def _layer_count_error(layer: int, n_layers: int) -> InvalidSelectionError:
@@ -74,20 +61,6 @@ def _check_head(layer: int, head: int, specs: Sequence[RopeSpec]) -> None:
         )
 
 
-def _as_int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
-    if isinstance(value, str):
-        if not value.strip().lstrip("-").isdigit():
-            raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
-        return int(value)
-    if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
-        return int(value)
-    if isinstance(value, int):
-        return value
-    raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
-
-
 def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, int]]:
     """One head given as ``"L.H"``, ``"L.*"``, ``(L, H)`` or ``(L, None)``."""
     if isinstance(token, str):
@@ -98,11 +71,11 @@ def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, 
                 "(or '12.*' for every head of layer 12)"
             )
         layer_text, head_text = text.split(".")
-        layer = _as_int(layer_text, f"the layer in head {token!r}")
-        head: Any = None if head_text.strip() == "*" else _as_int(head_text, f"the head in {token!r}")
+        layer = as_int(layer_text, f"the layer in head {token!r}")
+        head: Any = None if head_text.strip() == "*" else as_int(head_text, f"the head in {token!r}")
     elif isinstance(token, (tuple, list)) and len(token) == 2:
-        layer = _as_int(token[0], f"the layer in head {tuple(token)!r}")
-        head = None if token[1] is None or token[1] == "*" else _as_int(token[1], "a head index")
+        layer = as_int(token[0], f"the layer in head {tuple(token)!r}")
+        head = None if token[1] is None or token[1] == "*" else as_int(token[1], "a head index")
     else:
         raise InvalidSelectionError(
             f"cannot read head {token!r}: pass 'LAYER.HEAD' or (layer, head)"
@@ -145,67 +118,22 @@ def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, 
     return sorted(set(out))
 
 
-def _range_ids(text: str, n_freqs: int, layer: int) -> list[int]:
-    start_text, _, stop_text = text.partition(":")
-    start = _as_int(start_text, f"the start of {text!r}") if start_text.strip() else 0
-    stop = _as_int(stop_text, f"the end of {text!r}") if stop_text.strip() else n_freqs
-    if not 0 <= start < stop <= n_freqs:
-        raise InvalidSelectionError(
-            f"frequency ids {text!r} out of range for layer {layer}: it has {n_freqs} "
-            f"frequency ids (0..{n_freqs - 1}); a range START:STOP needs "
-            f"0 <= START < STOP <= {n_freqs}"
-        )
-    return list(range(start, stop))
-
-
-def parse_freqs(freqs: FreqsLike, spec: RopeSpec) -> tuple[int, ...]:
+def parse_freqs(freqs: FreqsLike, spec: FrequencyIds) -> tuple[int, ...]:
     """Frequency ids of one layer, sorted and distinct (see the module docstring for forms).
 
-    An empty selection (``[]``) is allowed: it means "no frequency" (an intervention that
-    changes nothing).
+    ``spec`` is anything with the frequency-id bookkeeping (:class:`~lens_possym.rope.RopeSpec`,
+    a toy model's config). An empty selection (``[]``) is allowed: it means "no frequency"
+    (an intervention that changes nothing).
 
     Raises:
-        InvalidSelectionError: an id out of ``0..n_freqs-1`` or an unreadable value.
+        InvalidSelectionError: an id out of ``0..n_freqs-1``, a dash range or an unreadable
+            value.
     """
-    n, layer = spec.n_freqs, spec.layer
-    ids: list[int] = []
-    if freqs is None or (isinstance(freqs, str) and freqs.strip().lower() == "all"):
-        ids = list(range(n))
-    elif isinstance(freqs, str):
-        for part in (p.strip() for p in freqs.split(",")):
-            if not part:
-                continue
-            if part.lower() in BAND_NAMES:
-                ids.extend(band_partition(n, 3)[BAND_NAMES.index(part.lower())])
-            elif ":" in part:
-                ids.extend(_range_ids(part, n, layer))
-            else:
-                ids.append(_as_int(part, f"frequency id {part!r}"))
-        if not ids:
-            raise InvalidSelectionError(f"no frequency ids in {freqs!r}; write e.g. '0:16' or 'low'")
-    elif isinstance(freqs, slice):
-        if freqs.step not in (None, 1):
-            raise InvalidSelectionError("frequency slices must have step 1")
-        ids = _range_ids(f"{'' if freqs.start is None else freqs.start}:"
-                         f"{'' if freqs.stop is None else freqs.stop}", n, layer)
-    elif isinstance(freqs, (int, torch.Tensor)) and not isinstance(freqs, bool) and (
-        not isinstance(freqs, torch.Tensor) or freqs.ndim == 0
-    ):
-        ids = [int(freqs)]
-    else:
-        try:
-            ids = [_as_int(f, "a frequency id") for f in freqs]  # type: ignore[union-attr]
-        except TypeError:
-            raise InvalidSelectionError(
-                f"cannot read frequency ids {freqs!r}: pass ids, a range, '0:16' or 'low'"
-            ) from None
-    bad = sorted({f for f in ids if not 0 <= f < n})
-    if bad:
-        raise InvalidSelectionError(
-            f"frequency id {bad} out of range for layer {layer}: it has {n} frequency ids "
-            f"(0..{n - 1}; id 0 is the fastest rotation"
-            + (f", id {n - 1} the non-rotated tail" if spec.has_tail else "") + ")"
-        )
+    n, layer = spec.n_freqs, getattr(spec, "layer", None)
+    extra = ("; id 0 is the fastest rotation"
+             + (f", id {n - 1} the non-rotated tail" if spec.has_tail else ""))
+    ids = read_ids(freqs, n, what="frequency id", bands=True,
+                   where="" if layer is None else f"layer {layer}", extra=extra)
     return tuple(sorted(set(ids)))
 
 

@@ -128,7 +128,7 @@ def resolve_bands(spec: Any, bands: int | Sequence[Any] | Mapping[str, Any]
                   ) -> tuple[list[str], list[list[int]]]:
     """Band names and frequency ids for one layer.
 
-    ``bands`` is a number of contiguous bands (3 → ``high``/``middle``/``low`` thirds,
+    ``bands`` is a number of contiguous bands (3 → ``high``/``mid``/``low`` thirds,
     fastest first), a list of frequency selections (any form of
     :func:`~lens_possym.interventions.parse_freqs`), or ``{name: selection}``.
     """
@@ -183,7 +183,7 @@ def band_sweep(
             per layer, head and band).
         metric: ``logits -> scalar`` or ``{name: logits -> scalar}`` (e.g.
             :func:`binding_metrics`).
-        bands: see :func:`resolve_bands` (default: thirds ``high``/``middle``/``low``).
+        bands: see :func:`resolve_bands` (default: thirds ``high``/``mid``/``low``).
         mode, side, reference, per_position, means: as in
             :func:`~lens_possym.interventions.frequency_ablation_hooks`.
         layers, heads: restrict the sweep (all by default; ``heads`` applies to every layer).

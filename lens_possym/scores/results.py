@@ -19,6 +19,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InvalidSelectionError, ResultsFileError
 __all__ = ["PosSymScores", "pearson_r"]
 
 _TENSORS = ("pos", "sym", "pos_freq", "sym_freq", "angles", "exclusion_ratio",
@@ -94,7 +95,7 @@ class PosSymScores:
         """
         values = {"pos": self.pos, "sym": self.sym, "sym-pos": self.sym - self.pos}.get(by)
         if values is None:
-            raise ValueError(f"rank by 'pos', 'sym' or 'sym-pos', not {by!r}")
+            raise InvalidSelectionError(f"rank by 'pos', 'sym' or 'sym-pos', not {by!r}")
         flat = values.flatten()
         keep = flat.isfinite().nonzero().flatten()
         order = keep[torch.argsort(flat[keep], descending=descending, stable=True)]
@@ -105,7 +106,7 @@ class PosSymScores:
         """Per-head mean scores over frequency bands (ids split into ``n_bands`` equal runs,
         fastest first): ``{"pos": [n_layers, n_heads, n_bands], "sym": ...}``."""
         if self.pos_freq is None or self.sym_freq is None:
-            raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+            raise InvalidSelectionError("these scores have no per-frequency part; compute them with per_frequency=True")
         n_freqs = self.pos_freq.shape[-1]
         bands = torch.tensor_split(torch.arange(n_freqs), n_bands)
         return {name: torch.stack([t[..., idx].nanmean(-1) for idx in bands], -1)
@@ -156,7 +157,7 @@ class PosSymScores:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PosSymScores":
         if data.get("format") != FORMAT:
-            raise ValueError(f"not a lens-possym scores file (format {data.get('format')!r})")
+            raise ResultsFileError(f"not a lens-possym scores file (format {data.get('format')!r}); load a scores.json that PosSymScores.save wrote")
         tensors = {name: None if data.get(name) is None else _from_list(data[name])
                    for name in _TENSORS}
         return cls(layers=list(data["layers"]), settings=dict(data.get("settings") or {}),

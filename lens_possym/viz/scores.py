@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from .frequency import plot_frequency_profile
 
@@ -90,7 +91,7 @@ def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = No
 def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None):
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
     if scores.pos_freq is None:
-        raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+        raise InvalidSelectionError("these scores have no per-frequency part; compute them with per_frequency=True")
     ax = _axes(ax, figsize=(7, 3.5))
     angles = scores.angles[layer]
     keep = angles.isfinite()
@@ -110,7 +111,7 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
     import matplotlib.pyplot as plt
 
     if scores.pos_freq is None:
-        raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+        raise InvalidSelectionError("these scores have no per-frequency part; compute them with per_frequency=True")
     ax = _axes(ax)
     pos, sym = scores.pos_freq[layer, head], scores.sym_freq[layer, head]
     keep = pos.isfinite()

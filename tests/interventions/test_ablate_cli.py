@@ -39,7 +39,7 @@ def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
     assert code == 0
     assert "mean Δ logit difference per band" in capsys.readouterr().out
     payload = json.loads((tmp_path / "sweep.json").read_text())
-    assert payload["layers"] == [1, 2] and payload["band_names"] == ["high", "middle", "low"]
+    assert payload["layers"] == [1, 2] and payload["band_names"] == ["high", "mid", "low"]
     effect = torch.tensor(payload["effect"]["logit_diff"])
     assert effect.shape == (3, 4, 3)
     assert torch.isnan(effect[0]).all() and torch.isfinite(effect[1:]).all()

@@ -34,7 +34,8 @@ def test_freqs_forms(specs):
     assert parse_freqs(3, spec) == (3,)
     assert parse_freqs([], spec) == ()
     # thirds, fastest first; the tail (id 4) is in the slowest band
-    assert [parse_freqs(b, spec) for b in ("high", "middle", "low")] == [(0, 1), (2, 3), (4,)]
+    assert [parse_freqs(b, spec) for b in ("high", "mid", "low")] == [(0, 1), (2, 3), (4,)]
+    assert parse_freqs("middle", spec) == parse_freqs("MID", spec) == (2, 3)
     assert band_partition(5, 3) == [[0, 1], [2, 3], [4]]
 
 
@@ -62,11 +63,15 @@ def test_bad_heads(specs, heads, message):
 
 
 @pytest.mark.parametrize("freqs, message", [
-    (5, r"frequency id \[5\] out of range for layer 0: it has 5 frequency ids .*id 4 the non-rotated tail"),
+    (5, r"frequency id 5 out of range for layer 0: it has 5 frequency ids .*id 4 the non-rotated tail"),
     ("0:6", "'0:6' out of range"),
     ("3:1", "out of range"),
     (slice(0, 4, 2), "step 1"),
-    (2.5, "cannot read frequency ids"),
+    (2.5, "a frequency id must be an integer, got 2.5"),
+    ("0-3", "write '0:4'"),
+    (-1, "frequency id -1 out of range"),
+    ("1:x", "'x' is not an integer"),
+    ("0:2:1", "no step"),
     ([1.0], "must be an integer"),
     (",", "no frequency ids"),
 ])
