@@ -21,6 +21,7 @@ __all__ = [
     "TaskConfigError",
     "TrainingError",
     "ResultsFileError",
+    "OutputError",
 ]
 
 
@@ -77,3 +78,7 @@ class TrainingError(LensPossymError, RuntimeError):
 
 class ResultsFileError(LensPossymError, ValueError):
     """A saved results file (e.g. ``scores.json``) that is not in lens-possym's format."""
+
+
+class OutputError(LensPossymError, OSError):
+    """An output folder or file that cannot be written where it was asked for."""
