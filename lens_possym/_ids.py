@@ -108,9 +108,9 @@ def check_ids_text(text: str, *, what: str = "frequency id", bands: bool = True)
 
 def _range_message(what: str, n: int, where: str, from_end: bool, extra: str = "") -> str:
     """`` for layer 3: there are 5 frequency ids (0..4; ...)``, to follow "out of range"."""
-    lowest = -n if from_end else 0
     has = f" for {where}: it has" if where else ": there are"
-    return f"{has} {n} {what}s ({lowest}..{n - 1}{extra})"
+    ends = "; negatives count from the end" if from_end else ""
+    return f"{has} {n} {what}s (0..{n - 1}{ends}{extra})"
 
 
 def as_int(value: Any, what: str) -> int:

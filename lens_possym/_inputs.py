@@ -71,8 +71,8 @@ def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
             )
         tokens = torch.stack(rows)
     elif isinstance(input, Tensor):
-        if input.is_floating_point():
-            raise InvalidSelectionError("tokens must be integer ids, got a floating tensor")
+        if input.is_floating_point() or input.is_complex() or input.dtype == torch.bool:
+            raise InvalidSelectionError(f"tokens must be integer ids, got a {input.dtype} tensor")
         tokens = input[None] if input.ndim == 1 else input
         if tokens.ndim != 2:
             raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
@@ -82,6 +82,11 @@ def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
         )
     if tokens.shape[1] == 0 or tokens.shape[0] == 0:
         raise InvalidSelectionError("the input is empty; pass at least one token")
+    d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
+    if d_vocab and not (0 <= int(tokens.min()) and int(tokens.max()) < int(d_vocab)):
+        raise InvalidSelectionError(
+            f"token ids must be in 0..{int(d_vocab) - 1} (the model's vocabulary), got "
+            f"{int(tokens.min())}..{int(tokens.max())}")
     n_ctx = _context_length(model)
     if n_ctx is not None and tokens.shape[1] > n_ctx:
         raise InvalidSelectionError(

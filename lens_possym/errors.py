@@ -22,6 +22,7 @@ __all__ = [
     "TrainingError",
     "ResultsFileError",
     "OutputError",
+    "UsageError",
 ]
 
 
@@ -82,3 +83,7 @@ class ResultsFileError(LensPossymError, ValueError):
 
 class OutputError(LensPossymError, OSError):
     """An output folder or file that cannot be written where it was asked for."""
+
+
+class UsageError(LensPossymError, ValueError):
+    """A command line that does not parse (the ``lens-possym`` command answers it in one line)."""

@@ -30,15 +30,13 @@ import logging
 import os
 import sys
 
+from ..errors import UsageError
+
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
 SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "train", "sweep"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
-
-
-class UsageError(Exception):
-    """A command line that does not parse (raised instead of argparse's print-and-exit)."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -121,8 +119,8 @@ def _main(argv: list[str]) -> int:
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
     if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"lens-possym: error: no command given; choose one of "
+                         f"{', '.join(SUBCOMMANDS)} (see 'lens-possym --help')")
     return int(args.func(args) or 0)
 
 

@@ -24,7 +24,7 @@ from typing import Iterator
 
 from ..errors import OutputError
 
-__all__ = ["staged_dir", "staged_file", "staging_path", "check_output_dir"]
+__all__ = ["staged_dir", "staged_file", "staging_path", "check_output_dir", "check_output_file"]
 
 
 def staging_path(dest: str | Path) -> Path:
@@ -51,6 +51,15 @@ def check_output_dir(dest: str | Path) -> None:
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise OutputError(f"the output folder {dest} is a file; pass a folder with --out")
+
+
+def check_output_file(dest: str | Path) -> None:
+    """Fail early (before any work) if ``dest`` cannot be an output file."""
+    dest = Path(dest)
+    if dest.is_dir():
+        raise OutputError(f"{dest} is a folder; pass a file name")
+    if not dest.absolute().parent.is_dir():
+        raise OutputError(f"cannot write {dest}: the folder {dest.absolute().parent} does not exist")
 
 
 def _move_into_place(stage: Path, dest: Path) -> None:
@@ -92,10 +101,7 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
 def staged_file(dest: str | Path) -> Iterator[Path]:
     """Yield a staging path for one file; it replaces ``dest`` atomically on success."""
     dest = Path(dest)
-    if dest.is_dir():
-        raise OutputError(f"{dest} is a folder; pass a file name")
-    if not dest.absolute().parent.is_dir():
-        raise OutputError(f"cannot write {dest}: the folder {dest.absolute().parent} does not exist")
+    check_output_file(dest)
     stage = staging_path(dest)
     try:
         yield stage

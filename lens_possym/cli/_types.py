@@ -12,6 +12,12 @@ import argparse
 import math
 from typing import Callable
 
+from ..errors import LensPossymError
+
+
+class ArgumentValueError(LensPossymError, argparse.ArgumentTypeError, ValueError):
+    """A command-line value that does not read (argparse prints it as a usage error)."""
+
 __all__ = ["ids_text", "freq_ids_text", "layers_text", "int_list", "positive_int",
            "non_negative_int", "positive_float"]
 
@@ -26,7 +32,7 @@ def ids_text(what: str, *, bands: bool) -> Callable[[str], str]:
         try:
             return check_ids_text(text, what=what, bands=bands)
         except InvalidSelectionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            raise ArgumentValueError(str(exc)) from None
 
     check.__name__ = f"{what}s"
     return check
@@ -41,10 +47,10 @@ def int_list(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(
+        raise ArgumentValueError(
             f"expected comma-separated integers like '0,1,2', got {text!r}") from None
     if not values:
-        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+        raise ArgumentValueError(f"expected at least one integer, got {text!r}")
     return values
 
 
@@ -52,9 +58,9 @@ def _number(text: str, kind: type, test: Callable[[float], bool], need: str):
     try:
         value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {need}, got {text!r}") from None
+        raise ArgumentValueError(f"expected {need}, got {text!r}") from None
     if not (math.isfinite(value) and test(value)):
-        raise argparse.ArgumentTypeError(f"expected {need}, got {text!r}")
+        raise ArgumentValueError(f"expected {need}, got {text!r}")
     return value
 
 

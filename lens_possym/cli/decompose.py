@@ -6,7 +6,7 @@ import json
 import math
 
 from ._model_args import add_model_args, load_from_args
-from ._output import staged_file
+from ._output import check_output_file, staged_file
 from ._types import positive_int
 
 DEFAULT_PROMPT = (
@@ -38,6 +38,8 @@ def run(args) -> int:
     from .. import frequency_logits, frequency_norms
     from .._ids import BAND_NAMES, band_partition
 
+    if args.json:
+        check_output_file(args.json)
     model = load_from_args(args)
     fl = frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
     norms = frequency_norms(model, args.prompt, args.layer)

@@ -75,7 +75,8 @@ def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, 
         head: Any = None if head_text.strip() == "*" else as_int(head_text, f"the head in {token!r}")
     elif isinstance(token, (tuple, list)) and len(token) == 2:
         layer = as_int(token[0], f"the layer in head {tuple(token)!r}")
-        head = None if token[1] is None or token[1] == "*" else as_int(token[1], "a head index")
+        star = token[1] is None or (isinstance(token[1], str) and token[1].strip() == "*")
+        head = None if star else as_int(token[1], "a head index")
     else:
         raise InvalidSelectionError(
             f"cannot read head {token!r}: pass 'LAYER.HEAD' or (layer, head)"
@@ -104,12 +105,21 @@ def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, 
     elif isinstance(heads, Mapping):
         tokens = []
         for layer, hs in heads.items():
-            hs_list = [None] if hs is None or hs == "*" else ([hs] if isinstance(hs, int) else list(hs))
+            if hs is None or (isinstance(hs, str) and hs == "*"):
+                hs_list: list[Any] = [None]
+            elif isinstance(hs, Iterable) and not isinstance(hs, (str, bytes)):
+                hs_list = list(hs)
+            else:
+                hs_list = [hs]
             tokens.extend((layer, h) for h in hs_list)
     elif isinstance(heads, tuple) and len(heads) == 2 and not isinstance(heads[0], (tuple, list, str)):
         tokens = [heads]
-    else:
+    elif isinstance(heads, Iterable) and not isinstance(heads, (bytes, torch.Tensor)):
         tokens = list(heads)
+    else:
+        raise InvalidSelectionError(
+            f"cannot read heads {heads!r}: pass 'LAYER.HEAD,...', (layer, head) pairs or "
+            "{layer: [heads]}")
     if not tokens:
         raise InvalidSelectionError("no heads selected; pass e.g. '12.0,13.1' or [(12, 0)]")
     out: list[tuple[int, int]] = []

@@ -172,7 +172,15 @@ class PosSymScores:
 
     @classmethod
     def load(cls, path: str | Path) -> "PosSymScores":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        text = Path(path).read_text()
+        try:
+            return cls.from_dict(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            if isinstance(exc, ResultsFileError):
+                raise
+            # any unreadable content is the same problem for the user: not a scores file
+            raise ResultsFileError(f"{path} is not a readable lens-possym scores file "
+                                   f"({type(exc).__name__}: {exc})") from exc
 
 
 def _median(t: Tensor) -> float:
