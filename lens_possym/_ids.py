@@ -53,12 +53,12 @@ def band_partition(n_freqs: int, n_bands: int = 3) -> list[list[int]]:
     return [t.tolist() for t in torch.tensor_split(torch.arange(n_freqs), n_bands)]
 
 
-def _int_item(text: str, what: str, whole: str) -> int:
+def _int_item(text: str, what: str, whole: str, bands: bool) -> int:
     text = text.strip()
     if not _INT.match(text):
         raise InvalidSelectionError(
-            f"cannot read {what}s {whole!r}: {text!r} is not an integer; write ids like "
-            "'5', '0:4' or '0:4,8'"
+            f"cannot read {what}s {whole!r}: {what} {text!r} must be an integer; write ids "
+            "like '5', '0:4' or '0:4,8'" + (", or a band high/mid/low" if bands else "")
         )
     return int(text)
 
@@ -86,11 +86,11 @@ def _parse_text(text: str, what: str, bands: bool) -> list[tuple]:
                 raise InvalidSelectionError(
                     f"cannot read {what}s {part!r}: a range is START:STOP (no step)")
             start_text, stop_text = part.split(":")
-            start = _int_item(start_text, what, text) if start_text.strip() else None
-            stop = _int_item(stop_text, what, text) if stop_text.strip() else None
+            start = _int_item(start_text, what, text, bands) if start_text.strip() else None
+            stop = _int_item(stop_text, what, text, bands) if stop_text.strip() else None
             items.append(("range", start, stop))
         else:
-            items.append(("id", _int_item(part, what, text)))
+            items.append(("id", _int_item(part, what, text, bands)))
     if not items:
         example = "'0:16' or 'low'" if bands else "'0:4' or '1,3'"
         raise InvalidSelectionError(f"no {what}s in {text!r}; write e.g. {example}")
@@ -186,7 +186,7 @@ def read_ids(value: IdsLike, n: int, *, what: str = "frequency id", bands: bool 
     bad = [i for i in ids if not (-n if from_end else 0) <= i < n]
     if bad:
         raise InvalidSelectionError(
-            f"{what} {bad[0] if len(bad) == 1 else bad} out of range"
+            f"{what} {bad} out of range"
             + _range_message(what, n, where, from_end, extra))
     return [i % n for i in ids] if from_end else ids
 

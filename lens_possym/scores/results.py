@@ -106,7 +106,7 @@ class PosSymScores:
         """Per-head mean scores over frequency bands (ids split into ``n_bands`` equal runs,
         fastest first): ``{"pos": [n_layers, n_heads, n_bands], "sym": ...}``."""
         if self.pos_freq is None or self.sym_freq is None:
-            raise InvalidSelectionError("these scores have no per-frequency part; compute them with per_frequency=True")
+            raise InvalidSelectionError("these scores have no per-frequency part (per_frequency=False); compute them with per_frequency=True")
         n_freqs = self.pos_freq.shape[-1]
         bands = torch.tensor_split(torch.arange(n_freqs), n_bands)
         return {name: torch.stack([t[..., idx].nanmean(-1) for idx in bands], -1)
