@@ -29,7 +29,8 @@ import torch
 
 from .errors import InvalidSelectionError
 
-__all__ = ["BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition", "read_ids", "as_int", "check_ids_text"]
+__all__ = ["BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition", "read_ids", "as_int",
+           "check_ids_text"]
 
 IdsLike = Union[int, str, slice, range, Iterable[int], None]
 
@@ -64,7 +65,8 @@ def _int_item(text: str, what: str, whole: str, bands: bool) -> int:
 
 
 def _parse_text(text: str, what: str, bands: bool) -> list[tuple]:
-    """Syntax only: ``[("id", k) | ("range", start|None, stop|None) | ("band", name) | ("all",)]``."""
+    """Syntax only, as items ``("id", k)``, ``("range", start|None, stop|None)``,
+    ``("band", name)`` or ``("all",)``."""
     items: list[tuple] = []
     if text.strip().lower() == "all":
         return [("all",)]

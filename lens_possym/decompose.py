@@ -353,7 +353,8 @@ def frequency_norms(
     chosen = list(captured)
     n_freqs = {captured[layer].spec.n_freqs for layer in chosen}
     if len(n_freqs) != 1:
-        raise InvalidSelectionError("layers have different numbers of frequencies; ask for them separately")
+        raise InvalidSelectionError(
+            "layers have different numbers of frequencies; ask for them separately")
     q_tok, k_tok, angles = [], [], []
     for layer in chosen:
         inputs = captured[layer]

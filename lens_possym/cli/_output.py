@@ -59,7 +59,8 @@ def check_output_file(dest: str | Path) -> None:
     if dest.is_dir():
         raise OutputError(f"{dest} is a folder; pass a file name")
     if not dest.absolute().parent.is_dir():
-        raise OutputError(f"cannot write {dest}: the folder {dest.absolute().parent} does not exist")
+        raise OutputError(
+            f"cannot write {dest}: the folder {dest.absolute().parent} does not exist")
 
 
 def _move_into_place(stage: Path, dest: Path) -> None:

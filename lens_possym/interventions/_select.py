@@ -72,7 +72,8 @@ def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, 
             )
         layer_text, head_text = text.split(".")
         layer = as_int(layer_text, f"the layer in head {token!r}")
-        head: Any = None if head_text.strip() == "*" else as_int(head_text, f"the head in {token!r}")
+        head: Any = (None if head_text.strip() == "*"
+                     else as_int(head_text, f"the head in {token!r}"))
     elif isinstance(token, (tuple, list)) and len(token) == 2:
         layer = as_int(token[0], f"the layer in head {tuple(token)!r}")
         star = token[1] is None or (isinstance(token[1], str) and token[1].strip() == "*")

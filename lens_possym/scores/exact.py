@@ -136,7 +136,8 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
         kernel = keys is not None and factors.x.device.type == "cpu"
     if kernel:
         if keys is None:
-            raise InvalidSelectionError("the compiled loop handles token swaps over all pairs of a key set")
+            raise InvalidSelectionError(
+                "the compiled loop handles token swaps over all pairs of a key set")
         if factors.x.device.type != "cpu":
             raise InvalidSelectionError(f"the compiled loop runs on the CPU, the factors are on "
                              f"{factors.x.device}; pass kernel=None (or False) to use the "

@@ -106,7 +106,9 @@ class PosSymScores:
         """Per-head mean scores over frequency bands (ids split into ``n_bands`` equal runs,
         fastest first): ``{"pos": [n_layers, n_heads, n_bands], "sym": ...}``."""
         if self.pos_freq is None or self.sym_freq is None:
-            raise InvalidSelectionError("these scores have no per-frequency part (per_frequency=False); compute them with per_frequency=True")
+            raise InvalidSelectionError(
+                "these scores have no per-frequency part (per_frequency=False); compute them "
+                "with per_frequency=True")
         n_freqs = self.pos_freq.shape[-1]
         bands = torch.tensor_split(torch.arange(n_freqs), n_bands)
         return {name: torch.stack([t[..., idx].nanmean(-1) for idx in bands], -1)
@@ -157,7 +159,9 @@ class PosSymScores:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PosSymScores":
         if data.get("format") != FORMAT:
-            raise ResultsFileError(f"not a lens-possym scores file (format {data.get('format')!r}); load a scores.json that PosSymScores.save wrote")
+            raise ResultsFileError(
+                f"not a lens-possym scores file (format {data.get('format')!r}); load a "
+                "scores.json that PosSymScores.save wrote")
         tensors = {name: None if data.get(name) is None else _from_list(data[name])
                    for name in _TENSORS}
         return cls(layers=list(data["layers"]), settings=dict(data.get("settings") or {}),

@@ -92,7 +92,8 @@ def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = No
 def _scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]:
     """``(layer, head)`` checked against what ``scores`` holds (per frequency)."""
     if scores.pos_freq is None:
-        raise InvalidSelectionError("these scores have no per-frequency part (per_frequency=False); compute them with per_frequency=True")
+        raise InvalidSelectionError("these scores have no per-frequency part "
+                                    "(per_frequency=False); compute them with per_frequency=True")
     layer, head = as_int(layer, "a layer"), as_int(head, "a head")
     if layer not in scores.layers:
         raise InvalidSelectionError(

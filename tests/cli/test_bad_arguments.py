@@ -39,7 +39,8 @@ USAGE = [  # (argv, a phrase the one line must hold)
     (["train", "--task", "index", "--lr", "inf", "--out", "x"], "expected a positive number"),
     (["train", "--task", "sorting", "--out", "x"], "invalid choice: 'sorting'"),
     (["train", "--task", "index"], "the following arguments are required: --out"),
-    (["sweep", "--task", "index", "--ids", "1:x", "--out", "x"], "frequency id 'x' must be an integer"),
+    (["sweep", "--task", "index", "--ids", "1:x", "--out", "x"],
+     "frequency id 'x' must be an integer"),
     (["sweep", "--task", "index", "--seeds", "0,a", "--out", "x"], "comma-separated integers"),
     (["sweep", "--task", "index", "--pair-with", "-1", "--out", "x"], "an integer >= 0"),
 ]
@@ -62,10 +63,13 @@ def _error_lines(err: str) -> list[str]:
 @pytest.mark.parametrize("argv, phrase", [
     (["decompose", *TINY, "--layer", "9"], "layer [9] out of range"),
     (["decompose", *TINY, "--layer", "1", "--head", "7"], "head [7] out of range"),
-    (["profile", *TINY, "--layers", "0,5", "--no-report", "--n-prompts", "1"], "layer [5] out of range"),
+    (["profile", *TINY, "--layers", "0,5", "--no-report", "--n-prompts", "1"],
+     "layer [5] out of range"),
     (["ablate", *TINY, "--heads", "1.0", "--freqs", "0:99", "--n-prompts", "2"], "out of range"),
-    (["train", "--task", "index", "--freq-ids", "40", "--n-freqs", "4"], "frequency id [40] out of range"),
-    (["sweep", "--task", "index", "--pair-with", "99", "--n-freqs", "4"], "frequency id [99] out of range"),
+    (["train", "--task", "index", "--freq-ids", "40", "--n-freqs", "4"],
+     "frequency id [40] out of range"),
+    (["sweep", "--task", "index", "--pair-with", "99", "--n-freqs", "4"],
+     "frequency id [99] out of range"),
     (["profile", "--model", "no-such-model", "--n-prompts", "1"], "unknown model 'no-such-model'"),
 ])
 def test_a_value_the_model_cannot_take_is_one_line_and_exit_1(argv, phrase, tmp_path, capsys):
