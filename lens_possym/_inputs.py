@@ -12,6 +12,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from ._ids import read_ids
 from .errors import InvalidSelectionError
 
 __all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput"]
@@ -81,8 +82,8 @@ def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
             )
         tokens = torch.stack(rows)
     elif isinstance(input, Tensor):
-        if input.is_floating_point():
-            raise InvalidSelectionError("tokens must be integer ids, got a floating tensor")
+        if input.is_floating_point() or input.is_complex() or input.dtype == torch.bool:
+            raise InvalidSelectionError(f"tokens must be integer ids, got a {input.dtype} tensor")
         tokens = input[None] if input.ndim == 1 else input
         if tokens.ndim != 2:
             raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
@@ -92,6 +93,11 @@ def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
         )
     if tokens.shape[1] == 0 or tokens.shape[0] == 0:
         raise InvalidSelectionError("the input is empty; pass at least one token")
+    d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
+    if d_vocab and not (0 <= int(tokens.min()) and int(tokens.max()) < int(d_vocab)):
+        raise InvalidSelectionError(
+            f"token ids must be in 0..{int(d_vocab) - 1} (the model's vocabulary), got "
+            f"{int(tokens.min())}..{int(tokens.max())}")
     n_ctx = _context_length(model)
     if n_ctx is not None and tokens.shape[1] > n_ctx:
         raise InvalidSelectionError(
@@ -110,40 +116,31 @@ def as_positions(positions: int | Sequence[int] | Tensor | None, n_pos: int,
     """Non-negative positions in ``[0, n_pos)``; ``None`` means all; negatives count from the end."""
     if positions is None:
         return torch.arange(n_pos)
-    pos = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
-    if pos.numel() == 0:
+    if isinstance(positions, Tensor):
+        if positions.is_floating_point() or positions.dtype == torch.bool:
+            raise InvalidSelectionError(f"{what}s must be integers, got a {positions.dtype} tensor")
+        positions = positions.reshape(-1).tolist()
+    ids = read_ids(positions, n_pos, what=what, from_end=True,
+                   where=f"an input of {n_pos} tokens")
+    if not ids:
         raise InvalidSelectionError(f"no {what} selected")
-    bad = (pos < -n_pos) | (pos >= n_pos)
-    if bad.any():
-        raise InvalidSelectionError(
-            f"{what} {pos[bad].tolist()} out of range for an input of {n_pos} tokens "
-            f"(valid: {-n_pos}..{n_pos - 1})"
-        )
-    return torch.where(pos < 0, pos + n_pos, pos)
+    return torch.tensor(ids, dtype=torch.long)
 
 
-def as_heads(heads: int | Sequence[int] | None, n_heads: int, layer: int) -> list[int]:
-    """Query-head indices, all by default."""
-    if heads is None:
-        return list(range(n_heads))
-    out = [int(h) for h in ([heads] if isinstance(heads, int) else heads)]
-    bad = [h for h in out if not 0 <= h < n_heads]
-    if bad or not out:
-        raise InvalidSelectionError(
-            f"head {bad or heads} out of range: layer {layer} has {n_heads} query heads "
-            f"(0..{n_heads - 1})"
-        )
+def as_heads(heads: int | Sequence[int] | str | None, n_heads: int, layer: int) -> list[int]:
+    """Query-head indices, all by default (text in the id grammar of :mod:`._ids`)."""
+    out = read_ids(heads, n_heads, what="head", where=f"layer {layer}")
+    if not out:
+        raise InvalidSelectionError(f"no heads selected for layer {layer}")
     return out
 
 
-def as_layers(layers: int | Sequence[int] | None, n_layers: int) -> list[int]:
-    """Layer indices (negatives count from the end), all by default."""
-    if layers is None:
-        return list(range(n_layers))
-    raw = [layers] if isinstance(layers, int) else list(layers)
-    bad = [layer for layer in raw if not -n_layers <= int(layer) < n_layers]
-    if bad or not raw:
-        raise InvalidSelectionError(
-            f"layer {bad or layers} out of range: the model has {n_layers} layers (0..{n_layers - 1})"
-        )
-    return [int(layer) % n_layers for layer in raw]
+def as_layers(layers: int | Sequence[int] | str | None, n_layers: int) -> list[int]:
+    """Layer indices (negatives count from the end), all by default.
+
+    Text is read by the id grammar of :mod:`._ids` (``"0,5"``, ``"0:6"``, ``"all"``).
+    """
+    out = read_ids(layers, n_layers, what="layer", from_end=True)
+    if not out:
+        raise InvalidSelectionError("no layers selected; pass e.g. [0, 5] or '0:6'")
+    return out

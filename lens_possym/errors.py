@@ -20,6 +20,9 @@ __all__ = [
     "ToyConfigError",
     "TaskConfigError",
     "TrainingError",
+    "ResultsFileError",
+    "OutputError",
+    "UsageError",
 ]
 
 
@@ -72,3 +75,15 @@ class TaskConfigError(LensPossymError, ValueError):
 
 class TrainingError(LensPossymError, RuntimeError):
     """A training or sweep setting that cannot run, or a checkpoint that cannot be read."""
+
+
+class ResultsFileError(LensPossymError, ValueError):
+    """A saved results file (e.g. ``scores.json``) that is not in lens-possym's format."""
+
+
+class OutputError(LensPossymError, OSError):
+    """An output folder or file that cannot be written where it was asked for."""
+
+
+class UsageError(LensPossymError, ValueError):
+    """A command line that does not parse (the ``lens-possym`` command answers it in one line)."""

@@ -4,6 +4,22 @@ Each subcommand lives in its own module of this package and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a function taking the
 parsed arguments and returning an exit code. Adding a subcommand is adding a module and
 one entry in :data:`SUBCOMMANDS`.
+
+How a command ends (all of it decided here, in :func:`main`):
+
+* success: exit 0;
+* a bad argument (argparse's own checks, a number that is not a number, a selection that
+  does not parse): one line on stderr, exit 2;
+* an error lens-possym raises on purpose (:class:`~lens_possym.errors.LensPossymError`:
+  a head out of range, a model not installed, ...) or an output that cannot be written
+  (``OSError``): one line on stderr, exit 1;
+* Ctrl-C: one line, exit 130 (128 + SIGINT, the shell convention);
+* anything else is a bug: one line naming the exception, exit 1. ``--debug`` (before or
+  after the command name) or ``LENS_POSSYM_DEBUG=1`` lets every error propagate with its
+  traceback instead.
+
+Outputs are staged (:mod:`._output`): an interrupted or failed command leaves the previous
+outputs as they were.
 """
 
 from __future__ import annotations
@@ -11,31 +27,99 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
-__all__ = ["main", "build_parser", "SUBCOMMANDS"]
+from ..errors import UsageError
+
+__all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
 SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "train", "sweep"]
 
+EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
-def build_parser() -> argparse.ArgumentParser:
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a usage error raised as :class:`UsageError` (one line, in :func:`main`)
+    instead of printed with the whole usage block and ``sys.exit(2)``."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
+
+
+def build_parser() -> ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="lens-possym",
         description="Positional vs symbolic attention heads in RoPE models, per frequency.",
     )
     parser.add_argument("--version", action="version", version=f"lens-possym {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of any error (or set LENS_POSSYM_DEBUG=1)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # parsers of our class
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(sub)
+    for subparser in sub.choices.values():  # --debug also after the command name
+        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                               help="show the full traceback of any error")
     return parser
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _say(message: str) -> None:
+    print(f"lens-possym: {_one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    as_program = argv is None
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = os.environ.get("LENS_POSSYM_DEBUG", "") not in ("", "0") or "--debug" in argv
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        _say("interrupted (outputs are only written when a command completes)")
+        if as_program:
+            # CPython 3.11 marks an interrupt that lands inside exec() of a string (e.g. while
+            # dataclasses builds a class during a lazy import) as unhandled even after it is
+            # caught, and then ends the process by SIGINT (exit -2) instead of our code. The
+            # staged outputs are already cleaned up here; end now with the code we mean.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+    except UsageError as exc:
+        print(_one_line(exc), file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the one place a command's failure is reported
+        if debug:
+            raise
+        from ..errors import LensPossymError
+
+        if isinstance(exc, LensPossymError):
+            _say(f"error: {exc}")
+        elif isinstance(exc, OSError):
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            _say(f"error: {exc.strerror or exc}{where}")
+        else:
+            _say(f"internal error: {type(exc).__name__}: {exc} (a bug; run again with --debug "
+                 "for the traceback, and please report it)")
+        return EXIT_ERROR
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help and --version print and exit 0
+        return int(exc.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:  # the command owns its process: keep its output to the point
@@ -44,15 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
     if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    from ..errors import LensPossymError
-
-    try:
-        return int(args.func(args) or 0)
-    except LensPossymError as exc:  # expected failures: one clear line, no traceback
-        print(f"lens-possym: error: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(f"lens-possym: error: no command given; choose one of "
+                         f"{', '.join(SUBCOMMANDS)} (see 'lens-possym --help')")
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

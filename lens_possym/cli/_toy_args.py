@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 from contextlib import contextmanager
 
-from ..errors import InvalidSelectionError
+from ._types import non_negative_int, positive_float, positive_int
 
 
 def add_task_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True,
                         choices=["index", "retrieval", "partial-induction"])
-    parser.add_argument("--length", type=int, default=None,
+    parser.add_argument("--length", type=positive_int, default=None,
                         help="Index: number of symbols before the marker (default 16); "
                         "Retrieval: number of pairs (default 8); partial induction: number of "
                         "pairs (default 16)")
-    parser.add_argument("--vocab", type=int, default=None,
+    parser.add_argument("--vocab", type=positive_int, default=None,
                         help="Index: symbol alphabet (default 16); Retrieval / partial "
                         "induction: number of entities (default 8)")
 
@@ -38,10 +38,10 @@ def make_task_from(args):
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n-freqs", type=int, default=16,
+    parser.add_argument("--n-freqs", type=positive_int, default=16,
                         help="rotating frequency ids on the standard schedule (default 16); "
                         "the θ=0 tail is id N")
-    parser.add_argument("--rope-base", type=float, default=10000.0)
+    parser.add_argument("--rope-base", type=positive_float, default=10000.0)
 
 
 def model_kwargs_from(args) -> dict:
@@ -49,15 +49,17 @@ def model_kwargs_from(args) -> dict:
 
 
 def add_train_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default 2000)")
-    parser.add_argument("--batch-size", type=int, default=None, help="default 128")
-    parser.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default 3e-2)")
-    parser.add_argument("--eval-every", type=int, default=None, help="default 250")
+    parser.add_argument("--steps", type=positive_int, default=None,
+                        help="optimiser steps (default 2000)")
+    parser.add_argument("--batch-size", type=positive_int, default=None, help="default 128")
+    parser.add_argument("--lr", type=positive_float, default=None,
+                        help="AdamW learning rate (default 3e-2)")
+    parser.add_argument("--eval-every", type=positive_int, default=None, help="default 250")
     parser.add_argument("--target-accuracy", type=float, default=None,
                         help="stop at the first evaluation reaching this test accuracy")
     parser.add_argument("--device", default="auto", help="auto (GPU if present), cpu, cuda")
     parser.add_argument("--verbose-train", action="store_true", help="print every evaluation")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="torch CPU threads for this command (default 1: toy models are too "
                         "small to gain from more, and extra threads slow down on a busy "
                         "machine); 0 keeps torch's default")
@@ -88,21 +90,11 @@ def train_config_from(args, **overrides):
     return TrainConfig(**settings)
 
 
-def parse_ids(text: str | None) -> list[int] | None:
-    """``"3"``, ``"16,4"``, ``"0-4,8"`` → ids; ``None``/``"all"`` → ``None``."""
-    if text is None or text.strip().lower() in ("", "all"):
+def parse_ids(text: str | None, config) -> list[int] | None:
+    """Frequency ids written in the one id grammar (``"3"``, ``"16,4"``, ``"0:4,8"``,
+    ``"low"``), checked against a toy model's ``config``; ``None``/``"all"`` → ``None``."""
+    if text is None or text.strip().lower() == "all":
         return None
-    ids: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1)
-                ids.extend(range(int(lo), int(hi) + 1))
-            elif part:
-                ids.append(int(part))
-    except ValueError:
-        raise InvalidSelectionError(
-            f"cannot read frequency ids {text!r}; write them like '3', '16,4' or '0-4,8'"
-        ) from None
-    return ids
+    from ..interventions.selection import parse_freqs
+
+    return list(parse_freqs(text, config))

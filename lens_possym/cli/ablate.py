@@ -21,6 +21,8 @@ from pathlib import Path
 
 from ..interventions.modes import MODES, SIDES
 from ._model_args import add_model_args, load_from_args
+from ._output import check_output_dir, staged_dir
+from ._types import freq_ids_text, layers_text, positive_int
 
 
 def register(sub) -> None:
@@ -34,20 +36,23 @@ def register(sub) -> None:
     parser.add_argument("--task", default="binding", choices=["binding"])
     parser.add_argument("--heads", help="heads as LAYER.HEAD, comma-separated (e.g. 12.0,13.1; "
                         "12.* for a whole layer)")
-    parser.add_argument("--freqs", default="all",
-                        help="frequency ids: START:STOP, ids, or high/middle/low (thirds, id 0 = "
-                        "fastest rotation); default all")
+    parser.add_argument("--freqs", default="all", type=freq_ids_text,
+                        help="frequency ids, comma-separated: ids, half-open START:STOP ranges "
+                        "(0:4 = 0,1,2,3), or high/mid/low (thirds, id 0 = fastest rotation); "
+                        "default all")
     parser.add_argument("--mode", default="zero", choices=MODES)
     parser.add_argument("--side", choices=SIDES,
                         help="which side to edit (default q for zero/mean, qk for unrotate)")
     parser.add_argument("--sweep", choices=["bands"],
                         help="ablate each band of each head alone over the model")
-    parser.add_argument("--bands", type=int, default=3, help="number of bands for --sweep")
-    parser.add_argument("--layers", help="layers to sweep, comma-separated (default all)")
-    parser.add_argument("--n-prompts", type=int, default=16)
-    parser.add_argument("--n-pairs", type=int, default=4)
+    parser.add_argument("--bands", type=positive_int, default=3, help="number of bands for --sweep")
+    parser.add_argument("--layers", type=layers_text,
+                        help="layers to sweep: ids and half-open START:STOP ranges, "
+                        "comma-separated (default all)")
+    parser.add_argument("--n-prompts", type=positive_int, default=16)
+    parser.add_argument("--n-pairs", type=positive_int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reference-prompts", type=int, default=32,
+    parser.add_argument("--reference-prompts", type=positive_int, default=32,
                         help="prompts (another seed) to take the means over for --mode mean")
     parser.add_argument("--per-position", action="store_true",
                         help="--mode mean: one mean per position instead of pooled")
@@ -73,6 +78,8 @@ def run(args) -> int:
 
     if (args.sweep is None) == (args.heads is None):
         raise InvalidSelectionError("pass either --heads (with --freqs) or --sweep bands")
+    if args.out:
+        check_output_dir(args.out)
     model = load_from_args(args)
     task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
     reference = None
@@ -80,8 +87,6 @@ def run(args) -> int:
         reference = binding_task(model, n_prompts=args.reference_prompts, n_pairs=args.n_pairs,
                                  seed=args.seed + 1000).tokens
     out = Path(args.out) if args.out else None
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
     header = (f"{args.model} · binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     per_position = args.per_position and args.mode == "mean"
@@ -115,14 +120,14 @@ def run(args) -> int:
                           "candidate_accuracy": after.candidate_accuracy,
                           "logit_diff": after.logit_diff},
             }
-            (out / "ablate.json").write_text(json.dumps(payload, indent=1))
+            with staged_dir(out) as stage:
+                (stage / "ablate.json").write_text(json.dumps(payload, indent=1))
             print(f"wrote {out / 'ablate.json'}")
         return 0
 
-    layers = [int(x) for x in args.layers.split(",")] if args.layers else None
     start = time.perf_counter()
     sweep = band_sweep(model, task.tokens, binding_metrics(task), bands=args.bands,
-                       mode=args.mode, side=args.side, per_position=per_position, layers=layers,
+                       mode=args.mode, side=args.side, per_position=per_position, layers=args.layers,
                        reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start
     print(header)
@@ -144,17 +149,18 @@ def run(args) -> int:
         payload = {"model": args.model, "task": "binding", "n_prompts": task.n_prompts,
                    "n_pairs": task.n_pairs, "seed": args.seed, "seconds": seconds,
                    **sweep.to_dict()}
-        (out / "sweep.json").write_text(json.dumps(payload, indent=1))
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
         from ..viz import plot_band_sweep
 
         n_layers = len(sweep.layers)
-        for metric in ("logit_diff", "accuracy"):
-            fig = Figure(figsize=(2.0 + 2.2 * len(sweep.band_names), 1.2 + 0.28 * n_layers),
-                         constrained_layout=True)
-            axes = fig.subplots(1, len(sweep.band_names), sharey=True, squeeze=False)[0]
-            plot_band_sweep(sweep, metric, axes=axes)
-            fig.savefig(out / f"sweep_{metric}.png", dpi=120)
+        with staged_dir(out) as stage:
+            (stage / "sweep.json").write_text(json.dumps(payload, indent=1))
+            for metric in ("logit_diff", "accuracy"):
+                fig = Figure(figsize=(2.0 + 2.2 * len(sweep.band_names), 1.2 + 0.28 * n_layers),
+                             constrained_layout=True)
+                axes = fig.subplots(1, len(sweep.band_names), sharey=True, squeeze=False)[0]
+                plot_band_sweep(sweep, metric, axes=axes)
+                fig.savefig(stage / f"sweep_{metric}.png", dpi=120)
         print(f"wrote {out / 'sweep.json'} and {out}/sweep_*.png")
     return 0

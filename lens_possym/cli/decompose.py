@@ -6,6 +6,8 @@ import json
 import math
 
 from ._model_args import add_model_args, load_from_args
+from ._output import check_output_file, staged_file
+from ._types import positive_int
 
 DEFAULT_PROMPT = (
     "Alice likes red. Bob likes blue. Carol likes green. Dave likes pink. "
@@ -25,7 +27,7 @@ def register(sub) -> None:
     parser.add_argument("--layer", type=int, default=5)
     parser.add_argument("--head", type=int, default=0)
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
-    parser.add_argument("--top", type=int, default=10, help="how many frequencies to list")
+    parser.add_argument("--top", type=positive_int, default=10, help="how many frequencies to list")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
     parser.set_defaults(func=run)
 
@@ -36,6 +38,8 @@ def run(args) -> int:
     from .. import frequency_logits, frequency_norms
     from ..bands import BAND_NAMES, band_partition
 
+    if args.json:
+        check_output_file(args.json)
     model = load_from_args(args)
     fl = frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
     norms = frequency_norms(model, args.prompt, args.layer)
@@ -68,8 +72,8 @@ def run(args) -> int:
               f"{float(share[f]):>6.1%} {float(cos_n[f]):>7.3f} {float(sin_n[f]):>7.3f} "
               f"{float(norms.q[layer_index, args.head, f]):>7.2f} "
               f"{float(norms.k[layer_index, args.head, f]):>7.2f}")
-    bands = {name: float(share[idx].sum())
-             for name, idx in zip(BAND_NAMES, band_partition(spec.n_freqs, 3))}
+    bands = {name: float(share[ids].sum())
+             for name, ids in zip(BAND_NAMES, band_partition(spec.n_freqs, 3))}
     print("\nshare by band (ids split in thirds, fast to slow): " + ", ".join(
         f"{name} {value:.1%}" for name, value in bands.items()))
     if args.json:
@@ -81,7 +85,7 @@ def run(args) -> int:
             "k_norms": norms.k[layer_index, args.head].tolist(),
             "max_abs_error": fl.max_abs_error, "bands": bands,
         }
-        with open(args.json, "w") as handle:
-            json.dump(payload, handle, indent=1)
+        with staged_file(args.json) as path:
+            path.write_text(json.dumps(payload, indent=1))
         print(f"wrote {args.json}")
     return 0

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from ..scores.config import METHODS, SWAPS
 from ._model_args import add_model_args, load_from_args
+from ._output import check_output_dir, staged_dir
+from ._types import layers_text, positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -26,15 +28,19 @@ def register(sub) -> None:
     add_model_args(parser)
     parser.add_argument("--task", choices=["binding", "random"], default="binding",
                         help="binding prompts (entity-attribute) or random word tokens")
-    parser.add_argument("--n-prompts", type=int, default=16)
-    parser.add_argument("--n-pairs", type=int, default=8, help="bindings per prompt (binding)")
-    parser.add_argument("--n-tokens", type=int, default=64, help="tokens per prompt (random)")
+    parser.add_argument("--n-prompts", type=positive_int, default=16)
+    parser.add_argument("--n-pairs", type=positive_int, default=8,
+                        help="bindings per prompt (binding)")
+    parser.add_argument("--n-tokens", type=positive_int, default=64,
+                        help="tokens per prompt (random)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--method", choices=METHODS, default="exact")
     parser.add_argument("--swap", choices=SWAPS, default="token")
-    parser.add_argument("--n-blocks", type=int, default=8, help="blocks for --swap block")
-    parser.add_argument("--tau", type=float, default=1e-4, help="swap-weight temperature")
-    parser.add_argument("--layers", help="comma-separated layers (default: all)")
+    parser.add_argument("--n-blocks", type=positive_int, default=8, help="blocks for --swap block")
+    parser.add_argument("--tau", type=positive_float, default=1e-4, help="swap-weight temperature")
+    parser.add_argument("--layers", type=layers_text,
+                        help="layers: ids and half-open START:STOP ranges, comma-separated "
+                        "(e.g. 0,5,17 or 0:6; default: all)")
     parser.add_argument("--keep-bos", action="store_true",
                         help="also swap position 0 (by default BOS is left out)")
     parser.add_argument("--no-freq", action="store_true", help="skip per-frequency scores")
@@ -63,13 +69,9 @@ def run(args) -> int:
 
     start = time.perf_counter()
     out = Path(args.out)
-    layers = None
-    if args.layers:
-        try:
-            layers = [int(x) for x in args.layers.split(",") if x.strip()]
-        except ValueError:
-            raise InvalidSelectionError(f"--layers takes comma-separated integers, got {args.layers!r}")
+    check_output_dir(out)
     model = load_from_args(args)
+    layers = args.layers  # text in the id grammar; swap_scores checks it against the model
     tokens, first_prompt, task = _prompts(model, args)
     print(f"{tokens.shape[0]} {task['name']} prompts of {tokens.shape[1]} tokens; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
@@ -80,22 +82,26 @@ def run(args) -> int:
     scores = swap_scores(model, tokens, config, layers=layers, progress=True)
     scores.task = task
     scores.model_name = args.model
-    path = scores.save(out / "scores.json")
-    written = [path]
-    if not args.no_report:
-        from ..report import attention_view_html, save_profile_figures, write_report
-        from ..viz import pick_example_heads
-
-        figures = save_profile_figures(model, scores, tokens, out)
-        heads = list(dict.fromkeys(pick_example_heads(scores).values()))
-        view = attention_view_html(model, tokens, heads)
-        command = "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        written += list(figures.values())
-        written.append(write_report(out / "report.html", scores, figures, attention_html=view,
-                                    prompt=first_prompt, command=command))
+    with staged_dir(out) as stage:  # all of scores.json, figures and report, or none
+        written = [scores.save(stage / "scores.json")]
+        if not args.no_report:
+            written += _write_report(model, scores, tokens, first_prompt, stage)
     _print_summary(scores, time.perf_counter() - start)
-    print("wrote " + ", ".join(str(p) for p in written))
+    print("wrote " + ", ".join(str(out / p.relative_to(stage)) for p in written))
     return 0
+
+
+def _write_report(model, scores, tokens, first_prompt: str, folder: Path) -> list[Path]:
+    from ..report import attention_view_html, save_profile_figures, write_report
+    from ..viz import pick_example_heads
+
+    figures = save_profile_figures(model, scores, tokens, folder)
+    heads = list(dict.fromkeys(pick_example_heads(scores).values()))
+    view = attention_view_html(model, tokens, heads)
+    command = "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    report = write_report(folder / "report.html", scores, figures, attention_html=view,
+                          prompt=first_prompt, command=command)
+    return [*figures.values(), report]
 
 
 def _print_summary(scores, seconds: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._output import check_output_dir, staged_dir
 from ._toy_args import (
     add_model_args,
     add_task_args,
@@ -12,6 +13,7 @@ from ._toy_args import (
     parse_ids,
     train_config_from,
 )
+from ._types import freq_ids_text, int_list, non_negative_int
 
 
 def register(sub) -> None:
@@ -25,13 +27,15 @@ def register(sub) -> None:
         "scores_vs_freq.png to --out.",
     )
     add_task_args(parser)
-    parser.add_argument("--ids", default=None, metavar="IDS",
-                        help="frequency ids to sweep, e.g. '0,2,4,8,16' or '0-16' "
+    parser.add_argument("--ids", default=None, metavar="IDS", type=freq_ids_text,
+                        help="frequency ids to sweep: ids, half-open START:STOP ranges or "
+                        "high/mid/low, comma-separated, e.g. '0,2,4,8,16' or '0:17' "
                         "(default: every id)")
-    parser.add_argument("--pair-with", type=int, default=None, metavar="ID",
+    parser.add_argument("--pair-with", type=non_negative_int, default=None, metavar="ID",
                         help="give every run this id as well (e.g. the θ=0 id for "
                         "partial induction)")
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    parser.add_argument("--seeds", default=[0], type=int_list,
+                        help="comma-separated seeds (default 0)")
     parser.add_argument("--no-scores", action="store_true",
                         help="skip the positional/symbolic scores of the trained heads")
     add_model_args(parser)
@@ -51,17 +55,21 @@ def _run(args) -> int:
 
     task = make_task_from(args)
     model_kwargs = model_kwargs_from(args)
-    n_freqs = toy_config_for(task, **model_kwargs).n_freqs
-    ids = parse_ids(args.ids) or list(range(n_freqs))
+    check_output_dir(args.out)
+    config = toy_config_for(task, **model_kwargs)
+    ids = parse_ids(args.ids, config) or list(range(config.n_freqs))
+    if args.pair_with is not None:
+        parse_ids(str(args.pair_with), config)  # in range, before any run starts
     sets = pairs_with(args.pair_with, ids) if args.pair_with is not None else single_ids(ids)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    seeds = args.seeds
     print(f"task: {task.describe()}; {len(sets)} frequency set(s) × {len(seeds)} seed(s)")
-    result = sweep(task, sets, seeds=seeds, train_config=train_config_from(args),
-                   model_kwargs=model_kwargs, scores=not args.no_scores, out_dir=args.out,
-                   log=print)
+    with staged_dir(args.out) as stage:
+        result = sweep(task, sets, seeds=seeds, train_config=train_config_from(args),
+                       model_kwargs=model_kwargs, scores=not args.no_scores, out_dir=stage,
+                       log=print)
+        paths = save_sweep_figures(result, stage)
     print()
     print(result.table())
-    paths = save_sweep_figures(result, args.out)
     print(f"\nwall time {result.wall_time_s:.1f} s; wrote {args.out}/sweep.json, table.md, "
           + ", ".join(p.name for p in paths))
     return 0

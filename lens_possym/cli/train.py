@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._output import check_output_dir, staged_dir
 from ._toy_args import (
     add_model_args,
     add_task_args,
@@ -12,6 +13,7 @@ from ._toy_args import (
     parse_ids,
     train_config_from,
 )
+from ._types import freq_ids_text
 
 
 def register(sub) -> None:
@@ -23,8 +25,9 @@ def register(sub) -> None:
         "overall and by answer position at every evaluation) and model.pt to --out.",
     )
     add_task_args(parser)
-    parser.add_argument("--freq-ids", default=None, metavar="IDS",
-                        help="frequency ids the head may use, e.g. '3' or '16,4' "
+    parser.add_argument("--freq-ids", default=None, metavar="IDS", type=freq_ids_text,
+                        help="frequency ids the head may use: ids, half-open START:STOP ranges "
+                        "or high/mid/low, comma-separated, e.g. '3', '16,4' or '0:4' "
                         "(default: all). Id 0 is the fastest rotation; the last id is the "
                         "θ=0 (NoPE) tail")
     add_model_args(parser)
@@ -42,17 +45,21 @@ def run(args) -> int:
 def _run(args) -> int:
     from ..synthetic import ToyTransformer, toy_config_for, train
 
+    check_output_dir(args.out)
     task = make_task_from(args)
-    ids = parse_ids(args.freq_ids)
     model = ToyTransformer(toy_config_for(task, seed=args.seed, **model_kwargs_from(args)))
+    ids = parse_ids(args.freq_ids, model.cfg)
     model.set_frequencies(ids)
     angles = model.angles
     print(f"task: {task.describe()}")
     print(f"model: {model.extra_repr()}")
     print("head may use: " + ("all frequencies" if ids is None else ", ".join(
         f"id {f} (θ={float(angles[f]):.4g})" for f in ids)))
-    config = train_config_from(args, seed=args.seed, out_dir=args.out)
-    result = train(model, task, config, log=print if args.verbose_train else None)
+    with staged_dir(args.out) as stage:
+        config = train_config_from(args, seed=args.seed, out_dir=str(stage))
+        result = train(model, task, config, log=print if args.verbose_train else None)
+        result.train_config["out_dir"] = str(args.out)  # where the files end up
+        result.save(stage / "metrics.json")
     print(f"test accuracy {result.test_accuracy:.4f} after {result.steps_run} steps "
           f"({result.train_time_s:.1f} s on {next(model.parameters()).device})")
     print("by answer position: " + " ".join(

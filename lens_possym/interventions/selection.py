@@ -9,9 +9,10 @@ Accepted forms:
 
 * heads: ``"12.0,13.1"``, ``[(12, 0), (13, 1)]``, ``{12: [0, 3]}``, ``(12, 0)``; a ``*``
   or ``None`` head means every query head of the layer (``"12.*"``, ``(12, None)``);
-* frequency ids: an int, an iterable of ints, a ``range``/``slice``, a string
-  ``"0:16"``, ``"0:16,40"``, ``"all"``, or a band name ``"high"``/``"middle"``/``"low"``
-  (the thirds of the ids, fastest rotation first; the tail, if any, is in ``"low"``);
+* frequency ids: an int, an iterable of ints, a ``range``/``slice``, or text in the one
+  grammar of :mod:`lens_possym._ids` (``"5"``, half-open ``"0:16"``, ``"0:16,40"``,
+  ``"all"``, the bands ``"high"``/``"mid"``/``"low"``: the thirds of the ids, fastest
+  rotation first, the tail if any in ``"low"``; ``"0-3"`` is refused: write ``"0:4"``);
 * a selection (heads with their frequency ids): a mapping from a head (any form above)
   to frequency ids, e.g. ``{"12.0": "0:16", (13, 1): "low"}``.
 """
@@ -22,9 +23,10 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 import torch
 
+from .._ids import as_int, read_ids
 from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
-from ..rope import RopeSpec
+from ..rope import FrequencyIds, RopeSpec
 
 __all__ = [
     "HeadsLike",
@@ -44,6 +46,7 @@ FreqsLike = Union[int, str, slice, range, Iterable[int], None]
 # normalised: {layer: {head: (freq ids, sorted)}}
 Selection = dict[int, dict[int, tuple[int, ...]]]
 
+
 def _layer_count_error(layer: int, n_layers: int) -> InvalidSelectionError:
     return InvalidSelectionError(
         f"layer {layer} out of range: the model has {n_layers} layers (0..{n_layers - 1})"
@@ -61,20 +64,6 @@ def _check_head(layer: int, head: int, specs: Sequence[RopeSpec]) -> None:
         )
 
 
-def _as_int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
-    if isinstance(value, str):
-        if not value.strip().lstrip("-").isdigit():
-            raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
-        return int(value)
-    if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_floating_point():
-        return int(value)
-    if isinstance(value, int):
-        return value
-    raise InvalidSelectionError(f"{what} must be an integer, got {value!r}")
-
-
 def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, int]]:
     """One head given as ``"L.H"``, ``"L.*"``, ``(L, H)`` or ``(L, None)``."""
     if isinstance(token, str):
@@ -85,11 +74,13 @@ def _parse_head_token(token: Any, specs: Sequence[RopeSpec]) -> list[tuple[int, 
                 "(or '12.*' for every head of layer 12)"
             )
         layer_text, head_text = text.split(".")
-        layer = _as_int(layer_text, f"the layer in head {token!r}")
-        head: Any = None if head_text.strip() == "*" else _as_int(head_text, f"the head in {token!r}")
+        layer = as_int(layer_text, f"the layer in head {token!r}")
+        head: Any = (None if head_text.strip() == "*"
+                     else as_int(head_text, f"the head in {token!r}"))
     elif isinstance(token, (tuple, list)) and len(token) == 2:
-        layer = _as_int(token[0], f"the layer in head {tuple(token)!r}")
-        head = None if token[1] is None or token[1] == "*" else _as_int(token[1], "a head index")
+        layer = as_int(token[0], f"the layer in head {tuple(token)!r}")
+        star = token[1] is None or (isinstance(token[1], str) and token[1].strip() == "*")
+        head = None if star else as_int(token[1], "a head index")
     else:
         raise InvalidSelectionError(
             f"cannot read head {token!r}: pass 'LAYER.HEAD' or (layer, head)"
@@ -118,12 +109,21 @@ def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, 
     elif isinstance(heads, Mapping):
         tokens = []
         for layer, hs in heads.items():
-            hs_list = [None] if hs is None or hs == "*" else ([hs] if isinstance(hs, int) else list(hs))
+            if hs is None or (isinstance(hs, str) and hs == "*"):
+                hs_list: list[Any] = [None]
+            elif isinstance(hs, Iterable) and not isinstance(hs, (str, bytes)):
+                hs_list = list(hs)
+            else:
+                hs_list = [hs]
             tokens.extend((layer, h) for h in hs_list)
     elif isinstance(heads, tuple) and len(heads) == 2 and not isinstance(heads[0], (tuple, list, str)):
         tokens = [heads]
-    else:
+    elif isinstance(heads, Iterable) and not isinstance(heads, (bytes, torch.Tensor)):
         tokens = list(heads)
+    else:
+        raise InvalidSelectionError(
+            f"cannot read heads {heads!r}: pass 'LAYER.HEAD,...', (layer, head) pairs or "
+            "{layer: [heads]}")
     if not tokens:
         raise InvalidSelectionError("no heads selected; pass e.g. '12.0,13.1' or [(12, 0)]")
     out: list[tuple[int, int]] = []
@@ -132,67 +132,22 @@ def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, 
     return sorted(set(out))
 
 
-def _range_ids(text: str, n_freqs: int, layer: int) -> list[int]:
-    start_text, _, stop_text = text.partition(":")
-    start = _as_int(start_text, f"the start of {text!r}") if start_text.strip() else 0
-    stop = _as_int(stop_text, f"the end of {text!r}") if stop_text.strip() else n_freqs
-    if not 0 <= start < stop <= n_freqs:
-        raise InvalidSelectionError(
-            f"frequency ids {text!r} out of range for layer {layer}: it has {n_freqs} "
-            f"frequency ids (0..{n_freqs - 1}); a range START:STOP needs "
-            f"0 <= START < STOP <= {n_freqs}"
-        )
-    return list(range(start, stop))
-
-
-def parse_freqs(freqs: FreqsLike, spec: RopeSpec) -> tuple[int, ...]:
+def parse_freqs(freqs: FreqsLike, spec: FrequencyIds) -> tuple[int, ...]:
     """Frequency ids of one layer, sorted and distinct (see the module docstring for forms).
 
-    An empty selection (``[]``) is allowed: it means "no frequency" (an intervention that
-    changes nothing).
+    ``spec`` is anything with the frequency-id bookkeeping (:class:`~lens_possym.rope.RopeSpec`,
+    a toy model's config). An empty selection (``[]``) is allowed: it means "no frequency"
+    (an intervention that changes nothing).
 
     Raises:
-        InvalidSelectionError: an id out of ``0..n_freqs-1`` or an unreadable value.
+        InvalidSelectionError: an id out of ``0..n_freqs-1``, a dash range or an unreadable
+            value.
     """
-    n, layer = spec.n_freqs, spec.layer
-    ids: list[int] = []
-    if freqs is None or (isinstance(freqs, str) and freqs.strip().lower() == "all"):
-        ids = list(range(n))
-    elif isinstance(freqs, str):
-        for part in (p.strip() for p in freqs.split(",")):
-            if not part:
-                continue
-            if part.lower() in BAND_NAMES:
-                ids.extend(band_partition(n, 3)[BAND_NAMES.index(part.lower())])
-            elif ":" in part:
-                ids.extend(_range_ids(part, n, layer))
-            else:
-                ids.append(_as_int(part, f"frequency id {part!r}"))
-        if not ids:
-            raise InvalidSelectionError(f"no frequency ids in {freqs!r}; write e.g. '0:16' or 'low'")
-    elif isinstance(freqs, slice):
-        if freqs.step not in (None, 1):
-            raise InvalidSelectionError("frequency slices must have step 1")
-        ids = _range_ids(f"{'' if freqs.start is None else freqs.start}:"
-                         f"{'' if freqs.stop is None else freqs.stop}", n, layer)
-    elif isinstance(freqs, (int, torch.Tensor)) and not isinstance(freqs, bool) and (
-        not isinstance(freqs, torch.Tensor) or freqs.ndim == 0
-    ):
-        ids = [int(freqs)]
-    else:
-        try:
-            ids = [_as_int(f, "a frequency id") for f in freqs]  # type: ignore[union-attr]
-        except TypeError:
-            raise InvalidSelectionError(
-                f"cannot read frequency ids {freqs!r}: pass ids, a range, '0:16' or 'low'"
-            ) from None
-    bad = sorted({f for f in ids if not 0 <= f < n})
-    if bad:
-        raise InvalidSelectionError(
-            f"frequency id {bad} out of range for layer {layer}: it has {n} frequency ids "
-            f"(0..{n - 1}; id 0 is the fastest rotation"
-            + (f", id {n - 1} the non-rotated tail" if spec.has_tail else "") + ")"
-        )
+    n, layer = spec.n_freqs, getattr(spec, "layer", None)
+    extra = ("; id 0 is the fastest rotation"
+             + (f", id {n - 1} the non-rotated tail" if spec.has_tail else ""))
+    ids = read_ids(freqs, n, what="frequency id", bands=True,
+                   where="" if layer is None else f"layer {layer}", extra=extra)
     return tuple(sorted(set(ids)))
 
 
@@ -248,7 +203,7 @@ def freqs_label(freqs: FreqsLike) -> str:
     if isinstance(freqs, int) and not isinstance(freqs, bool):
         return str(freqs)
     try:
-        ids = sorted({_as_int(f, "a frequency id") for f in freqs})  # type: ignore[union-attr]
+        ids = sorted({as_int(f, "a frequency id") for f in freqs})  # type: ignore[union-attr]
     except TypeError:
         raise InvalidSelectionError(
             f"cannot read frequency ids {freqs!r}: pass ids, a range, '0:16' or 'low'"
@@ -273,9 +228,9 @@ def heads_label(heads: Any) -> str:
         return ",".join(p.strip() for p in heads.split(",") if p.strip())
     if isinstance(heads, (tuple, list)) and len(heads) == 2 and not isinstance(
             heads[0], (tuple, list, str)):
-        layer = _as_int(heads[0], f"the layer in head {tuple(heads)!r}")
+        layer = as_int(heads[0], f"the layer in head {tuple(heads)!r}")
         head = heads[1]
-        return f"{layer}.{'*' if head is None or head == '*' else _as_int(head, 'a head index')}"
+        return f"{layer}.{'*' if head is None or head == '*' else as_int(head, 'a head index')}"
     if isinstance(heads, (tuple, list)) and heads:
         return ",".join(heads_label(h) for h in heads)
     raise InvalidSelectionError(

@@ -1,7 +1,7 @@
 r"""Sweep: the effect of ablating each frequency band of each head on a metric.
 
 For every chosen layer ``L``, query head ``h`` and band ``b`` (a set of frequency ids,
-e.g. the fast / middle / slow thirds), :func:`band_sweep` ablates band ``b`` of head ``h``
+e.g. the fast / mid / slow thirds), :func:`band_sweep` ablates band ``b`` of head ``h``
 alone and evaluates the metric on the model's output: one forward pass per
 ``(L, h, b)``, so ``n_layers · n_heads · n_bands`` passes (216 for gemma-3-270m with
 thirds).
@@ -26,7 +26,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .._inputs import ModelInput, as_layers, as_tokens
+from .._ids import check_ids_text
+from .._inputs import ModelInput, as_heads, as_layers, as_tokens
 from .._json import JsonConfig, to_jsonable
 from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
@@ -41,13 +42,19 @@ from .spec import Intervention
 __all__ = ["BandSweepConfig", "BandSweep", "band_sweep", "resolve_bands", "last_token_kwargs"]
 
 
-def _int_tuple(value: Any, what: str) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    values = [value] if isinstance(value, int) else list(value)
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-        raise InvalidSelectionError(f"{what} must be integers, got {value!r}")
-    return tuple(values)
+def _ids_setting(value: Any, what: str) -> tuple[int, ...] | str | None:
+    """A layer or head list as stored in a config: text in the id grammar (checked now,
+    resolved against the model when the sweep runs) or a tuple of ints."""
+    if value is None or isinstance(value, str):
+        return None if value is None else check_ids_text(value, what=what, bands=False)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if not isinstance(value, (list, tuple, range)):
+        raise InvalidSelectionError(
+            f"{what}s must be integers or text such as '0,5' or '0:6', got {value!r}")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise InvalidSelectionError(f"{what}s must be integers, got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,7 @@ class BandSweepConfig(JsonConfig):
     """How :func:`band_sweep` ablates: frozen, validated, saved with the result.
 
     Attributes:
-        bands: a number of contiguous bands (3: ``high``/``middle``/``low`` thirds), a
+        bands: a number of contiguous bands (3: ``high``/``mid``/``low`` thirds), a
             list of frequency selections (``["0:8", "low"]``, ``[[0, 1], [2]]``), or
             ``{name: selection}``; stored as ``((name, selection in the grammar), ...)``.
         mode, side, per_position: as in :func:`ablate_frequencies_hooks`.
@@ -67,16 +74,16 @@ class BandSweepConfig(JsonConfig):
     mode: str = "zero"
     side: str | None = None
     per_position: bool = False
-    layers: tuple[int, ...] | None = None
-    heads: tuple[int, ...] | None = None
+    layers: tuple[int, ...] | str | None = None
+    heads: tuple[int, ...] | str | None = None
     last_token_only: bool = True
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
         resolve_side(self.mode, self.side)
         object.__setattr__(self, "bands", _normalise_bands(self.bands))
-        object.__setattr__(self, "layers", _int_tuple(self.layers, "layers"))
-        object.__setattr__(self, "heads", _int_tuple(self.heads, "heads"))
+        object.__setattr__(self, "layers", _ids_setting(self.layers, "layer"))
+        object.__setattr__(self, "heads", _ids_setting(self.heads, "head"))
         if self.per_position and self.mode != "mean":
             raise InvalidSelectionError("per_position applies to mode='mean' only")
 
@@ -172,7 +179,7 @@ def resolve_bands(spec: RopeSpec, bands: int | Sequence[Any] | Mapping[str, Any]
                   ) -> tuple[list[str], list[list[int]]]:
     """Band names and frequency ids for one layer.
 
-    ``bands`` is a number of contiguous bands (3 → ``high``/``middle``/``low`` thirds,
+    ``bands`` is a number of contiguous bands (3 → ``high``/``mid``/``low`` thirds,
     fastest first), a list of frequency selections (any form of
     :func:`~lens_possym.interventions.parse_freqs`), or ``{name: selection}``.
     """
@@ -188,18 +195,9 @@ def last_token_kwargs(model: HookedModel, last_token_only: bool) -> dict[str, An
     return {"logits_to_keep": 1} if (last_token_only and hasattr(model, "original_model")) else {}
 
 
-def _head_lists(specs: Sequence[RopeSpec], layers: list[int], heads: Sequence[int] | None
-                ) -> dict[int, list[int]]:
-    out = {}
-    for layer in layers:
-        n = specs[layer].n_heads
-        chosen = list(range(n)) if heads is None else list(heads)
-        bad = [h for h in chosen if not 0 <= h < n]
-        if bad:
-            raise InvalidSelectionError(
-                f"head {bad} out of range: layer {layer} has {n} query heads")
-        out[layer] = chosen
-    return out
+def _head_lists(specs: Sequence[RopeSpec], layers: list[int],
+                heads: Sequence[int] | str | None) -> dict[int, list[int]]:
+    return {layer: as_heads(heads, specs[layer].n_heads, layer) for layer in layers}
 
 
 def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[str, Metric],
@@ -227,7 +225,7 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
     config = (config or BandSweepConfig()).replace(**settings)
     metrics = as_metrics(metric)
     specs = rope_specs(model)
-    chosen = as_layers(None if config.layers is None else list(config.layers), len(specs))
+    chosen = as_layers(config.layers, len(specs))
     tokens = as_tokens(model, input)
     band_ids: dict[int, list[list[int]]] = {}
     band_names: list[str] = []

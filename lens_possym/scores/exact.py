@@ -16,6 +16,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InvalidSelectionError
 from .crosslogits import CrossLogitFactors
 from .swaps import SwapSet, WeightedCosines, swap_cosines
 
@@ -135,9 +136,10 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
         kernel = keys is not None and factors.x.device.type == "cpu"
     if kernel:
         if keys is None:
-            raise ValueError("the compiled loop handles token swaps over all pairs of a key set")
+            raise InvalidSelectionError(
+                "the compiled loop handles token swaps over all pairs of a key set")
         if factors.x.device.type != "cpu":
-            raise ValueError(f"the compiled loop runs on the CPU, the factors are on "
+            raise InvalidSelectionError(f"the compiled loop runs on the CPU, the factors are on "
                              f"{factors.x.device}; pass kernel=None (or False) to use the "
                              f"tensor code there")
         return SwapScores(pos, sym, *_freq_scores_kernel(factors, keys.cpu(), tau))

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
+from ..errors import InvalidSelectionError
 from .exact import SwapScores
 from .swaps import SwapSet, WeightedCosines
 
@@ -76,7 +77,8 @@ def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], 
     (batch of one). Cost: one forward pass of block ``layer`` per swap.
     """
     if tokens.shape[0] != 1:
-        raise ValueError("rerun_swap_scores takes one prompt at a time")
+        raise InvalidSelectionError(
+            "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")
     qpos = swaps.query_position
     clean, residual = capture_with_layer_input(model, tokens, layer, qpos)
     a = clean.model_pattern[:, heads, 0].double()                  # [1, h, p]

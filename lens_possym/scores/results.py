@@ -22,6 +22,7 @@ from torch import Tensor
 
 from .._json import dumps, tensor_from_json, to_jsonable
 from ..bands import band_partition
+from ..errors import InvalidSelectionError, ResultsFileError
 from .config import ScoreConfig
 
 __all__ = ["PosSymScores", "pearson_r"]
@@ -106,7 +107,7 @@ class PosSymScores:
         """
         values = {"pos": self.pos, "sym": self.sym, "sym-pos": self.sym - self.pos}.get(by)
         if values is None:
-            raise ValueError(f"rank by 'pos', 'sym' or 'sym-pos', not {by!r}")
+            raise InvalidSelectionError(f"rank by 'pos', 'sym' or 'sym-pos', not {by!r}")
         flat = values.flatten()
         keep = flat.isfinite().nonzero().flatten()
         order = keep[torch.argsort(flat[keep], descending=descending, stable=True)]
@@ -117,7 +118,9 @@ class PosSymScores:
         """Per-head mean scores over frequency bands (ids split into ``n_bands`` equal runs,
         fastest first): ``{"pos": [n_layers, n_heads, n_bands], "sym": ...}``."""
         if self.pos_freq is None or self.sym_freq is None:
-            raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+            raise InvalidSelectionError(
+                "these scores have no per-frequency part (per_frequency=False); compute them "
+                "with per_frequency=True")
         bands = band_partition(self.pos_freq.shape[-1], n_bands)
         return {name: torch.stack([t[..., idx].nanmean(-1) for idx in bands], -1)
                 for name, t in (("pos", self.pos_freq), ("sym", self.sym_freq))}
@@ -166,7 +169,9 @@ class PosSymScores:
     def from_dict(cls, data: dict[str, Any]) -> "PosSymScores":
         """Read :meth:`to_dict`'s output (files with the older ``settings`` too)."""
         if data.get("format") != FORMAT:
-            raise ValueError(f"not a lens-possym scores file (format {data.get('format')!r})")
+            raise ResultsFileError(
+                f"not a lens-possym scores file (format {data.get('format')!r}); load a "
+                "scores.json that PosSymScores.save wrote")
         tensors = {name: None if data.get(name) is None else tensor_from_json(data[name])
                    for name in _TENSORS}
         if "config" in data:
@@ -186,7 +191,15 @@ class PosSymScores:
 
     @classmethod
     def load(cls, path: str | Path) -> "PosSymScores":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        text = Path(path).read_text()
+        try:
+            return cls.from_dict(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            if isinstance(exc, ResultsFileError):
+                raise
+            # any unreadable content is the same problem for the user: not a scores file
+            raise ResultsFileError(f"{path} is not a readable lens-possym scores file "
+                                   f"({type(exc).__name__}: {exc})") from exc
 
 
 def _median(t: Tensor) -> float:

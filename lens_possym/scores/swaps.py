@@ -195,5 +195,6 @@ class WeightedCosines:
     def result(self) -> tuple[Tensor, Tensor]:
         """``(s_POS, s_SYM)``."""
         if self._max is None:
-            raise ValueError("no swaps were added")
+            raise InvalidSelectionError(
+                "no swaps were added; add at least one swap before asking for the result")
         return self._pos / self._z, self._sym / self._z

@@ -11,6 +11,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .._ids import as_int
+from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
@@ -79,10 +81,25 @@ def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = No
     return axes
 
 
+def _scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]:
+    """``(layer, head)`` checked against what ``scores`` holds (per frequency)."""
+    if scores.pos_freq is None:
+        raise InvalidSelectionError("these scores have no per-frequency part "
+                                    "(per_frequency=False); compute them with per_frequency=True")
+    layer, head = as_int(layer, "a layer"), as_int(head, "a head")
+    if layer not in scores.layers:
+        raise InvalidSelectionError(
+            f"layer {layer} was not scored; these scores hold layers {scores.layers}")
+    if not 0 <= head < scores.n_heads:
+        raise InvalidSelectionError(
+            f"head {head} out of range: the scores have {scores.n_heads} heads per layer "
+            f"(0..{scores.n_heads - 1})")
+    return layer, head
+
+
 def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None):
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
-    if scores.pos_freq is None:
-        raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+    layer, head = _scored_head(scores, layer, head)
     ax = axes_or_new(ax, (7, 3.5))
     angles = scores.angles[layer]
     keep = angles.isfinite()
@@ -101,8 +118,7 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
     """Each frequency id of one head as a point on the plane, coloured by id (Figure 1F)."""
     import matplotlib.pyplot as plt
 
-    if scores.pos_freq is None:
-        raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+    layer, head = _scored_head(scores, layer, head)
     ax = axes_or_new(ax, (5, 4.5))
     pos, sym = scores.pos_freq[layer, head], scores.sym_freq[layer, head]
     keep = pos.isfinite()

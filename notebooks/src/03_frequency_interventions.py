@@ -15,7 +15,7 @@ Here we check the mechanism on the real model, then run the experiment: on the b
 remove the **low-frequency** band of the **most symbolic heads**, and compare with removing
 their **high-frequency** band and with the same ablations of **random heads** of equal count.
 Frequency id 0 is the fastest rotation; the thirds of the 128 ids are called `high`,
-`middle` and `low` (frequency).
+`mid` and `low` (frequency).
 """),
 ("code", r"""
 import torch

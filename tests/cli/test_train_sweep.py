@@ -22,7 +22,7 @@ def test_cli_train(tmp_path, capsys):
 
 
 def test_cli_sweep(tmp_path, capsys):
-    code = main(["sweep", "--task", "retrieval", "--length", "4", "--vocab", "4", "--ids", "0-1",
+    code = main(["sweep", "--task", "retrieval", "--length", "4", "--vocab", "4", "--ids", "0:2",
                  "--pair-with", "4", "--n-freqs", "4", "--steps", "20", "--eval-every", "20",
                  "--no-scores", "--out", str(tmp_path)])
     assert code == 0
@@ -33,16 +33,22 @@ def test_cli_sweep(tmp_path, capsys):
 
 
 def test_cli_reports_bad_ids(tmp_path, capsys):
-    assert main(["train", "--task", "index", "--freq-ids", "x", "--out", str(tmp_path)]) == 1
+    # unreadable: a usage error before anything runs; out of range: known once the model is
+    assert main(["train", "--task", "index", "--freq-ids", "x", "--out", str(tmp_path)]) == 2
     assert "cannot read frequency ids" in capsys.readouterr().err
+    assert main(["train", "--task", "index", "--freq-ids", "0-3", "--out", str(tmp_path)]) == 2
+    assert "write '0:4'" in capsys.readouterr().err
     assert main(["train", "--task", "index", "--freq-ids", "40", "--out", str(tmp_path)]) == 1
     assert "out of range" in capsys.readouterr().err
 
 
 def test_parse_ids():
     from lens_possym.cli._toy_args import parse_ids
+    from lens_possym.synthetic import ToyConfig
 
-    assert parse_ids("3") == [3] and parse_ids("16,4") == [16, 4]
-    assert parse_ids("0-3,8") == [0, 1, 2, 3, 8] and parse_ids(None) is None
-    with pytest.raises(InvalidSelectionError):
-        parse_ids("1-x")
+    config = ToyConfig(d_vocab=4, n_ctx=8, d_head=34, rotary_dim=32)  # 16 pairs + tail = 17 ids
+    assert parse_ids("3", config) == [3] and parse_ids("16,4", config) == [4, 16]
+    assert parse_ids("0:3,8", config) == [0, 1, 2, 8] and parse_ids(None, config) is None
+    for bad in ("1-x", "0-3", "17", "-1"):
+        with pytest.raises(InvalidSelectionError):
+            parse_ids(bad, config)

@@ -34,7 +34,8 @@ def test_freqs_forms(specs):
     assert parse_freqs(3, spec) == (3,)
     assert parse_freqs([], spec) == ()
     # thirds, fastest first; the tail (id 4) is in the slowest band
-    assert [parse_freqs(b, spec) for b in ("high", "middle", "low")] == [(0, 1), (2, 3), (4,)]
+    assert [parse_freqs(b, spec) for b in ("high", "mid", "low")] == [(0, 1), (2, 3), (4,)]
+    assert parse_freqs("middle", spec) == parse_freqs("MID", spec) == (2, 3)
     assert band_partition(5, 3) == [[0, 1], [2, 3], [4]]
 
 
@@ -66,10 +67,52 @@ def test_bad_heads(specs, heads, message):
     ("0:6", "'0:6' out of range"),
     ("3:1", "out of range"),
     (slice(0, 4, 2), "step 1"),
-    (2.5, "cannot read frequency ids"),
+    (2.5, "a frequency id must be an integer, got 2.5"),
+    ("0-3", "write '0:4'"),
+    (-1, r"frequency id \[-1\] out of range"),
+    ("1:x", "frequency id 'x' must be an integer"),
+    ("0:2:1", "no step"),
     ([1.0], "must be an integer"),
     (",", "no frequency ids"),
 ])
 def test_bad_freqs(specs, freqs, message):
     with pytest.raises(InvalidSelectionError, match=message):
         parse_freqs(freqs, specs[0])
+
+
+# ---- the id grammar, as a property --------------------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from lens_possym._ids import read_ids  # noqa: E402
+
+N_IDS = 20
+item = st.one_of(
+    st.integers(0, N_IDS - 1).map(lambda i: (str(i), [i])),
+    st.tuples(st.integers(0, N_IDS - 1), st.integers(1, N_IDS)).filter(lambda t: t[0] < t[1])
+    .map(lambda t: (f"{t[0]}:{t[1]}", list(range(t[0], t[1])))),
+)
+
+
+@given(items=st.lists(item, min_size=1, max_size=5))
+def test_text_reads_as_python_would(items):
+    """``"a:b"`` is ``range(a, b)`` and ``"i"`` is ``[i]``, items concatenated in order."""
+    text = ",".join(t for t, _ in items)
+    assert read_ids(text, N_IDS) == [i for _, ids in items for i in ids]
+
+
+@given(lo=st.integers(0, 50), hi=st.integers(0, 50))
+def test_a_dash_range_is_refused_with_the_half_open_range_to_write(lo, hi):
+    with pytest.raises(InvalidSelectionError, match=f"write '{lo}:{hi + 1}'"):
+        read_ids(f"{lo}-{hi}", 60, bands=True)
+
+
+@given(ids=st.lists(st.integers(-30, 30), min_size=1, max_size=4))
+def test_an_id_outside_the_model_names_the_valid_range(ids):
+    bad = [i for i in ids if not 0 <= i < N_IDS]
+    if not bad:
+        assert read_ids(ids, N_IDS) == ids
+        return
+    with pytest.raises(InvalidSelectionError, match=rf"\(0\.\.{N_IDS - 1}"):
+        read_ids(ids, N_IDS)

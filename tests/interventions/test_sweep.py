@@ -32,7 +32,7 @@ def test_every_entry_equals_the_ablation_by_hand(llama_task, mode):
     n_layers, n_heads = 2, 4
     for name in ("logit_diff", "accuracy", "candidate_accuracy"):
         assert sweep.values[name].shape == (n_layers, n_heads, 3)
-    assert sweep.band_names == ["high", "middle", "low"]
+    assert sweep.band_names == ["high", "mid", "low"]
     assert sweep.bands[1] == [[0, 1, 2], [3, 4, 5], [6, 7]]
     for layer in range(n_layers):
         for head in range(n_heads):
