@@ -24,7 +24,7 @@ from .exact import MAX_ELEMENTS, SwapScores, exact_swap_scores
 from .exclusion import exclusion_from_factors
 from .rerun import rerun_swap_scores
 from .results import PosSymScores
-from .swaps import SwapKind, swap_set
+from .swaps import Cosine, SwapKind, check_cosine, swap_set
 
 __all__ = ["swap_scores", "resolve_exclude_bos"]
 
@@ -52,6 +52,7 @@ def swap_scores(
     method: Method = "exact",
     per_frequency: bool = True,
     tau: float = 1e-4,
+    cosine: Cosine = "clamped",
     exclude_bos: bool | Literal["auto"] = "auto",
     query_position: int = -1,
     exclusion: bool = True,
@@ -90,6 +91,8 @@ def swap_scores(
         per_frequency: also score each frequency id (``pos_freq``, ``sym_freq``).
         tau: temperature of the swap weights (paper C: 1e-4, nearly "the swap that moves
             the most mass").
+        cosine: ``"clamped"`` (paper C's torch cosine) or ``"scale_free"``; they differ
+            only on swaps that drain both groups (see the scores docs, section 2).
         exclude_bos: leave position 0 out of the swaps (and the exclusion keys); ``"auto"``
             excludes it when every prompt starts with the tokenizer's BOS token, whose
             attention-sink mass would otherwise decide the weights.
@@ -118,6 +121,7 @@ def swap_scores(
         raise InvalidSelectionError(f"unknown method {method!r}; use 'exact' or 'rerun'")
     if swap not in ("token", "block"):
         raise InvalidSelectionError(f"unknown swap kind {swap!r}; use 'token' or 'block'")
+    check_cosine(cosine)
     if not tau > 0:
         raise InvalidSelectionError(f"tau must be positive, got {tau}")
     specs = rope_specs(model)
@@ -153,9 +157,10 @@ def swap_scores(
         swaps = swap_set(swap, qpos, factors.visible, exclude_bos=drop_bos, n_blocks=n_blocks)
         if method == "exact":
             result = exact_swap_scores(factors, swaps, tau=tau, per_frequency=per_frequency,
-                                       max_elements=max_elements)
+                                       cosine=cosine, max_elements=max_elements)
         else:
-            result = _rerun(model, tokens, layer, head_list, swaps, tau, per_frequency, batch_size)
+            result = _rerun(model, tokens, layer, head_list, swaps, tau, per_frequency, batch_size,
+                            cosine)
         f = spec.n_freqs
         pos_prompts[:, layer, head_list] = result.pos.cpu().double()
         sym_prompts[:, layer, head_list] = result.sym.cpu().double()
@@ -182,7 +187,7 @@ def swap_scores(
 
     settings = {
         "swap": swap, "n_blocks": n_blocks if swap == "block" else None, "method": method,
-        "tau": tau, "exclude_bos": drop_bos, "query_position": qpos, "n_prompts": n_prompts,
+        "tau": tau, "cosine": cosine, "exclude_bos": drop_bos, "query_position": qpos, "n_prompts": n_prompts,
         "n_tokens": n_pos, "per_frequency": per_frequency, "dtype": str(dtype).replace("torch.", ""),
     }
     return PosSymScores(
@@ -195,9 +200,9 @@ def swap_scores(
 
 
 def _rerun(model: Any, tokens: Tensor, layer: int, heads: list[int], swaps, tau: float,
-           per_frequency: bool, batch_size: int) -> SwapScores:
+           per_frequency: bool, batch_size: int, cosine: Cosine) -> SwapScores:
     rows = [rerun_swap_scores(model, tokens[b : b + 1], layer, heads, swaps, tau=tau,
-                              per_frequency=per_frequency, batch_size=batch_size)
+                              per_frequency=per_frequency, cosine=cosine, batch_size=batch_size)
             for b in range(tokens.shape[0])]
     cat = lambda name: None if getattr(rows[0], name) is None else torch.cat(  # noqa: E731
         [getattr(r, name) for r in rows])
