@@ -2,9 +2,10 @@ r"""A compiled CPU loop for the per-frequency token-swap scores (the hot path of
 
 The per-frequency token-swap scores of a layer touch ``heads × freqs × n²/2`` swaps. In
 plain tensor code each swap costs some forty passes over memory; this loop (numba,
-parallel over head-frequency pairs) keeps everything in registers and needs two
-exponentials (inlined, so the loop vectorises), one division and one square root per swap,
-and no branch. It computes what :func:`.exact.exact_swap_scores` computes with tensors (the
+parallel over head-frequency pairs) keeps everything in registers and needs one
+exponential (inlined, so the loop vectorises) and one square root per swap, and no branch
+but a loop-invariant one: rows where the cosine's clamp can act at all (a bound on the
+logits decides) add a second exponential and a division for the post-swap normaliser. It computes what :func:`.exact.exact_swap_scores` computes with tensors (the
 tests hold the two to 1e-12), in float64:
 
 * swapped masses, scaled by the larger: ``(A, B) = (e^{C_ij - M}, e^{C_ji - M})`` with
@@ -77,7 +78,7 @@ _FAST = {"contract", "arcp", "reassoc", "nsz"}
 def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
             scale, inv_tau, eps, pos_out, sym_out):  # pragma: no cover
     pow2, taylor = _POW2, _TAYLOR
-    n_rows, n_freqs, _ = x.shape
+    n_rows, n_freqs, n_pos = x.shape
     n_keys = keys.shape[0]
     eps2 = eps * eps
     for row_freq in numba.prange(n_rows * n_freqs):
@@ -97,6 +98,13 @@ def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
         lam1, lam2, lam3 = log_units[g, f, 0], log_units[g, f, 1], log_units[g, f, 2]
         w1, w2, w3 = sums[g, f, 0], sums[g, f, 1], sums[g, f, 2]
         t1, t2 = top[g, f], runner_up[g, f]
+        # The clamp on a' acts only if eps·D > |(A, B)| >= 1, i.e. rest·e^{lam - M} > 1/eps - 2
+        # with rest <= n_pos and lam <= lam1, M >= -|scale|·max_c |(X_c, Y_c)|: rows that
+        # cannot reach it skip the normaliser (loop-invariant, so the loop is unswitched).
+        reach = 0.0
+        for a in range(n_keys):
+            reach = max(reach, math.sqrt(xk[a] * xk[a] + yk[a] * yk[a]))
+        needs_normaliser = lam1 + abs(scale) * reach * 1.001 + 1.0 > math.log((1.0 / eps - 2.0) / n_pos)
         z = 0.0
         pos_sum = 0.0
         sym_sum = 0.0
@@ -119,15 +127,18 @@ def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
                 small = _exp_neg(abs(gap), pow2, taylor, _GAP_CAP)
                 mass_i = small if gap >= 0 else 1.0
                 mass_j = 1.0 if gap >= 0 else small
-                rest = base - (e2k[b] if a_top else e1k[b])
-                lam = lam_a
-                rest = rest_top if b == t1 else rest
-                lam = lam2 if b == t1 else lam
-                rest = w3 if b == partner else rest
-                lam = lam3 if b == partner else lam
-                # e^{lam - M}, >= 1 where the clamp can act (below 1 it cannot: rest <= n)
-                grow = 1.0 / _exp_neg(max(lam - max(c_ij, c_ji), 0.0), pow2, taylor, _NORMALISER_CAP)
-                after = eps * (mass_i + mass_j + max(rest, 0.0) * grow)
+                after = 0.0
+                if needs_normaliser:
+                    rest = base - (e2k[b] if a_top else e1k[b])
+                    lam = lam_a
+                    rest = rest_top if b == t1 else rest
+                    lam = lam2 if b == t1 else lam
+                    rest = w3 if b == partner else rest
+                    lam = lam3 if b == partner else lam
+                    # e^{lam - M}, >= 1 where the clamp can act (below 1 it cannot: rest <= n)
+                    grow = 1.0 / _exp_neg(max(lam - max(c_ij, c_ji), 0.0), pow2, taylor,
+                                          _NORMALISER_CAP)
+                    after = eps * (mass_i + mass_j + max(rest, 0.0) * grow)
                 norms = (max(mass_i * mass_i + mass_j * mass_j, after * after)
                          * max(ai2 + aj * aj, eps2))
                 weighted = w / math.sqrt(norms)

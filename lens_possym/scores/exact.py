@@ -112,11 +112,14 @@ class OutsideMass:
         i, j = first[:, 0], second[:, 0]
         i_top, j_top = i == self.first, j == self.first
         pair = (i_top & (j == self.second)) | (j_top & (i == self.second))
-        neither = (self.w1 - self.e1[..., i] - self.e1[..., j]).clamp_min(0).log() + self.log_units[0]
-        other = torch.where(i_top, self.e2[..., j], self.e2[..., i])
-        one = (self.w2 - other).clamp_min(0).log() + self.log_units[1]
-        both = self.w3.log() + (self.log_units[2] if len(self.log_units) > 2 else 0)
-        return torch.where(pair, both, torch.where(i_top | j_top, one, neither))
+        e1_i, e1_j = self.e1[..., i], self.e1[..., j]
+        rest = torch.where(i_top, self.w2 - self.e2[..., j],
+                           torch.where(j_top, self.w2 - self.e2[..., i], self.w1 - e1_i - e1_j))
+        unit = torch.where(i_top | j_top, self.log_units[1], self.log_units[0])
+        if len(self.log_units) > 2:
+            rest = torch.where(pair, self.w3, rest)
+            unit = torch.where(pair, self.log_units[2], unit)
+        return rest.clamp_min_(0).log_().add_(unit)
 
 
 def _accumulate(acc: WeightedCosines, u1: Tensor, u2: Tensor, log_outside: Tensor,
@@ -124,8 +127,10 @@ def _accumulate(acc: WeightedCosines, u1: Tensor, u2: Tensor, log_outside: Tenso
     v1, v2, d1, d2 = clean
     if cosine == "clamped":
         log_z = torch.logaddexp(log_outside, torch.logaddexp(u1, u2))   # log Z' after the swap
-        pos, sym = clamped_cosines(torch.exp(u1 - log_z) / block, torch.exp(u2 - log_z) / block,
-                                   d1, d2)
+        a1, a2 = torch.exp(u1 - log_z), torch.exp(u2 - log_z)       # post-swap group masses
+        if block > 1:                                                # block means
+            a1, a2 = a1 / block, a2 / block
+        pos, sym = clamped_cosines(a1, a2, d1, d2)
     else:
         pos, sym = swap_cosines(u1, u2, v1, v2)
     acc.add((d1 - d2).abs() / tau, pos, sym)

@@ -18,7 +18,7 @@ the swaps by :math:`w = \mathrm{softmax}(|a_1 - a_2| / \tau)` over all swaps, an
 **The cosine is torch's** (``cosine="clamped"``, the default). Paper C's code computes both
 cosines with ``torch.nn.functional.cosine_similarity``, which clamps each norm at
 :math:`\epsilon = 10^{-8}`: :math:`\cos_\epsilon(x, y) = \frac{x}{\max(\lVert x\rVert, \epsilon)}
-\cdot \frac{y}{\max(\lVert y\rVert, \epsilon)}` (torch 2.x; :func:`clamped_cosines` calls it).
+\cdot \frac{y}{\max(\lVert y\rVert, \epsilon)}` (torch 2.x; :func:`clamped_cosines`).
 The clamp decides the score of a **draining swap**, one after which the two groups hold
 almost no attention (it moved to a third position): with :math:`\lVert a'\rVert < \epsilon`
 both cosines shrink by :math:`\lVert a'\rVert / \epsilon`, so such a swap scores about
@@ -58,7 +58,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -186,13 +185,16 @@ def clamped_cosines(after_first: Tensor, after_second: Tensor, clean_first: Tens
                     clean_second: Tensor, eps: float = COSINE_EPS) -> tuple[Tensor, Tensor]:
     """``(pos, sym)`` as paper C computes them, from the attention masses of the two groups.
 
-    ``pos = cosine_similarity((a'_1, a'_2), (a_1, a_2))``, ``sym`` against ``(a_2, a_1)``,
-    with torch's own function (each norm clamped at ``eps``); all arguments broadcast.
+    ``pos = cosine_similarity((a'_1, a'_2), (a_1, a_2))``, ``sym`` against ``(a_2, a_1)``:
+    torch's formula written out for 2-vectors (each vector divided by its norm clamped at
+    ``eps``, then the dot product; the tests hold it to torch's function), so that no
+    ``[..., 2]`` stacks are made. All arguments broadcast.
     """
-    after = torch.stack(torch.broadcast_tensors(after_first, after_second), -1)
-    clean = torch.stack(torch.broadcast_tensors(clean_first, clean_second), -1)
-    return (F.cosine_similarity(after, clean, dim=-1, eps=eps),
-            F.cosine_similarity(after, clean.flip(-1), dim=-1, eps=eps))
+    after = torch.hypot(after_first, after_second).clamp_min(eps)
+    clean = torch.hypot(clean_first, clean_second).clamp_min(eps)
+    x1, x2 = after_first / after, after_second / after
+    y1, y2 = clean_first / clean, clean_second / clean
+    return x1 * y1 + x2 * y2, x1 * y2 + x2 * y1
 
 
 def swap_cosines(u_first: Tensor, u_second: Tensor, v_first: Tensor, v_second: Tensor
