@@ -166,7 +166,7 @@ def test_exact_equals_rerun_equals_paper_c(drained, dtype):
 def _paper_c_freq_attention(model, tokens, swaps, layer):
     """Per-frequency attention of every re-run, ``[1, 1 + n_swaps, heads x freqs, seq, seq]``
     (the frequencies as extra heads), for :func:`paper_c_scores`."""
-    clean, residual = capture_with_layer_input(model, tokens, layer, tokens.shape[1] - 1)
+    _, residual = capture_with_layer_input(model, tokens, layer, tokens.shape[1] - 1)
     runs = capture_with_rows(model, tokens, layer, tokens.shape[1] - 1, residual,
                              _permutations(swaps, tokens.shape[1]))
     fl = decompose_inputs(runs, list(range(runs.spec.n_heads)), dtype=torch.float64)
