@@ -4,7 +4,8 @@
   ``[n_layers, n_heads]`` and ``pos_freq``/``sym_freq`` ``[n_layers, n_heads, n_freqs]``,
   computed as a frozen :class:`ScoreConfig` says (stored in the result);
 * :mod:`.crosslogits`: the cross-logit matrix ``C[p, c]`` everything is computed from;
-* :mod:`.swaps`: which swaps, and the weighted cosines; :mod:`.exact` (closed form) and
+* :mod:`.swaps`: which swaps, and the weighted cosines (torch's clamped cosine, as paper C,
+  or scale-free); :mod:`.exact` (closed form) and
   :mod:`.rerun` (re-run the block per swap: the reference);
 * :mod:`.exclusion`: Theorem 1's deviations, variance and bound, exactly.
 """
@@ -16,7 +17,7 @@ from .exclusion import Exclusion, exclusion_by_enumeration, exclusion_from_facto
 from .profile import LayerScores, swap_scores
 from .rerun import rerun_swap_scores
 from .results import PosSymScores, pearson_r
-from .swaps import SwapSet, swap_cosines, swap_set
+from .swaps import Cosine, SwapSet, clamped_cosines, swap_cosines, swap_set
 
 __all__ = [
     "swap_scores",
@@ -29,6 +30,8 @@ __all__ = [
     "SwapSet",
     "swap_set",
     "swap_cosines",
+    "clamped_cosines",
+    "Cosine",
     "SwapScores",
     "exact_swap_scores",
     "rerun_swap_scores",

@@ -3,13 +3,21 @@ r"""A compiled CPU loop for the per-frequency token-swap scores (the hot path of
 The per-frequency token-swap scores of a layer touch ``heads × freqs × n²/2`` swaps. In
 plain tensor code each swap costs some forty passes over memory; this loop (numba,
 parallel over head-frequency pairs) keeps everything in registers and needs one
-exponential (inlined, so the loop vectorises) and one square root per swap, and no branch. It computes what
-:func:`.exact.exact_swap_scores` computes with tensors (the tests hold the two to 1e-12),
-in float64:
+exponential (inlined, so the loop vectorises) and one square root per swap, and no branch
+but a loop-invariant one: rows where the cosine's clamp can act at all (a bound on the
+logits decides) add a second exponential and a division for the post-swap normaliser. It computes what :func:`.exact.exact_swap_scores` computes with tensors (the
+tests hold the two to 1e-12), in float64:
 
 * swapped masses, scaled by the larger: ``(A, B) = (e^{C_ij - M}, e^{C_ji - M})`` with
   ``M = max(C_ij, C_ji)``, one of them 1, the other ``e^{-|C_ij - C_ji|}``, and the clean
-  masses ``(a_i, a_j)``: ``pos = (A a_i + B a_j) / (|(A, B)| |(a_i, a_j)|)``, ``sym`` alike;
+  masses ``(a_i, a_j)``;
+* the post-swap normaliser in the same units, ``D = A + B + R e^{λ_t - M}``, ``R`` the
+  clean mass outside ``{i, j}`` in units of ``e^{λ_t}`` as :class:`.exact.OutsideMass`
+  takes it (``W1 - e1_i - e1_j``, ``W2 - e2_other`` or ``W3``: at least 1, so the factor
+  matters only where ``λ_t > M`` and is capped below there), so that ``a' = (A, B) / D``;
+* torch's clamped cosine ``(a'·a) / (max(|a'|, eps) max(|a|, eps))`` as
+  ``pos = (A a_i + B a_j) / sqrt(max(A² + B², (eps D)²) · max(a_i² + a_j², eps²))``, ``sym``
+  alike (only this cosine: ``cosine="scale_free"`` runs in the tensor code);
 * weights ``exp((|a_i - a_j| - (max a - min a)) / tau)`` (the softmax over swaps, shifted
   by its largest logit), which factor into ``P[high] · Q[low]`` with
   ``P[k] = exp((a_k - max a) / tau)`` and ``Q[k] = exp((min a - a_k) / tau)`` per key, so no
@@ -30,15 +38,19 @@ __all__ = ["token_swap_freq_scores"]
 # g = k ln2 + ln2/2 + t with |t| <= ln2/2 (ln2 split in two for an exact reduction), then
 # exp(-g) = 2^-k · 2^-½ · exp(-t) with a degree-14 Taylor polynomial for exp(-t), whose
 # truncation error (0.347^15/15! ≈ 1e-19) is far below double rounding: within 2 ulps of
-# libm (tested). g is capped at 40: exp(-40) = 4e-18 is the smallest swapped mass kept,
-# which moves a cosine by at most that much.
-_POW2 = np.array([2.0 ** -k for k in range(60)])
+# libm (tested). The caller caps g: at 40 for a swapped mass (exp(-40) = 4e-18 moves a
+# cosine by at most that much), at 700 for the normaliser's factor (beyond, eps·D
+# overflows the clamp either way and the cosines are 0).
+_POW2 = np.array([2.0 ** -k for k in range(1011)])
 _TAYLOR = np.array([(-1.0) ** i / math.factorial(i) for i in range(15)])
 
 
+_GAP_CAP, _NORMALISER_CAP = 40.0, 700.0
+
+
 @numba.njit(inline="always")
-def _exp_neg(g, pow2, taylor):  # pragma: no cover
-    g = min(g, 40.0)
+def _exp_neg(g, pow2, taylor, cap):  # pragma: no cover
+    g = min(g, cap)
     k = int(g * 1.4426950408889634)                      # floor(g / ln 2)
     t = (g - k * 0.6931471803691238) - k * 1.9082149292705877e-10 - 0.34657359027997264
     p = taylor[14]
@@ -48,10 +60,10 @@ def _exp_neg(g, pow2, taylor):  # pragma: no cover
 
 
 @numba.njit
-def _exp_neg_array(g):  # pragma: no cover - for the tests
+def _exp_neg_array(g, cap=_GAP_CAP):  # pragma: no cover - for the tests
     out = np.empty_like(g)
     for i in range(g.shape[0]):
-        out[i] = _exp_neg(g[i], _POW2, _TAYLOR)
+        out[i] = _exp_neg(g[i], _POW2, _TAYLOR, cap)
     return out
 
 
@@ -63,39 +75,72 @@ _FAST = {"contract", "arcp", "reassoc", "nsz"}
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FAST)
-def _kernel(cos, sin, x, y, att, keys, scale, inv_tau, pos_out, sym_out):  # pragma: no cover
+def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
+            scale, inv_tau, eps, pos_out, sym_out):  # pragma: no cover
     pow2, taylor = _POW2, _TAYLOR
-    n_rows, n_freqs, _ = x.shape
+    n_rows, n_freqs, n_pos = x.shape
     n_keys = keys.shape[0]
+    eps2 = eps * eps
     for row_freq in numba.prange(n_rows * n_freqs):
         g = row_freq // n_freqs
         f = row_freq - g * n_freqs
         # this head-frequency's quantities at the keys, contiguous
         mass, ck, sk = np.empty(n_keys), np.empty(n_keys), np.empty(n_keys)
-        xk, yk = np.empty(n_keys), np.empty(n_keys)
+        xk, yk, e1k, e2k = np.empty(n_keys), np.empty(n_keys), np.empty(n_keys), np.empty(n_keys)
         for a in range(n_keys):
             k = keys[a]
             mass[a], ck[a], sk[a], xk[a], yk[a] = att[g, f, k], cos[f, k], sin[f, k], x[g, f, k], y[g, f, k]
-        top, bottom = mass.max(), mass.min()
+            e1k[a], e2k[a] = e1[g, f, k], e2[g, f, k]
+        top_mass, bottom = mass.max(), mass.min()
         # weight of a swap: exp((|a_i - a_j| - (top - bottom)) / tau) = P[high] * Q[low]
-        p_high = np.exp((mass - top) * inv_tau)
+        p_high = np.exp((mass - top_mass) * inv_tau)
         q_low = np.exp((bottom - mass) * inv_tau)
+        lam1, lam2, lam3 = log_units[g, f, 0], log_units[g, f, 1], log_units[g, f, 2]
+        w1, w2, w3 = sums[g, f, 0], sums[g, f, 1], sums[g, f, 2]
+        t1, t2 = top[g, f], runner_up[g, f]
+        # The clamp on a' acts only if eps·D > |(A, B)| >= 1, i.e. rest·e^{lam - M} > 1/eps - 2
+        # with rest <= n_pos and lam <= lam1, M >= -|scale|·max_c |(X_c, Y_c)|: rows that
+        # cannot reach it skip the normaliser (loop-invariant, so the loop is unswitched).
+        reach = 0.0
+        for a in range(n_keys):
+            reach = max(reach, math.sqrt(xk[a] * xk[a] + yk[a] * yk[a]))
+        needs_normaliser = lam1 + abs(scale) * reach * 1.001 + 1.0 > math.log((1.0 / eps - 2.0) / n_pos)
         z = 0.0
         pos_sum = 0.0
         sym_sum = 0.0
         for a in range(n_keys):
             ai, ci, si, xi, yi, pa, qa = mass[a], ck[a], sk[a], xk[a], yk[a], p_high[a], q_low[a]
             ai2 = ai * ai
+            # mass outside {a, b} in units of e^lam (see OutsideMass): with a the top term,
+            # W2 - e2_b; else W1 - e1_a - e1_b, or W2 - e2_a if b is the top term
+            a_top = a == t1
+            base = w2 if a_top else w1 - e1k[a]
+            lam_a = lam2 if a_top else lam1
+            partner = t2 if a_top else (t1 if a == t2 else -1)
+            rest_top, e2a = w2 - e2k[a], e2k[a]
             for b in range(a + 1, n_keys):
                 aj = mass[b]
                 w = pa * q_low[b] if ai >= aj else p_high[b] * qa
-                # C_ji - C_ij: content i at position j minus content j at position i
-                gap = scale * (ck[b] * xi + sk[b] * yi - ci * xk[b] - si * yk[b])
-                small = _exp_neg(abs(gap), pow2, taylor)
+                c_ij = scale * (ci * xk[b] + si * yk[b])           # content j at position i
+                c_ji = scale * (ck[b] * xi + sk[b] * yi)           # content i at position j
+                gap = c_ji - c_ij
+                small = _exp_neg(abs(gap), pow2, taylor, _GAP_CAP)
                 mass_i = small if gap >= 0 else 1.0
                 mass_j = 1.0 if gap >= 0 else small
-                # (both clean masses can only be 0 where the weight is 0 too)
-                norms = max((mass_i * mass_i + mass_j * mass_j) * (ai2 + aj * aj), 1e-300)
+                after = 0.0
+                if needs_normaliser:
+                    rest = base - (e2k[b] if a_top else e1k[b])
+                    lam = lam_a
+                    rest = rest_top if b == t1 else rest
+                    lam = lam2 if b == t1 else lam
+                    rest = w3 if b == partner else rest
+                    lam = lam3 if b == partner else lam
+                    # e^{lam - M}, >= 1 where the clamp can act (below 1 it cannot: rest <= n)
+                    grow = 1.0 / _exp_neg(max(lam - max(c_ij, c_ji), 0.0), pow2, taylor,
+                                          _NORMALISER_CAP)
+                    after = eps * (mass_i + mass_j + max(rest, 0.0) * grow)
+                norms = (max(mass_i * mass_i + mass_j * mass_j, after * after)
+                         * max(ai2 + aj * aj, eps2))
                 weighted = w / math.sqrt(norms)
                 z += w
                 pos_sum += weighted * (mass_i * ai + mass_j * aj)
@@ -105,8 +150,10 @@ def _kernel(cos, sin, x, y, att, keys, scale, inv_tau, pos_out, sym_out):  # pra
 
 
 def token_swap_freq_scores(cos: np.ndarray, sin: np.ndarray, x: np.ndarray, y: np.ndarray,
-                           attention: np.ndarray, keys: np.ndarray, scale: float, tau: float
-                           ) -> tuple[np.ndarray, np.ndarray]:
+                           attention: np.ndarray, keys: np.ndarray, scale: float, tau: float, *,
+                           e1: np.ndarray, e2: np.ndarray, log_units: np.ndarray,
+                           sums: np.ndarray, top: np.ndarray, runner_up: np.ndarray,
+                           eps: float) -> tuple[np.ndarray, np.ndarray]:
     """``(pos, sym)`` of shape ``[rows, freq]`` for all token swaps among ``keys``.
 
     Args:
@@ -115,9 +162,18 @@ def token_swap_freq_scores(cos: np.ndarray, sin: np.ndarray, x: np.ndarray, y: n
         attention: ``[rows, freq, pos]`` clean per-frequency attention.
         keys: ``[n_keys]`` positions swapped pairwise (all visible to the query).
         scale, tau: the layer's scale and the weight temperature.
+        e1, e2, log_units, sums: :class:`.exact.OutsideMass`'s terms ``[rows, freq, pos]``,
+            its three logit units and its sums ``W1, W2, W3`` (``[rows, freq, 3]`` each).
+        top, runner_up: ``[rows, freq]`` index into ``keys`` of the row's largest and second
+            largest logit, ``-1`` where that position is not a key.
+        eps: torch's clamp on the cosine's norms (the clamped cosine only: the scale-free
+            one runs in the tensor code).
     """
-    arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (cos, sin, x, y, attention)]
+    floats = [np.ascontiguousarray(a, dtype=np.float64) for a in (cos, sin, x, y, attention, e1, e2)]
+    rows = [np.ascontiguousarray(a, dtype=np.float64) for a in (log_units, sums)]
+    index = [np.ascontiguousarray(a, dtype=np.int64) for a in (top, runner_up)]
     pos = np.empty(x.shape[:2], dtype=np.float64)
     sym = np.empty_like(pos)
-    _kernel(*arrays, np.ascontiguousarray(keys, dtype=np.int64), float(scale), 1.0 / tau, pos, sym)
+    _kernel(*floats, np.ascontiguousarray(keys, dtype=np.int64), *rows, *index,
+            float(scale), 1.0 / tau, float(eps), pos, sym)
     return pos, sym

@@ -38,8 +38,10 @@ class ScoreConfig(JsonConfig):
             or ``"block"`` (paper A's swaps of ``n_blocks`` contiguous blocks).
         n_blocks: number of blocks for block swaps (at least 2).
         tau: temperature of the swap weights ``softmax(|a_1 - a_2| / tau)`` (paper C: 1e-4).
-        cosine: how a swap's cosine treats the attention masses: ``"clamped"`` (the
-            current definition) or ``"scale_free"`` (see ``docs/scores.md``).
+        cosine: ``"clamped"`` (paper C's torch cosine, norms clamped at 1e-8: a swap that
+            drains both positions scores about (0, 0)) or ``"scale_free"`` (the direction
+            of whatever mass is left); they differ only on draining swaps
+            (``docs/scores.md`` section 2).
         exclude_bos: leave position 0 out of the swaps; ``"auto"``: when every prompt
             starts with the tokenizer's BOS (an attention sink).
         query_position: the query row (negative counts from the end).

@@ -2,7 +2,18 @@ r"""Swap scores in closed form, for every swap at once, from the cross-logit fac
 
 Swapping the contents of positions :math:`i` and :math:`j` changes the query row's logits
 at those two positions to :math:`C[i, j]` and :math:`C[j, i]` and leaves all others alone
-(:mod:`.crosslogits`), and the cosines need only those logits (:mod:`.swaps`). So the
+(:mod:`.crosslogits`). The post-swap attention on the two groups follows in closed form:
+with :math:`R` the clean unnormalised mass outside both groups (unchanged by the swap),
+
+.. math::
+
+    a'_g = e^{u_g} / Z', \qquad Z' = R + e^{u_1} + e^{u_2}, \qquad
+    R = Z - e^{v_1} - e^{v_2},
+
+(:math:`u, v` the swapped and clean log-masses of the groups, :mod:`.swaps`), evaluated in
+log space. :math:`R` is never formed by that subtraction, which loses everything when the
+two groups hold nearly all the mass (a one-hot head): :class:`OutsideMass` sums only
+non-negative terms, or subtracts from a sum the largest term does not belong to. So the
 scores of all :math:`n(n-1)/2` token swaps cost :math:`O(n^2)` arithmetic per head and
 frequency and no forward pass; :mod:`.rerun` is the reference implementation this is
 tested against.
@@ -12,15 +23,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import InvalidSelectionError
 from .crosslogits import CrossLogitFactors
-from .swaps import SwapSet, WeightedCosines, swap_cosines
+from .swaps import (COSINE_EPS, Cosine, SwapSet, WeightedCosines, check_cosine,
+                    clamped_cosines, swap_cosines)
 
-__all__ = ["SwapScores", "exact_swap_scores"]
+__all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
 #: Largest number of elements of one intermediate tensor (2**21 float64 = 16 MiB); the
 #: work is cut into chunks of frequencies and of swaps to stay below it.
@@ -59,9 +72,68 @@ def _clean(logits: Tensor, attention: Tensor, swaps: SwapSet, sl: slice) -> tupl
             _mean_mass(attention[..., first]), _mean_mass(attention[..., second]))
 
 
-def _accumulate(acc: WeightedCosines, u1: Tensor, u2: Tensor, clean: tuple, tau: float) -> None:
+class OutsideMass:
+    r"""The clean mass outside both groups of each swap, :math:`\log \sum_{p \notin g_1 \cup g_2}
+    e^{\lambda_p}`, accurate to a few ulps relative however little it is.
+
+    Token swaps use the three largest logits :math:`\lambda_{t_1} \ge \lambda_{t_2} \ge
+    \lambda_{t_3}` of the row. A pair without :math:`t_1` leaves ``W1 - e1_i - e1_j`` in units
+    of :math:`e^{\lambda_{t_1}}` (``e1 = e^{λ - λ_t1}``, ``W1`` its sum; the remainder holds
+    :math:`t_1`, at least ``W1 / n``); a pair with :math:`t_1` leaves ``W2 - e2_other`` in units
+    of :math:`e^{\lambda_{t_2}}` (``W2`` the sum of ``e2`` without :math:`t_1`); the pair
+    :math:`\{t_1, t_2\}` leaves ``W3``, the sum without both in units of
+    :math:`e^{\lambda_{t_3}}`. Each remainder is at least 1 in its units, so nothing cancels
+    and nothing underflows (a one-hot row's rest can be :math:`e^{-1000}` of its top): ``O(1)``
+    a swap. Block swaps (few) take a ``logsumexp`` over the positions outside the two blocks.
+
+    Args:
+        logits: ``[..., pos]`` clean logit rows (``-inf`` where masked; at least one finite).
+    """
+
+    def __init__(self, logits: Float[Tensor, "... pos"]) -> None:
+        self.logits = logits
+        top = logits.topk(min(3, logits.shape[-1]), dim=-1)
+        shift = torch.where(top.values.isfinite(), top.values, torch.zeros_like(top.values))
+        self.log_units = [shift[..., k : k + 1] for k in range(top.values.shape[-1])]
+        self.first, self.second = top.indices[..., 0:1], top.indices[..., 1:2]
+        self.e1 = torch.exp(logits - self.log_units[0])
+        self.e2 = torch.exp(logits - self.log_units[1])
+        self.w1 = self.e1.sum(-1, keepdim=True)
+        self.w2 = self.e2.scatter(-1, self.first, 0.0).sum(-1, keepdim=True)
+        self.w3 = (torch.exp(logits - self.log_units[2]).scatter(-1, top.indices[..., :2], 0.0)
+                   .sum(-1, keepdim=True)) if len(self.log_units) > 2 else torch.zeros_like(self.w1)
+
+    def log_outside(self, first: Int[Tensor, "swap block"], second: Int[Tensor, "swap block"]
+                    ) -> Float[Tensor, "... swap"]:
+        if first.shape[-1] > 1:
+            outside = torch.ones(first.shape[0], self.logits.shape[-1], dtype=torch.bool,
+                                 device=first.device)
+            outside.scatter_(1, first, False).scatter_(1, second, False)
+            return self.logits[..., None, :].masked_fill(~outside, float("-inf")).logsumexp(-1)
+        i, j = first[:, 0], second[:, 0]
+        i_top, j_top = i == self.first, j == self.first
+        pair = (i_top & (j == self.second)) | (j_top & (i == self.second))
+        e1_i, e1_j = self.e1[..., i], self.e1[..., j]
+        rest = torch.where(i_top, self.w2 - self.e2[..., j],
+                           torch.where(j_top, self.w2 - self.e2[..., i], self.w1 - e1_i - e1_j))
+        unit = torch.where(i_top | j_top, self.log_units[1], self.log_units[0])
+        if len(self.log_units) > 2:
+            rest = torch.where(pair, self.w3, rest)
+            unit = torch.where(pair, self.log_units[2], unit)
+        return rest.clamp_min_(0).log_().add_(unit)
+
+
+def _accumulate(acc: WeightedCosines, u1: Tensor, u2: Tensor, log_outside: Tensor,
+                clean: tuple, tau: float, block: int, cosine: Cosine) -> None:
     v1, v2, d1, d2 = clean
-    pos, sym = swap_cosines(u1, u2, v1, v2)
+    if cosine == "clamped":
+        log_z = torch.logaddexp(log_outside, torch.logaddexp(u1, u2))   # log Z' after the swap
+        a1, a2 = torch.exp(u1 - log_z), torch.exp(u2 - log_z)       # post-swap group masses
+        if block > 1:                                                # block means
+            a1, a2 = a1 / block, a2 / block
+        pos, sym = clamped_cosines(a1, a2, d1, d2)
+    else:
+        pos, sym = swap_cosines(u1, u2, v1, v2)
     acc.add((d1 - d2).abs() / tau, pos, sym)
 
 
@@ -84,23 +156,54 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float
 
     logits = factors.freq_diagonal()                               # [b, h, f, p]
     attention = torch.softmax(logits, dim=-1)
+    outside = OutsideMass(logits)
     b, h, f, p = logits.shape
+    key_of = torch.full((p,), -1, dtype=torch.long, device=keys.device)
+    key_of[keys] = torch.arange(len(keys), device=keys.device)
 
     def rows(t: Tensor) -> Tensor:                                 # [b, h, p, f] -> [b*h, f, p]
         return t.transpose(-1, -2).reshape(b * h, f, p).double().numpy()
 
+    def per_row(t: Tensor):                                        # [b, h, f, 1] -> [b*h, f]
+        return t.reshape(b * h, f).double().numpy()
+
+    units = outside.log_units + [outside.log_units[-1]] * (3 - len(outside.log_units))
     pos, sym = token_swap_freq_scores(
         factors.cos.T.double().numpy(), factors.sin.T.double().numpy(), rows(factors.x),
         rows(factors.y), attention.reshape(b * h, f, p).double().numpy(), keys.numpy(),
         factors.scale, tau,
+        e1=outside.e1.reshape(b * h, f, p).double().numpy(),
+        e2=outside.e2.reshape(b * h, f, p).double().numpy(),
+        log_units=np.stack([per_row(u) for u in units], -1),
+        sums=np.stack([per_row(w) for w in (outside.w1, outside.w2, outside.w3)], -1),
+        top=per_row(key_of[outside.first]), runner_up=per_row(key_of[outside.second]),
+        eps=COSINE_EPS,
     )
     out = lambda a: torch.from_numpy(a).view(b, h, f).to(factors.x.dtype)  # noqa: E731
     return out(pos), out(sym)
 
 
+def _scores(acc: WeightedCosines, swaps: SwapSet, logits: Tensor, entries, tau: float,
+            max_elements: int, width: int, cosine: Cosine) -> tuple[Tensor, Tensor]:
+    """Accumulate every swap's cosines for clean ``logits`` ``[..., pos]``; ``entries(rows,
+    cols)`` gives the matching cross-logit entries ``[..., *idx]``."""
+    attention = torch.softmax(logits, dim=-1)
+    outside = OutsideMass(logits) if cosine == "clamped" else None
+    per_swap = width * swaps.block_size                            # entries of one swap
+    if outside is not None and swaps.block_size > 1:
+        per_swap = width * logits.shape[-1]                        # its masked logit rows
+    for sl in _swap_chunks(swaps.n_swaps, per_swap, max_elements):
+        first, second = swaps.first[sl], swaps.second[sl]
+        u1, u2 = _log_mass(entries(first, second)), _log_mass(entries(second, first))
+        log_out = None if outside is None else outside.log_outside(first, second)
+        _accumulate(acc, u1, u2, log_out, _clean(logits, attention, swaps, sl), tau,
+                    swaps.block_size, cosine)
+    return acc.result()
+
+
 def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float = 1e-4,
-                      per_frequency: bool = True, max_elements: int = MAX_ELEMENTS,
-                      kernel: bool | None = None) -> SwapScores:
+                      per_frequency: bool = True, cosine: Cosine = "clamped",
+                      max_elements: int = MAX_ELEMENTS, kernel: bool | None = None) -> SwapScores:
     """Token- or block-swap scores of every head (and frequency) of one query row.
 
     Args:
@@ -109,32 +212,31 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
         tau: temperature of the swap weights ``softmax(|a_1 - a_2| / tau)``.
         per_frequency: also score each frequency id as its own 2-D head (no softcap: the
             cap acts on the sum, see the scores docs).
+        cosine: ``"clamped"`` (torch's ``cosine_similarity``, norms clamped at 1e-8, as
+            paper C's code computes it) or ``"scale_free"`` (unclamped; differs only on
+            swaps that drain the two groups below 1e-8, see :mod:`.swaps`).
         max_elements: memory bound on intermediates (see :data:`MAX_ELEMENTS`).
         kernel: use the compiled CPU loop of :mod:`._kernel` for the per-frequency token
-            swaps (``None``: whenever the factors are on the CPU and the swaps are all the
-            pairs of a key set); ``False`` forces the tensor code, which runs on any
+            swaps (``None``: whenever the factors are on the CPU, the swaps are all the
+            pairs of a key set and the cosine is clamped); ``False`` forces the tensor code, which runs on any
             device and is what the loop is tested against.
     """
+    check_cosine(cosine)
     batch, heads = factors.x.shape[:2]
-    block = swaps.block_size
-
     full = factors.head_full()                                     # [b, h, p, p]
     logits = torch.diagonal(full, dim1=-2, dim2=-1)                # [b, h, p]
-    attention = torch.softmax(logits, dim=-1)
-    acc = WeightedCosines()
-    for sl in _swap_chunks(swaps.n_swaps, batch * heads * block, max_elements):
-        first, second = swaps.first[sl], swaps.second[sl]
-        u1 = _log_mass(full[:, :, first, second])
-        u2 = _log_mass(full[:, :, second, first])
-        _accumulate(acc, u1, u2, _clean(logits, attention, swaps, sl), tau)
-    pos, sym = acc.result()
+    pos, sym = _scores(WeightedCosines(), swaps, logits, lambda r, c: full[:, :, r, c], tau,
+                       max_elements, batch * heads, cosine)
     if not per_frequency:
         return SwapScores(pos, sym)
 
     keys = _token_keys(swaps)
     if kernel is None:
-        kernel = keys is not None and factors.x.device.type == "cpu"
+        kernel = keys is not None and factors.x.device.type == "cpu" and cosine == "clamped"
     if kernel:
+        if cosine != "clamped":
+            raise InvalidSelectionError("the compiled loop computes the clamped cosine; pass kernel=None "
+                                        "(or False) for cosine='scale_free'")
         if keys is None:
             raise InvalidSelectionError(
                 "the compiled loop handles token swaps over all pairs of a key set")
@@ -145,21 +247,14 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
         return SwapScores(pos, sym, *_freq_scores_kernel(factors, keys.cpu(), tau))
 
     n_freqs = factors.n_freqs
-    per_freq_swap = batch * heads * block
+    per_freq_swap = batch * heads * swaps.block_size
     freq_step = max(1, min(n_freqs, max_elements // max(per_freq_swap * swaps.n_swaps, 1)))
     pos_f, sym_f = [], []
     for f0 in range(0, n_freqs, freq_step):
         fs = slice(f0, min(f0 + freq_step, n_freqs))
-        logits_f = factors.freq_diagonal(fs)                       # [b, h, f, p]
-        attention_f = torch.softmax(logits_f, dim=-1)
-        acc = WeightedCosines()
-        width = per_freq_swap * (fs.stop - fs.start)
-        for sl in _swap_chunks(swaps.n_swaps, width, max_elements):
-            first, second = swaps.first[sl], swaps.second[sl]
-            u1 = _log_mass(factors.freq_at(first, second, fs))
-            u2 = _log_mass(factors.freq_at(second, first, fs))
-            _accumulate(acc, u1, u2, _clean(logits_f, attention_f, swaps, sl), tau)
-        p, s = acc.result()
+        p, s = _scores(WeightedCosines(), swaps, factors.freq_diagonal(fs),
+                       lambda r, c: factors.freq_at(r, c, fs), tau, max_elements,
+                       batch * heads * (fs.stop - fs.start), cosine)
         pos_f.append(p)
         sym_f.append(s)
     return SwapScores(pos, sym, torch.cat(pos_f, -1), torch.cat(sym_f, -1))

@@ -141,15 +141,9 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
     factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype)
     swaps = swap_set(config.swap, config.query_position, factors.visible,
                      exclude_bos=config.exclude_bos, n_blocks=config.n_blocks)
-    # TODO(merge): pass cosine=config.cosine to exact_swap_scores (below) and to
-    # rerun_swap_scores (in _rerun) once they take the keyword, and drop this check; the one
-    # place the cosine reaches the swap scores.
-    if config.cosine != "clamped":
-        raise InvalidSelectionError(
-            f"cosine={config.cosine!r} is not available in this build; use 'clamped'")
     if config.method == "exact":
         result = exact_swap_scores(factors, swaps, tau=config.tau,
-                                   per_frequency=config.per_frequency,
+                                   per_frequency=config.per_frequency, cosine=config.cosine,
                                    max_elements=config.max_elements)
     else:
         result = _rerun(model, tokens, spec.layer, heads, swaps, config)
@@ -204,7 +198,8 @@ def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int,
 def _rerun(model: HookedModel, tokens: Tensor, layer: int, heads: list[int], swaps: SwapSet,
            config: ScoreConfig) -> SwapScores:
     rows = [rerun_swap_scores(model, tokens[b : b + 1], layer, heads, swaps, tau=config.tau,
-                              per_frequency=config.per_frequency, batch_size=config.batch_size)
+                              per_frequency=config.per_frequency, cosine=config.cosine,
+                              batch_size=config.batch_size)
             for b in range(tokens.shape[0])]
     cat = lambda name: None if getattr(rows[0], name) is None else torch.cat(  # noqa: E731
         [getattr(r, name) for r in rows])

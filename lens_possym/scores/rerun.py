@@ -10,6 +10,11 @@ layers before ``L`` run once per batch of swaps, and the pass stops after block 
 Per-frequency scores re-run the same way and decompose the re-run's own queries and keys
 (:func:`lens_possym.decompose.decompose_inputs`): each frequency's logit row, masked and
 softmaxed on its own, is that frequency's 2-D head.
+
+``cosine="clamped"`` (the default) compares attention with torch's ``cosine_similarity``, as
+paper C's ``lib/metrics.py`` does. ``cosine="scale_free"`` compares the re-run's *logits*
+instead (the log of each group's mass, normaliser dropped), so that a swap draining both
+groups below what the float attention can hold still has a direction, as in :mod:`.exact`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
@@ -25,17 +29,22 @@ from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
 from .exact import SwapScores
-from .swaps import SwapSet, WeightedCosines
+from .swaps import Cosine, SwapSet, WeightedCosines, check_cosine, clamped_cosines, swap_cosines
 
 __all__ = ["rerun_swap_scores", "capture_with_layer_input", "capture_with_rows"]
 
 
-def _freq_attention(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head freq pos"]:
-    """Each frequency's logits of the query row, masked and softmaxed as its own head."""
+def _freq_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head freq pos"]:
+    """Each frequency's logits of the query row, masked (``-inf``): its own 2-D head."""
     fl = decompose_inputs(inputs, heads, dtype=torch.float64)
     terms = fl.terms[:, :, 0].movedim(-1, 2)                       # [b, h, f, p]
     visible = fl.mask[0].to(terms.device)
-    return torch.softmax(terms.masked_fill(~visible, float("-inf")), dim=-1)
+    return terms.masked_fill(~visible, float("-inf"))
+
+
+def _head_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head pos"]:
+    """The whole head's logits of the query row (softcapped, ``-inf`` where masked)."""
+    return decompose_inputs(inputs, heads, dtype=torch.float64).logits()[:, :, 0]
 
 
 def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, Tensor]:
@@ -70,19 +79,23 @@ def capture_with_rows(model: Any, tokens: Tensor, layer: int, query_position: in
 
 def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], swaps: SwapSet,
                       *, tau: float = 1e-4, per_frequency: bool = True,
-                      batch_size: int = 64) -> SwapScores:
+                      cosine: Cosine = "clamped", batch_size: int = 64) -> SwapScores:
     """Swap scores of one prompt ``tokens`` (``[1, pos]``) by re-running block ``layer``.
 
     Same arguments and result as :func:`~lens_possym.scores.exact.exact_swap_scores`
     (batch of one). Cost: one forward pass of block ``layer`` per swap.
     """
+    check_cosine(cosine)
     if tokens.shape[0] != 1:
         raise InvalidSelectionError(
             "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")
+    scale_free = cosine == "scale_free"
     qpos = swaps.query_position
     clean, residual = capture_with_layer_input(model, tokens, layer, qpos)
     a = clean.model_pattern[:, heads, 0].double()                  # [1, h, p]
-    a_freq = _freq_attention(clean, heads) if per_frequency else None
+    lam = _head_logits(clean, heads) if scale_free else None
+    lam_freq = _freq_logits(clean, heads) if per_frequency else None
+    a_freq = torch.softmax(lam_freq, -1) if per_frequency else None
     n_pos = tokens.shape[1]
 
     acc, acc_f = WeightedCosines(), WeightedCosines()
@@ -90,11 +103,14 @@ def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], 
         sl = slice(start, min(start + batch_size, swaps.n_swaps))
         perms = torch.stack([swaps.permutation(s, n_pos) for s in range(sl.start, sl.stop)])
         swapped = capture_with_rows(model, tokens, layer, qpos, residual, perms)
-        a_new = swapped.model_pattern[:, heads, 0].double()        # [swaps, h, p]
-        _add(acc, a_new.transpose(0, 1)[None], a, swaps, sl, tau)  # [1, h, swaps, p]
+        after = (_head_logits(swapped, heads) if scale_free
+                 else swapped.model_pattern[:, heads, 0].double())  # [swaps, h, p]
+        _add(acc, after.transpose(0, 1)[None], a, lam, swaps, sl, tau)  # [1, h, swaps, p]
         if per_frequency:
-            a_new_f = _freq_attention(swapped, heads)              # [swaps, h, f, p]
-            _add(acc_f, a_new_f.permute(1, 2, 0, 3)[None], a_freq, swaps, sl, tau)
+            after_f = _freq_logits(swapped, heads)                 # [swaps, h, f, p]
+            after_f = after_f if scale_free else torch.softmax(after_f, -1)
+            _add(acc_f, after_f.permute(1, 2, 0, 3)[None], a_freq,
+                 lam_freq if scale_free else None, swaps, sl, tau)
     pos, sym = acc.result()
     if not per_frequency:
         return SwapScores(pos, sym)
@@ -102,20 +118,24 @@ def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], 
     return SwapScores(pos, sym, pos_f, sym_f)
 
 
-def _add(acc: WeightedCosines, a_new: Tensor, a_clean: Tensor, swaps: SwapSet, sl: slice,
-         tau: float) -> None:
-    """Cosines of ``(a'_1, a'_2)`` against ``(a_1, a_2)`` and ``(a_2, a_1)``, as paper C does.
+def _add(acc: WeightedCosines, after: Tensor, a_clean: Tensor, logits_clean: Tensor | None,
+         swaps: SwapSet, sl: slice, tau: float) -> None:
+    """Cosines of each swap's groups, after against before, weighted by the clean masses.
 
-    ``a_new``: ``[..., swaps, pos]``, row ``s`` the attention after swap ``sl.start + s``;
-    ``a_clean``: ``[..., pos]``.
+    ``after``: ``[..., swaps, pos]``, row ``s`` the attention after swap ``sl.start + s``
+    (clamped cosine, as paper C), or its logits (scale-free, when ``logits_clean``, the
+    clean logits ``[..., pos]``, is given); ``a_clean``: the clean attention ``[..., pos]``.
     """
-    def mass(groups: Tensor) -> Tensor:
-        index = groups.to(a_new.device).expand(*a_new.shape[:-1], groups.shape[-1])
-        return torch.gather(a_new, -1, index).mean(-1)
+    def gathered(groups: Tensor) -> Tensor:
+        index = groups.to(after.device).expand(*after.shape[:-1], groups.shape[-1])
+        return torch.gather(after, -1, index)
 
-    new1, new2 = mass(swaps.first[sl]), mass(swaps.second[sl])
+    first, second = swaps.first[sl], swaps.second[sl]
     d1, d2 = _group_mass(a_clean, swaps, sl)
-    after = torch.stack([new1, new2], -1)
-    pos = F.cosine_similarity(after, torch.stack([d1, d2], -1), dim=-1)
-    sym = F.cosine_similarity(after, torch.stack([d2, d1], -1), dim=-1)
+    if logits_clean is None:
+        pos, sym = clamped_cosines(gathered(first).mean(-1), gathered(second).mean(-1), d1, d2)
+    else:
+        pos, sym = swap_cosines(gathered(first).logsumexp(-1), gathered(second).logsumexp(-1),
+                                logits_clean[..., first].logsumexp(-1),
+                                logits_clean[..., second].logsumexp(-1))
     acc.add((d1 - d2).abs() / tau, pos, sym)

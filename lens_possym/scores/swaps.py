@@ -15,20 +15,33 @@ compares the 2-vectors of the mass on the two groups:
 the swaps by :math:`w = \mathrm{softmax}(|a_1 - a_2| / \tau)` over all swaps, and sums:
 :math:`s_{POS} = \sum w\,\mathrm{pos}`, :math:`s_{SYM} = \sum w\,\mathrm{sym}`.
 
-**Only logits are needed.** A cosine does not change when a vector is rescaled, so the
-softmax normaliser of :math:`a'` cancels: with :math:`u_g` the log of the (unnormalised)
-swapped mass on group :math:`g` and :math:`v_g` the clean one,
+**The cosine is torch's** (``cosine="clamped"``, the default). Paper C's code computes both
+cosines with ``torch.nn.functional.cosine_similarity``, which clamps each norm at
+:math:`\epsilon = 10^{-8}`: :math:`\cos_\epsilon(x, y) = \frac{x}{\max(\lVert x\rVert, \epsilon)}
+\cdot \frac{y}{\max(\lVert y\rVert, \epsilon)}` (torch 2.x; :func:`clamped_cosines`).
+The clamp decides the score of a **draining swap**, one after which the two groups hold
+almost no attention (it moved to a third position): with :math:`\lVert a'\rVert < \epsilon`
+both cosines shrink by :math:`\lVert a'\rVert / \epsilon`, so such a swap scores about
+(0, 0): neither positional nor symbolic. At :math:`\tau = 10^{-4}` these swaps can carry the
+whole weight (a one-hot head ties all the swaps of its one attended key), so the absolute
+masses :math:`a'_1, a'_2`, normaliser included, are needed, not only their ratio.
+
+**The scale-free variant** (``cosine="scale_free"``) leaves the norms unclamped: a cosine
+does not change when a vector is rescaled, so the softmax normaliser of :math:`a'` cancels
+and, with :math:`u_g` the log of the (unnormalised) swapped mass on group :math:`g` and
+:math:`v_g` the clean one,
 
 .. math::
 
     \frac{(e^{u_1}, e^{u_2})}{\lVert\cdot\rVert} = (c_u, s_u), \quad
     c_u = (1 + e^{2(u_2 - u_1)})^{-1/2}, \quad s_u = (1 + e^{2(u_1 - u_2)})^{-1/2},
 
-so :math:`\mathrm{pos} = c_u c_v + s_u s_v` and :math:`\mathrm{sym} = c_u s_v + s_u c_v`.
-This is exact, stable for any logit gap (an infinite gap gives 0 or 1, never NaN) and
-needs four logits per swap. For token swaps :math:`u_1 = C[i, j]`, :math:`u_2 = C[j, i]`,
-:math:`v = (\lambda_i, \lambda_j)`; for block swaps the logs of block sums
-(``logsumexp`` over the block) of the same quantities.
+so :math:`\mathrm{pos} = c_u c_v + s_u s_v` and :math:`\mathrm{sym} = c_u s_v + s_u c_v`
+(:func:`swap_cosines`), stable for any logit gap. It agrees with the clamped cosine wherever
+both norms exceed :math:`\epsilon`; on a draining swap it scores the direction of the
+leftover mass, however small. For token swaps :math:`u_1 = C[i, j]`, :math:`u_2 = C[j, i]`,
+:math:`v = (\lambda_i, \lambda_j)`; for block swaps the logs of block sums (``logsumexp``
+over the block) of the same quantities.
 
 Which swaps exist (:func:`swap_set`): all pairs ``0 <= i < j < n`` of key positions before
 the query ``n`` (paper C), optionally without position 0 (BOS). On a layer with a sliding
@@ -54,11 +67,19 @@ __all__ = [
     "SwapKind",
     "SwapSet",
     "swap_set",
+    "Cosine",
+    "COSINE_EPS",
+    "check_cosine",
+    "clamped_cosines",
     "swap_cosines",
     "WeightedCosines",
 ]
 
 SwapKind = Literal["token", "block"]
+#: ``"clamped"``: torch's ``cosine_similarity`` (paper C's scores); ``"scale_free"``: unclamped.
+Cosine = Literal["clamped", "scale_free"]
+#: ``torch.nn.functional.cosine_similarity``'s default ``eps``, which paper C's code uses.
+COSINE_EPS = 1e-8
 
 
 @dataclass(frozen=True)
@@ -153,9 +174,32 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
                    query_position=query_position)
 
 
+def check_cosine(cosine: str) -> None:
+    """Raise :class:`InvalidSelectionError` unless ``cosine`` is a :data:`Cosine`."""
+    if cosine not in ("clamped", "scale_free"):
+        raise InvalidSelectionError(f"unknown cosine {cosine!r}; use 'clamped' (paper C's "
+                                    f"torch cosine, the default) or 'scale_free'")
+
+
+def clamped_cosines(after_first: Tensor, after_second: Tensor, clean_first: Tensor,
+                    clean_second: Tensor, eps: float = COSINE_EPS) -> tuple[Tensor, Tensor]:
+    """``(pos, sym)`` as paper C computes them, from the attention masses of the two groups.
+
+    ``pos = cosine_similarity((a'_1, a'_2), (a_1, a_2))``, ``sym`` against ``(a_2, a_1)``:
+    torch's formula written out for 2-vectors (each vector divided by its norm clamped at
+    ``eps``, then the dot product; the tests hold it to torch's function), so that no
+    ``[..., 2]`` stacks are made. All arguments broadcast.
+    """
+    after = torch.hypot(after_first, after_second).clamp_min(eps)
+    clean = torch.hypot(clean_first, clean_second).clamp_min(eps)
+    x1, x2 = after_first / after, after_second / after
+    y1, y2 = clean_first / clean, clean_second / clean
+    return x1 * y1 + x2 * y2, x1 * y2 + x2 * y1
+
+
 def swap_cosines(u_first: Tensor, u_second: Tensor, v_first: Tensor, v_second: Tensor
                  ) -> tuple[Tensor, Tensor]:
-    """``(pos, sym)`` cosines from swapped (``u``) and clean (``v``) log-masses of two groups.
+    """Scale-free ``(pos, sym)`` from swapped (``u``) and clean (``v``) log-masses of two groups.
 
     See the module docstring; all arguments broadcast together.
     """

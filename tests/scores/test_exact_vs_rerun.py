@@ -1,5 +1,7 @@
 """The closed form equals the literal re-run, on every tiny family, per head and frequency.
 
+(Heads whose swaps drain the attention, and paper C's own scoring: ``test_draining.py``.)
+
 All in float64, where the only differences left are the model's own rounding (HF computes
 the softmax and the rotation tables in float32 even for float64 models).
 """
@@ -107,3 +109,7 @@ def test_the_compiled_loops_exponential_is_accurate():
     assert np.abs(_exp_neg_array(g) / np.exp(-g) - 1).max() <= 5e-16
     beyond = _exp_neg_array(np.array([40.0, 41.0, 1e6, np.inf]))
     assert np.all(beyond == beyond[0]) and beyond[0] == pytest.approx(np.exp(-40.0), rel=1e-15)
+    # the normaliser's factor: the same polynomial, capped at 700 (its table reaches 2^-1010)
+    wide = np.linspace(0, 700, 700_001)
+    assert np.abs(_exp_neg_array(wide, 700.0) / np.exp(-wide) - 1).max() <= 5e-16
+    assert _exp_neg_array(np.array([800.0]), 700.0)[0] == pytest.approx(np.exp(-700.0), rel=1e-15)
