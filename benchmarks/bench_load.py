@@ -3,7 +3,9 @@
     python benchmarks/bench_load.py [--model gemma-3-270m] [--model smollm2-135m]
 
 "Cold" converts the GGUF file into an empty, temporary cache; "warm" then loads from that
-cache in a new process, as a user's next session would. Each run reports the time to
+cache in a new process, as a user's next session would. ``--cache DIR --repeat N`` uses an
+existing cache folder instead (converting only if it is empty) and times N warm loads,
+e.g. to compare two versions on the same machine without converting again. Each run reports the time to
 import lens-possym (torch, transformers, TransformerLens) and the time of the
 ``load_model`` call itself. Target: warm ``load_model`` of gemma-3-270m <= 10 s.
 """
@@ -40,9 +42,19 @@ def run_child(name: str, cache: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="model name (repeatable)")
+    parser.add_argument("--cache", help="an existing cache folder: time warm loads from it")
+    parser.add_argument("--repeat", type=int, default=3, help="warm loads with --cache")
     args = parser.parse_args()
     names = args.model or ["gemma-3-270m", "smollm2-135m"]
     print(f"{'model':<14} {'run':<5} {'import s':>9} {'load_model s':>13}  greedy text")
+    if args.cache:
+        for name in names:
+            runs = [run_child(name, args.cache) for _ in range(args.repeat + 1)]
+            for r in runs[1:]:  # the first may have converted
+                print(f"{name:<14} {'warm':<5} {r['import_s']:>9.1f} {r['load_s']:>13.2f}  {r['text']!r}")
+            loads = sorted(r["load_s"] for r in runs[1:])
+            print(f"{name:<14} median warm load_model: {loads[len(loads) // 2]:.2f} s")
+        return
     for name in names:
         with tempfile.TemporaryDirectory(prefix="lens_possym_bench_") as cache:
             cold = run_child(name, cache)

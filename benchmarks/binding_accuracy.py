@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--n-prompts", type=int, default=32)
     parser.add_argument("--n-pairs", type=int, action="append")
     parser.add_argument("--template", default="color")
-    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=1)  # full logits: 1 GB per 1k tokens
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     model = lp.load_model(args.model)

@@ -4,7 +4,7 @@ A GGUF file is slow to load (GGUF parsing, dequantisation, tokenizer conversion:
 minute for gemma-3-270m), so the first load writes the dequantised weights, the config and
 the tokenizer in Hugging Face layout under::
 
-    <cache root>/models/<first 20 hex digits of the GGUF's sha256>/
+    <cache root>/models/<first 20 hex digits of the GGUF's sha256>-v<format>/
         config.json  model.safetensors  tokenizer.json  tokenizer_config.json  manifest.json
 
 and later loads read that folder (seconds). The folder name is the GGUF's content hash,
@@ -123,8 +123,14 @@ def file_sha256(path: Path) -> str:
 
 
 def entry_dir(sha256: str) -> Path:
-    """The cache folder for the conversion of the GGUF file with this hash."""
-    return cache_root() / "models" / sha256[:20]
+    """The cache folder for the conversion of the GGUF file with this hash.
+
+    The name carries the cache format (``<20 hex digits>-v2``), so that versions of
+    lens-possym with different formats sharing one cache never rebuild each other's
+    entries. Folders of an older format (``<20 hex digits>`` for format 1) are not read
+    any more and can be deleted.
+    """
+    return cache_root() / "models" / f"{sha256[:20]}-v{CACHE_FORMAT}"
 
 
 def entry_problem(folder: Path, *, check_content: bool = True) -> str | None:
