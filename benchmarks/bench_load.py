@@ -5,9 +5,9 @@
 "Cold" converts the GGUF file into an empty, temporary cache; "warm" then loads from that
 cache in a new process, as a user's next session would. ``--cache DIR --repeat N`` uses an
 existing cache folder instead (converting only if it is empty) and times N warm loads,
-e.g. to compare two versions on the same machine without converting again. Each run reports the time to
-import lens-possym (torch, transformers, TransformerLens) and the time of the
-``load_model`` call itself. Target: warm ``load_model`` of gemma-3-270m <= 10 s.
+e.g. to compare two versions on the same machine without converting again. Each run
+reports the time to import lens-possym (torch, transformers, TransformerLens) and the time
+of the ``load_model`` call itself. Target: warm ``load_model`` of gemma-3-270m <= 10 s.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def main() -> None:
         for name in names:
             runs = [run_child(name, args.cache) for _ in range(args.repeat + 1)]
             for r in runs[1:]:  # the first may have converted
-                print(f"{name:<14} {'warm':<5} {r['import_s']:>9.1f} {r['load_s']:>13.2f}  {r['text']!r}")
+                print(f"{name:<14} {'warm':<5} {r['import_s']:>9.1f} {r['load_s']:>13.2f}  "
+                      f"{r['text']!r}")
             loads = sorted(r["load_s"] for r in runs[1:])
             print(f"{name:<14} median warm load_model: {loads[len(loads) // 2]:.2f} s")
         return

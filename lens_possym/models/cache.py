@@ -159,7 +159,8 @@ def entry_problem(folder: Path, *, check_content: bool = True) -> str | None:
         if not candidate.is_file():
             return f"{name} is missing"
         if candidate.stat().st_size != expected.get("size"):
-            return f"{name} has {candidate.stat().st_size} bytes, the manifest says {expected.get('size')}"
+            return (f"{name} has {candidate.stat().st_size} bytes, the manifest says "
+                    f"{expected.get('size')}")
     if check_content:
         for name, expected in files.items():
             if file_digest(folder / name, algorithm) != expected.get(algorithm):

@@ -174,9 +174,11 @@ def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Pat
             return folder
         logger.warning("cache entry %s for %s is corrupt (%s); rebuilding it", folder, display,
                        problem)
-    logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display, folder)
+    logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display,
+                folder)
     try:
-        with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_", dir=_scratch_parent()) as scratch:
+        with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_",
+                                         dir=_scratch_parent()) as scratch:
             gguf_path = gguf_source(Path(scratch))
             cache.write_entry_atomically(
                 folder,

@@ -350,7 +350,8 @@ def _one_token_problem(tokenizer: Any, text: str, spans: Sequence[tuple[int, int
         if offsets[i][0] not in (start, lead) or offsets[i][1] != end:
             return f"merges with its neighbours into {pieces} {_where(text, start)}"
         if unknown is not None and ids[i] == unknown:
-            return f"unknown to the tokenizer (it becomes {tokenizer.unk_token!r}) {_where(text, start)}"
+            return (f"unknown to the tokenizer (it becomes {tokenizer.unk_token!r}) "
+                    f"{_where(text, start)}")
     return None
 
 

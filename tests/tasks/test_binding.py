@@ -208,7 +208,8 @@ def bpe():
 ISSUE_ORDER = ["Bartholomew", "Maximilian", "Alice", "Bob", "Kim", "Tom"]
 
 
-@pytest.mark.parametrize("order", [ISSUE_ORDER, ISSUE_ORDER[::-1], ISSUE_ORDER[2:] + ISSUE_ORDER[:2]])
+@pytest.mark.parametrize("order", [ISSUE_ORDER, ISSUE_ORDER[::-1],
+                                   ISSUE_ORDER[2:] + ISSUE_ORDER[:2]])
 def test_entity_order_does_not_matter_and_long_names_are_used_after_a_space(bpe, order):
     task = binding_task(bpe, n_prompts=12, n_pairs=6, seed=0, entities=order,
                         attributes=["red", "blue", "green", "gold"])
