@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import mmap
 import os
 import shutil
@@ -47,6 +48,8 @@ from typing import Any, Callable
 
 __all__ = ["cache_root", "file_sha256", "file_digest", "entry_dir", "entry_is_valid",
            "entry_problem", "write_entry_atomically", "CACHE_FORMAT"]
+
+logger = logging.getLogger(__name__)
 
 #: 2: per-file content digests in the manifest (1 had sizes only: such entries are rebuilt).
 CACHE_FORMAT = 2
@@ -117,8 +120,8 @@ def file_sha256(path: Path) -> str:
     try:
         memo_path.parent.mkdir(parents=True, exist_ok=True)
         _write_json_atomically(memo_path, memo)
-    except OSError:
-        pass  # a read-only cache only costs a re-hash next time
+    except OSError as exc:  # a read-only cache only costs a re-hash next time
+        logger.debug("could not write %s: %s", memo_path, exc)
     return sha
 
 
