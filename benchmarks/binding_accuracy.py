@@ -38,7 +38,8 @@ def main() -> None:
         task = binding_task(model, n_prompts=args.n_prompts, n_pairs=n_pairs, seed=args.seed,
                             template=args.template)
         with torch.no_grad():
-            logits = torch.cat([model(task.tokens[i:i + args.batch])[:, -1:]
+            # clone: a slice would keep each batch's full [batch, pos, d_vocab] logits alive
+            logits = torch.cat([model(task.tokens[i:i + args.batch])[:, -1:].clone()
                                 for i in range(0, task.n_prompts, args.batch)])
         result = evaluate_binding(model, task, logits=logits)
         chance = sum(1 / len(set(a)) for a in task.attributes) / task.n_prompts
