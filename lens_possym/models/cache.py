@@ -19,11 +19,13 @@ every load re-hashes every file of the entry and compares with the manifest. The
 xxHash's XXH3-128 (``xxhash`` package; hashlib's BLAKE2b where it is missing, recorded per
 entry), computed once when the entry is written (the files are still in the page cache) and
 read from a memory map on load. It is not a cryptographic check, and need not be: the
-folder is the user's own, and the GGUF it came from is identified by its sha256. Measured
-on the 1.07 GB weights of gemma-3-270m: XXH3 0.6 s, BLAKE2b 3.9 s, sha256 3.1 s, and a
-plain read 0.5 s (`benchmarks/bench_load.py --warm-only` gives the whole load). A sampled
-check (a few MB) would cost nothing but miss most single-byte faults, which are exactly
-the ones that give NaN logits; so the whole file is hashed.
+folder is the user's own, and the GGUF it came from is identified by its sha256. On the
+1.1 GB weights of gemma-3-270m, on a busy shared CPU: XXH3 0.2-0.6 s, BLAKE2b 3.9 s,
+sha256 3.1 s, a plain read 0.5 s (`python benchmarks/bench_load.py --cache DIR` prints the
+check's share of a warm load; docs/performance.md). A sampled check (a few MB) would cost
+nothing but miss most single-byte faults, which are exactly the ones that give NaN logits;
+so the whole file is hashed. Entries of format 1 (sizes only) cannot be trusted and are
+not read: the first load after upgrading converts again, into a new folder.
 
 Hashing a 250 MB GGUF file with sha256 on every warm load would cost a second, so the
 sha256 of each GGUF path (which names the entry) is memoised in
