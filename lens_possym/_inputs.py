@@ -6,6 +6,7 @@ with a message that says what was wrong and what to pass instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Sequence, Union
 
 import torch
@@ -15,9 +16,20 @@ from torch import Tensor
 from ._ids import read_ids
 from .errors import InvalidSelectionError
 
-__all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput"]
+__all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
+           "is_activation_cache"]
 
-ModelInput = Union[str, Sequence[str], Tensor]
+#: A prompt, prompts of equal token length, tokens ``[batch, pos]``, or (where an analysis
+#: says so) a ``transformer_lens.ActivationCache`` of the run to analyse.
+ModelInput = Union[str, Sequence[str], Tensor, Mapping]
+
+
+def is_activation_cache(input: Any) -> bool:
+    """True for a ``transformer_lens.ActivationCache`` or any mapping of hook names to tensors."""
+    return isinstance(input, Mapping) or (
+        hasattr(input, "keys") and hasattr(input, "__getitem__")
+        and not isinstance(input, (Tensor, str, list, tuple))
+    )
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -87,6 +99,11 @@ def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
         tokens = input[None] if input.ndim == 1 else input
         if tokens.ndim != 2:
             raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
+    elif is_activation_cache(input):
+        raise InvalidSelectionError(
+            "this function needs the prompt or its tokens, not an activation cache: pass the "
+            "tokens the cache was made from"
+        )
     else:
         raise InvalidSelectionError(
             f"expected a prompt, a list of prompts or a token tensor, got {type(input).__name__}"

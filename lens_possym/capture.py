@@ -27,11 +27,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ._inputs import ModelInput, as_layers, as_positions, as_tokens
-from .errors import UnsupportedModelError
+from ._inputs import ModelInput, as_layers, as_positions, as_tokens, is_activation_cache
+from .errors import InvalidSelectionError, UnsupportedModelError
 from .rope import RopeSpec, heads_view, rope_specs, visible_keys
 
-__all__ = ["AttentionInputs", "capture_attention_inputs"]
+__all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names"]
 
 
 class _Captured(Exception):
@@ -91,7 +91,13 @@ def capture_attention_inputs(
     Args:
         model: a bridge from :func:`lens_possym.load_model` (or any model whose
             ``rope_specs`` can be read).
-        input: a prompt, a list of prompts of equal token length, or tokens ``[batch, pos]``.
+        input: a prompt, a list of prompts of equal token length, tokens ``[batch, pos]``,
+            or a ``transformer_lens.ActivationCache`` (``model.run_with_cache(tokens)``; any
+            mapping of hook names to tensors) of the run to analyse: then nothing is run, and
+            the cache must hold each chosen layer's ``spec.q_hook`` and ``spec.k_hook``
+            (``blocks.{L}.attn.hook_q``/``hook_k``, or ``hook_q_normed``/``hook_k_normed``
+            where the model has q/k norms: see :func:`cache_hook_names`); with
+            ``model_scores``, ``hook_attn_scores``/``hook_pattern`` are read when present.
         layers: layer index or indices (all by default).
         query_positions: rows to keep the queries of; ``-1`` (the last token) by default,
             ``None`` for all.
@@ -106,6 +112,15 @@ def capture_attention_inputs(
         (so ``fwd_hooks`` on later hook points do not run). Hooks are removed when the pass
         ends, also on error.
     """
+    if is_activation_cache(input):
+        if fwd_hooks:
+            raise InvalidSelectionError(
+                "fwd_hooks cannot act on an activation cache (nothing is run); pass the tokens "
+                "instead, or cache a run made under those hooks")
+        specs = rope_specs(model)
+        chosen = as_layers(layers, len(specs))
+        return _inputs_from_cache(input, [specs[layer] for layer in chosen], query_positions,
+                                  model_scores)
     tokens = as_tokens(model, input)
     n_pos = tokens.shape[1]
     # Resolved right before the pass: dynamic NTK's angles depend on the rotary module's
@@ -165,5 +180,54 @@ def capture_attention_inputs(
             key_positions=key_positions,
             model_scores=store.get(spec.scores_hook) if spec.scores_hook else None,
             model_pattern=store.get(spec.pattern_hook),
+        )
+    return out
+
+
+def cache_hook_names(model: Any, layers: int | Sequence[int] | None = None, *,
+                     model_scores: bool = True) -> list[str]:
+    """The hook names an activation cache needs for :func:`capture_attention_inputs`.
+
+    Use as ``model.run_with_cache(tokens, names_filter=cache_hook_names(model))`` to cache
+    only what the analyses read.
+    """
+    specs = rope_specs(model)
+    names = []
+    for layer in as_layers(layers, len(specs)):
+        spec = specs[layer]
+        names += [spec.q_hook, spec.k_hook]
+        if model_scores:
+            names += [n for n in (spec.scores_hook, spec.pattern_hook) if n]
+    return names
+
+
+def _inputs_from_cache(cache: Any, specs: Sequence[RopeSpec],
+                       query_positions: int | Sequence[int] | Tensor | None,
+                       model_scores: bool) -> dict[int, AttentionInputs]:
+    """:class:`AttentionInputs` read from an activation cache (see capture_attention_inputs)."""
+    def get(name: str) -> Tensor | None:
+        try:
+            return cache[name]
+        except KeyError:
+            return None
+
+    missing = [n for spec in specs for n in (spec.q_hook, spec.k_hook) if get(n) is None]
+    if missing:
+        raise InvalidSelectionError(
+            f"the activation cache lacks {', '.join(missing)}: the un-rotated queries and keys "
+            "are read from there. Cache them: model.run_with_cache(tokens, names_filter="
+            "lens_possym.capture.cache_hook_names(model)), or pass the tokens instead")
+    out = {}
+    for spec in specs:
+        q, k = heads_view(get(spec.q_hook), spec), heads_view(get(spec.k_hook), spec)
+        spec = spec.at_length(k.shape[1])  # this input's angles (LongRoPE, dynamic NTK)
+        qpos = as_positions(query_positions, q.shape[1]).to(q.device)
+        scores = get(spec.scores_hook) if model_scores and spec.scores_hook else None
+        pattern = get(spec.pattern_hook) if model_scores else None
+        out[spec.layer] = AttentionInputs(
+            spec=spec, q=q[:, qpos].detach(), k=k.detach(), query_positions=qpos,
+            key_positions=torch.arange(k.shape[1], device=q.device),
+            model_scores=None if scores is None else scores[:, :, qpos].detach(),
+            model_pattern=None if pattern is None else pattern[:, :, qpos].detach(),
         )
     return out

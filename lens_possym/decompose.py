@@ -42,7 +42,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from ._inputs import ModelInput, as_heads, as_layers, as_tokens
+from ._inputs import ModelInput, as_heads, as_layers
 from ._mismatch import describe_mismatch, model_hidden
 from .capture import AttentionInputs, capture_attention_inputs
 from .errors import DecompositionMismatchError, InvalidSelectionError
@@ -185,7 +185,12 @@ def decompose_inputs(
     relative: bool = False,
     dtype: torch.dtype | None = None,
 ) -> FrequencyLogits:
-    """Per-frequency terms from captured inputs (see :func:`frequency_logits`)."""
+    """Per-frequency terms from captured inputs (see :func:`frequency_logits`).
+
+    ``inputs`` come from :func:`~lens_possym.capture.capture_attention_inputs`, which also
+    reads them from a ``transformer_lens.ActivationCache``:
+    ``decompose_inputs(capture_attention_inputs(model, cache, layer)[layer])``.
+    """
     spec = inputs.spec
     head_list = as_heads(heads, spec.n_heads, spec.layer)
     model_dtype = inputs.q.dtype
@@ -269,7 +274,9 @@ def frequency_logits(
     Args:
         model: a bridge from :func:`lens_possym.load_model`, :func:`~lens_possym.from_hf`,
             :func:`~lens_possym.tiny_model`, ...
-        input: a prompt, prompts of equal token length, or tokens ``[batch, pos]``.
+        input: a prompt, prompts of equal token length, tokens ``[batch, pos]``, or a
+            ``transformer_lens.ActivationCache`` of the run (see
+            :func:`~lens_possym.capture.capture_attention_inputs` for the hooks it needs).
         layer: the layer (negative counts from the end).
         heads: query heads (all by default).
         query_positions: query rows; the last token by default (memory O(n·freq)),
@@ -358,12 +365,12 @@ def frequency_norms(
     *,
     per_token: bool = False,
 ) -> FrequencyNorms:
-    """Per-frequency q/k norms of every head, from one forward pass.
+    """Per-frequency q/k norms of every head, from one forward pass (or from an
+    activation cache holding each layer's q/k hooks, as for :func:`frequency_logits`).
 
     Rotation preserves each pair's norm, so these are read from the un-rotated q and k.
     """
-    tokens = as_tokens(model, input)
-    captured = capture_attention_inputs(model, tokens, layers, query_positions=None,
+    captured = capture_attention_inputs(model, input, layers, query_positions=None,
                                         model_scores=False)
     chosen = list(captured)
     n_freqs = {captured[layer].spec.n_freqs for layer in chosen}

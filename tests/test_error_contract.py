@@ -314,10 +314,6 @@ CASE_NAMES = [
 KNOWN_GAPS = {
     ("swap_scores", "query_position"):
         (0, "scores/profile.py: a query position with no earlier keys reaches torch.arange"),
-    ("binding_task", "entities"):
-        ([], "tasks/binding.py: an empty or odd entity list fails inside the template"),
-    ("binding_task", "attributes"):
-        ([], "tasks/binding.py: an empty attribute list fails inside the template"),
     ("tiny_model", "n_heads"):
         (0, "models/tiny.py: head counts are not checked before the HF config is built"),
     ("tiny_model", "n_kv_heads"):

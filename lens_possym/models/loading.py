@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CorruptModelFileError, ModelNotInstalledError
+from ..errors import CorruptModelFileError, ModelNotInstalledError, UnsupportedModelError
 from . import cache
 from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, ModelInfo, known_model
 
@@ -43,9 +42,10 @@ def list_models() -> list[ModelInfo]:
         installed = entry.is_installed()
         cached = False
         if installed:
-            try:
+            try:  # content digests included: a corrupted entry is not "converted"
                 cached = cache.entry_is_valid(cache.entry_dir(_known_sha256(entry)))
-            except Exception:  # a broken install is reported as "not cached", not raised
+            except Exception as exc:  # a broken install is reported as "not cached", not raised
+                logger.debug("cache check of %s failed: %s", entry.name, exc)
                 cached = False
         infos.append(ModelInfo(entry.name, installed, cached, entry.description, entry.install))
     return infos
@@ -160,19 +160,40 @@ def _materialize(entry: KnownModel, scratch: Path) -> Path:
 
 
 def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Path:
+    """The entry for ``sha``, verified (sizes and content digests), converted if needed.
+
+    A corrupt entry is rebuilt from the GGUF file, with a warning naming what was wrong;
+    if it cannot be rebuilt (e.g. a read-only cache) it is refused with
+    :class:`CorruptModelFileError` rather than loaded.
+    """
     folder = cache.entry_dir(sha)
-    if not rebuild and cache.entry_is_valid(folder):
-        return folder
-    if folder.exists() and not rebuild:
-        logger.warning("cache entry %s for %s is incomplete or corrupt; rebuilding", folder, display)
-    logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display, folder)
-    with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_", dir=_scratch_parent()) as scratch:
-        gguf_path = gguf_source(Path(scratch))
-        cache.write_entry_atomically(
-            folder,
-            lambda staging: _convert_gguf(gguf_path, staging, display),
-            {"source": display, "gguf_sha256": sha},
-        )
+    problem = None
+    if not rebuild and folder.exists():
+        problem = cache.entry_problem(folder)
+        if problem is None:
+            return folder
+        logger.warning("cache entry %s for %s is corrupt (%s); rebuilding it", folder, display,
+                       problem)
+    logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display,
+                folder)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_",
+                                         dir=_scratch_parent()) as scratch:
+            gguf_path = gguf_source(Path(scratch))
+            cache.write_entry_atomically(
+                folder,
+                lambda staging: _convert_gguf(gguf_path, staging, display),
+                {"source": display, "gguf_sha256": sha},
+            )
+    except OSError as exc:
+        if isinstance(exc, CorruptModelFileError):
+            raise
+        why = f"it is corrupt ({problem}) and" if problem else "it"
+        raise CorruptModelFileError(
+            f"the cached conversion of {display} at {folder}: {why} could not be written "
+            f"({exc}). Make the cache writable, delete the entry, or point LENS_POSSYM_CACHE "
+            "at a writable folder"
+        ) from exc
     return folder
 
 
@@ -238,47 +259,45 @@ def _read_entry(folder: Path, dtype: torch.dtype):
     return model.eval(), tokenizer
 
 
-_TOKENIZER_SNAPSHOT = "tokenizer.pickle"
-
-
-def _library_versions() -> dict[str, str]:
-    import tokenizers
-    import transformers
-
-    return {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
-            "python": "%d.%d" % sys.version_info[:2], "format": str(cache.CACHE_FORMAT)}
-
-
 def _load_tokenizer(folder: Path) -> Any:
-    """The entry's tokenizer, from a pickled snapshot when one matches the installed libraries.
+    """The entry's tokenizer, built straight from its ``tokenizer.json`` (no pickle).
 
     ``AutoTokenizer.from_pretrained`` spends most of a warm load on gemma-3-270m re-parsing
-    its 262k-token ``tokenizer.json`` in Python; unpickling the object it built takes about
-    half as long. The snapshot lives in the cache entry (written by lens-possym, read by
-    nobody else) and is keyed by the transformers/tokenizers/Python versions: any mismatch
-    or unreadable file falls back to ``from_pretrained`` and writes a fresh snapshot.
+    the vocabulary and merges of its 262k-token ``tokenizer.json`` in Python, to rebuild a
+    backend that the file already describes. Here the class named in
+    ``tokenizer_config.json`` is constructed with ``tokenizer_file=`` instead, so the
+    ``tokenizers`` library (Rust) reads the JSON once; the config's settings (special
+    tokens, padding side, ...) are passed as they are. Both files are plain data: nothing
+    in the cache can run code when loaded. Any failure falls back to ``from_pretrained``,
+    logged. ``tests/models/test_loading.py`` checks that both give the same tokenizer.
     """
     from transformers import AutoTokenizer
 
-    snapshot = folder / _TOKENIZER_SNAPSHOT
-    versions = _library_versions()
     try:
-        with snapshot.open("rb") as handle:
-            saved = pickle.load(handle)
-        if saved.get("versions") == versions:
-            return saved["tokenizer"]
-    except Exception:  # missing, stale or unreadable: rebuild it below
-        pass
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, add_bos_token=True)
-    try:
-        staging = snapshot.with_name(f"{snapshot.name}.tmp-{os.getpid()}")
-        with staging.open("wb") as handle:
-            pickle.dump({"versions": versions, "tokenizer": tokenizer}, handle,
-                        protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(staging, snapshot)
-    except Exception:  # a read-only cache only costs the slower load next time
-        pass
-    return tokenizer
+        return _tokenizer_from_files(folder)
+    except Exception as exc:  # an unexpected tokenizer class or config: the slow, sure path
+        logger.warning("reading the tokenizer of %s directly failed (%s: %s); using "
+                       "AutoTokenizer.from_pretrained", folder, type(exc).__name__, exc)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True, add_bos_token=True)
+
+
+def _tokenizer_from_files(folder: Path) -> Any:
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    name = config.pop("tokenizer_class", None) or "TokenizersBackend"
+    cls = tokenizer_class_from_name(name)
+    if cls is None or not issubclass(cls, TokenizersBackend):
+        # caught by the caller, which falls back to from_pretrained
+        raise UnsupportedModelError(f"{name} is not a tokenizers-backed tokenizer class")
+    for key in ("is_local", "local_files_only", "name_or_path"):
+        config.pop(key, None)
+    config["add_bos_token"] = True
+    template = folder / "chat_template.jinja"
+    if template.is_file() and "chat_template" not in config:
+        config["chat_template"] = template.read_text()
+    return cls(tokenizer_file=str(folder / "tokenizer.json"), name_or_path=str(folder), **config)
 
 
 def _tokenizer_with_bos(tokenizer: Any) -> Any:

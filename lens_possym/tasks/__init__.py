@@ -4,21 +4,27 @@ Paper A's canonical toy tasks are synthetic experiments: :mod:`lens_possym.synth
 """
 
 from .binding import (
+    BINDING_TEMPLATES,
     BindingResult,
     BindingTask,
     BindingTemplate,
     binding_logit_diff,
+    WordCheck,
     binding_task,
+    check_words,
     evaluate_binding,
     random_token_prompts,
 )
 
 __all__ = [
     "BindingTemplate",
+    "BINDING_TEMPLATES",
     "BindingTask",
     "BindingResult",
     "binding_task",
     "evaluate_binding",
     "binding_logit_diff",
     "random_token_prompts",
+    "check_words",
+    "WordCheck",
 ]

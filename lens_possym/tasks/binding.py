@@ -6,20 +6,45 @@ A prompt states ``n_pairs`` bindings and asks about one of them::
     Question: What color does Bob like?
     Answer: Bob likes            → " blue"
 
-Every entity and attribute is **one token** in the model's tokenizer *in the context where
-it appears* (checked by tokenizing the template with the word and with a reference word),
-so all prompts of a task have the same token length and can be batched without padding
-(padding would shift RoPE positions). Entities within a prompt are distinct; attributes
-are distinct when there are enough of them, else drawn with replacement (the answer stays
-unique because the entity is). Which pair is queried is drawn uniformly.
+Every entity and attribute is **one token** in the model's tokenizer *where it stands in
+the prompt* (see :func:`check_words`), so all prompts of a task have the same token length
+and can be batched without padding (padding would shift RoPE positions). Entities within a
+prompt are distinct; attributes are distinct when there are enough of them, else drawn
+with replacement (the answer stays unique because the entity is). Which pair is queried is
+drawn uniformly.
+
+**Where a word is checked.** A word is tokenized inside a real two-statement prompt of the
+template, in every slot it can fill: an entity in the first statement (for the default
+template that is the start of the text, where " Bartholomew" — one token after a space —
+is four), in a later statement and in the question; an attribute in the first and in a
+later statement. A word that is not one token in a later statement or in the question is
+*rejected*. An entity that is one token everywhere but at the start of the text is
+*usable*, but never drawn into the first slot (the first slot takes the first entity of a
+prompt's sample that can stand there, else a random one that can). The check is per word,
+so the order of a list does not matter. From the built-in pools, names that can also start
+the text are preferred while there are ``n_pairs`` of them: earlier versions used only
+those, so their prompts are unchanged.
+
+**Pools.** Passed pools (``entities=``, ``attributes=``) are taken as meant: a rejected word
+is an error naming every rejected word and why (``unusable="drop"`` skips them instead,
+listed in :attr:`BindingTask.skipped`). The built-in pools are larger than any tokenizer
+needs and are filtered per tokenizer (skipped words listed the same way): entities from
+:data:`DEFAULT_ENTITIES` (89 common first names; used alone while they suffice, so that
+prompts of up to ~80 pairs are those of earlier versions) extended by
+:data:`MORE_ENTITIES` (523 names in all; 256+ usable on gemma-3-270m's and smollm2-135m's
+tokenizers), and attributes from the template's own pool.
+
+**Templates** (:data:`BINDING_TEMPLATES`, pass the name or a :class:`BindingTemplate`):
+``"color"`` (the default: "Alice likes red."), ``"city"`` ("Alice lives in Paris."),
+``"animal"`` ("Alice feeds the horse.") and ``"object"`` ("Alice has the key.", 280+
+single-token attributes, so that 256 pairs can have distinct attributes).
 
 Choices, and why (paper A's exact template and vocabularies are unknown):
 
 * the paper's question ("What color does Alice like?"), followed by ``Answer: Alice likes``
   so that the answer is the very next token: on gemma-3-270m and smollm2-135m this scored
   best of the templates we tried (bare question, ``Answer:`` alone, "favourite colour is");
-* colours as attributes (the paper's example) and common first names as entities, filtered
-  per tokenizer; both lists are arguments;
+* colours as attributes (the paper's example) and common first names as entities;
 * a fixed seed: the same call gives the same prompts.
 
 :func:`evaluate_binding` scores the model's next-token logits: accuracy (argmax over the
@@ -30,9 +55,10 @@ difference ``logit(answer) − mean logit(other attributes in the prompt)``.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -45,14 +71,23 @@ __all__ = [
     "BindingTemplate",
     "BindingTask",
     "BindingResult",
+    "WordCheck",
     "binding_task",
+    "check_words",
     "evaluate_binding",
     "binding_logit_diff",
     "random_token_prompts",
     "single_token_words",
+    "BINDING_TEMPLATES",
     "DEFAULT_ENTITIES",
+    "MORE_ENTITIES",
     "DEFAULT_COLORS",
+    "CITIES",
+    "ANIMALS",
+    "OBJECTS",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ENTITIES: tuple[str, ...] = tuple(
     "Alice Bob Carol Dave Emma Frank Grace Henry Ivy Jack Kate Leo Mia Nick Olivia Paul "
@@ -62,9 +97,85 @@ DEFAULT_ENTITIES: tuple[str, ...] = tuple(
     "Luke John Mary Jane Lucy Rita Tina Alan Bill Emily Greg Jill Kyle Lisa Mike Neil Rob "
     "Ruth Steve Todd".split()
 )
+#: More first names, none in :data:`DEFAULT_ENTITIES` (used when those are too few).
+MORE_ENTITIES: tuple[str, ...] = tuple(
+    "Aaron Abby Abel Ada Adrian Agnes Albert Alex Alexander Alfred Ali Allen Amanda Amber "
+    "Andrea Andrew Andy Angela Anita Ann Anne Annie Anthony Arnold Arthur Ashley Austin "
+    "Barbara Barry Becky Benjamin Bernard Betty Beverly Billy Blake Bonnie Brad Bradley "
+    "Brandon Brenda Brian Bruce Bryan Caleb Cameron Carlos Caroline Carrie Catherine Charles "
+    "Charlie Chris Christian Christine Christopher Cindy Claire Clara Clark Craig Cynthia "
+    "Daisy Dale Daniel Danny David Dean Debbie Dennis Derek Diana Diane Dolly Donald Donna "
+    "Doris Douglas Duke Dylan Earl Eddie Edgar Edith Edward Edwin Elaine Eleanor Eli Elijah "
+    "Elizabeth Ella Ellen Ellie Elsa Elvis Emil Erin Ernest Ethan Eugene Evan Evelyn Felix "
+    "Fiona Floyd Frances Francis Gabriel George Gerald Gilbert Gloria Gordon Graham Hannah "
+    "Harold Harriet Harry Harvey Hazel Heather Helen Howard Ian Irene Isaac Isabel Jacob "
+    "James Jamie Janet Jason Jean Jeff Jeffrey Jennifer Jenny Jeremy Jerry Jesse Jessica Jim "
+    "Jimmy Joan Joel Johnny Jonathan Jordan Joseph Josh Joshua Joyce Judy Julia Julian Julie "
+    "Justin Karen Karl Katie Keith Kelly Ken Kenneth Kevin Laura Lauren Lee Leon Leonard "
+    "Leslie Lewis Lincoln Linda Logan Louis Louise Lynn Marcus Margaret Maria Marie Marilyn "
+    "Mario Martha Martin Marvin Matt Matthew Maurice Megan Melissa Michael Michelle Miles "
+    "Milton Molly Monica Morgan Nancy Natalie Nathan Nicole Noah Norman Oliver Otto Patricia "
+    "Patrick Paula Pedro Penny Phil Philip Phillip Rachel Ralph Randy Raymond Rebecca Richard "
+    "Rick Robert Robin Roger Ronald Ross Roy Russell Ryan Sally Samuel Sandra Sarah Scott "
+    "Sean Seth Sharon Shirley Simon Sophia Sophie Stanley Stella Stephen Stuart Susan Tara "
+    "Taylor Teresa Terry Theodore Thomas Timothy Tony Tracy Travis Troy Tyler Vincent Violet "
+    "Virginia Walter Warren Wayne Wilson Yvonne Zachary Abe Ahmed Al Alma Amos Ana Andre "
+    "Angel Angie Archie Ariel Asa Ava Axel Bart Bea Bella Bert Bess Bianca Bo Boris Brett "
+    "Bruno Bud Cal Carmen Cary Cecil Celia Chad Chet Cliff Clyde Cody Colin Connor Cora Dana "
+    "Dante Darren Dee Della Dex Diego Dina Dirk Dom Don Doug Drew Duncan Dustin Ed Eden Edna "
+    "Elena Eliza Elmer Elton Enzo Ezra Fay Fern Flora Flynn Ford Gail Gene Gus Gwen Hal Hans "
+    "Hector Heidi Herb Herman Holly Homer Hope Igor Ira Ivan Jade Jan Jay Jed Jen Jess Joy "
+    "Juan Jude June Kai Kara Kay Kent Kirk Kurt Lana Lara Lars Lena Levi Lila Lola Lou Luca "
+    "Lucas Luis Lyle Mabel Mack Mae Maya Mel Milo Mona Moses Nadia Nate Neal Nell Nina Noel "
+    "Nova Ola Omar Opal Otis Pablo Pete Piper Rex Rhys Rich Rico Rod Roman Ron Rosa Rudy "
+    "Russ Ryder Sage Sal Saul Shane Sid Silas Sonia Stan Sven Tess Theo Toby Vic Vince Wade "
+    "Walt Wanda Wyatt Yuri Zara Zeke".split()
+)
 DEFAULT_COLORS: tuple[str, ...] = tuple(
     "red blue green yellow black white orange purple pink brown gray gold silver violet "
     "cyan teal navy maroon beige tan".split()
+)
+CITIES: tuple[str, ...] = tuple(
+    "Paris London Berlin Rome Madrid Tokyo Moscow Vienna Prague Dublin Oslo Athens Lisbon "
+    "Cairo Delhi Beijing Seoul Sydney Toronto Chicago Boston Miami Dallas Denver Houston "
+    "Seattle Atlanta Phoenix Detroit Austin Portland Vancouver Montreal Mexico Lima Bangkok "
+    "Singapore Manila Dubai Istanbul Warsaw Budapest Brussels Amsterdam Zurich Geneva Munich "
+    "Milan Naples Venice Florence Barcelona Seville Lyon Marseille Hamburg Stockholm Helsinki "
+    "Copenhagen Edinburgh Glasgow Manchester Liverpool Oxford Cambridge Bristol Leeds York "
+    "Kyoto Osaka Shanghai Mumbai Nairobi Lagos Havana Rio Santiago Quebec Ottawa Calgary "
+    "Melbourne Auckland Perth Brisbane Tehran Baghdad Jerusalem Kiev Riga Minsk Sofia "
+    "Belgrade Zagreb Bucharest Cologne Frankfurt Dresden Leipzig Hanover Vegas Orlando "
+    "Memphis Nashville Pittsburgh Baltimore Cleveland Cincinnati Buffalo Sacramento Oakland "
+    "Honolulu".split()
+)
+ANIMALS: tuple[str, ...] = tuple(
+    "dog cat horse cow pig sheep goat duck chicken rabbit mouse rat bird fish frog snake "
+    "lion tiger bear wolf fox deer monkey elephant giraffe zebra camel whale shark dolphin "
+    "eagle owl crow swan goose turtle bee ant spider snail crab hawk parrot penguin seal "
+    "otter beaver squirrel donkey mule bull ox pony lamb kitten puppy bat moth worm lizard "
+    "hamster llama panda kangaroo gorilla".split()
+)
+OBJECTS: tuple[str, ...] = tuple(
+    "book key cup pen hat coat bag box chair table lamp clock phone ring watch shoe sock "
+    "shirt ball bike car boat kite map coin card letter bottle glass plate bowl spoon fork "
+    "knife pot pan candle mirror brush comb towel blanket pillow bed door window fence gate "
+    "rope chain wheel drum flute guitar piano violin bell whistle camera radio laptop tablet "
+    "printer screen keyboard ticket wallet purse basket bucket ladder hammer nail screw saw "
+    "drill shovel broom mop sponge soap bread cake apple banana orange lemon grape cherry "
+    "peach pear plum melon cookie pie pizza sandwich egg cheese milk juice tea coffee sugar "
+    "salt pepper rice soup salad carrot potato onion tomato corn bean nut flower tree leaf "
+    "rock stone shell feather sword shield bow arrow helmet crown flag badge medal trophy "
+    "stamp envelope notebook folder pencil marker crayon ruler eraser tape glue scissors "
+    "needle thread button zipper belt scarf glove mitten boot sandal jacket sweater dress "
+    "skirt tie umbrella tent torch lantern compass anchor sail paddle barrel crate jar vase "
+    "tray mug kettle oven fridge stove sink toilet bath shower couch sofa desk shelf cabinet "
+    "drawer rug carpet curtain painting poster statue toy doll puzzle robot rocket balloon "
+    "ribbon gift parcel package token pass license passport diary journal magazine "
+    "newspaper novel album record disk cable plug battery bulb switch socket fan heater "
+    "cooler engine motor pump valve pipe hose tire seat saddle harness leash collar cage "
+    "nest hive shed barn cottage cabin tower bridge tunnel stick bench bin blade chart "
+    "check file frame game gun horn jewel lock mask net note pin plan prize rack rod "
+    "scale sheet sign spring tool trap trunk tube vest wire".split()
 )
 
 
@@ -77,12 +188,15 @@ class BindingTemplate:
         question: the query, with ``{entity}`` (may appear more than once); the answer
             is the token that follows it.
         joiner: between statements.
+        preamble: text before the first statement (then joined by ``joiner``).
+        attribute_pool: the attributes :func:`binding_task` draws from by default.
     """
 
     statement: str = "{entity} likes {attribute}."
     question: str = "\nQuestion: What color does {entity} like?\nAnswer: {entity} likes"
     joiner: str = " "
     preamble: str = ""
+    attribute_pool: tuple[str, ...] = DEFAULT_COLORS
 
     def __post_init__(self) -> None:
         for name, text, needed in (("statement", self.statement, ("{entity}", "{attribute}")),
@@ -117,6 +231,36 @@ class BindingTemplate:
             text += statement
         return text + self.question.format(entity=entities[query]), e_spans, a_spans
 
+    def question_spans(self, entity: str, offset: int) -> list[tuple[int, int]]:
+        """Character spans of ``entity`` in the question, when the question starts at ``offset``."""
+        spans, filled, at = [], 0, 0
+        while (found := self.question.find("{entity}", at)) >= 0:
+            start = offset + found + filled
+            spans.append((start, start + len(entity)))
+            filled += len(entity) - len("{entity}")
+            at = found + len("{entity}")
+        return spans
+
+
+BINDING_TEMPLATES: dict[str, BindingTemplate] = {
+    "color": BindingTemplate(),
+    "city": BindingTemplate(
+        statement="{entity} lives in {attribute}.",
+        question="\nQuestion: Where does {entity} live?\nAnswer: {entity} lives in",
+        attribute_pool=CITIES,
+    ),
+    "animal": BindingTemplate(
+        statement="{entity} feeds the {attribute}.",
+        question="\nQuestion: Which animal does {entity} feed?\nAnswer: {entity} feeds the",
+        attribute_pool=ANIMALS,
+    ),
+    "object": BindingTemplate(
+        statement="{entity} has the {attribute}.",
+        question="\nQuestion: What does {entity} have?\nAnswer: {entity} has the",
+        attribute_pool=OBJECTS,
+    ),
+}
+
 
 @dataclass
 class BindingTask:
@@ -131,6 +275,7 @@ class BindingTask:
         query_pair: ``[batch]`` which pair is asked about.
         entities, attributes: the words used, per prompt.
         template, seed: how the task was made.
+        skipped: ``{word: why}`` for pool words left out as not single tokens in context.
     """
 
     prompts: list[str]
@@ -145,6 +290,7 @@ class BindingTask:
     attributes: list[list[str]]
     template: BindingTemplate = field(default_factory=BindingTemplate)
     seed: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_prompts(self) -> int:
@@ -176,50 +322,179 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def single_token_words(tokenizer: Any, words: Sequence[str], contexts: Sequence[str]) -> list[str]:
-    """The words that are exactly one token in every context (each with one ``{w}``).
+def _where(text: str, start: int) -> str:
+    if start == 0:
+        return "at the start of the text"
+    before = text[start - 1]
+    return {" ": "after a space", "\n": "after a newline"}.get(before, f"after {before!r}")
 
-    A word must be one known token on its own (``" " + word``), and in each context the
-    tokenization with it and with a reference word (the first that passes on its own) must
-    have the same length and differ exactly where ``{w}`` stands: so no neighbour merges
-    with it.
+
+def _one_token_problem(tokenizer: Any, text: str, spans: Sequence[tuple[int, int]]
+                       ) -> str | None:
+    """Why the word at ``spans`` of ``text`` is not exactly one known token, or ``None``.
+
+    The word may share its token only with the whitespace right before it (" Alice" is one
+    token in GPT-2-style and SentencePiece vocabularies); a token that reaches into a
+    neighbour means the word merges with it, so its length would depend on the neighbour.
     """
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
     unknown = getattr(tokenizer, "unk_token_id", None)
+    for start, end in spans:
+        hits = [i for i, (a, b) in enumerate(offsets) if a < end and b > start]
+        pieces = ", ".join(repr(text[offsets[i][0]:offsets[i][1]]) for i in hits)
+        lead = start - 1 if start and text[start - 1].isspace() else start
+        if len(hits) != 1:
+            return f"{len(hits)} tokens ({pieces}) {_where(text, start)}"
+        (i,) = hits
+        if offsets[i][0] not in (start, lead) or offsets[i][1] != end:
+            return f"merges with its neighbours into {pieces} {_where(text, start)}"
+        if unknown is not None and ids[i] == unknown:
+            return (f"unknown to the tokenizer (it becomes {tokenizer.unk_token!r}) "
+                    f"{_where(text, start)}")
+    return None
 
-    def alone(word: str) -> bool:
-        ids = _encode(tokenizer, " " + word)
-        return len(ids) == 1 and ids[0] != unknown
 
-    words = [w for w in dict.fromkeys(words) if alone(w)]
-    if not words:
-        return []
-    reference = words[0]
+def single_token_words(tokenizer: Any, words: Sequence[str], contexts: Sequence[str]) -> list[str]:
+    """The words that are exactly one known token in every context (each with ``{w}``).
+
+    Each word is checked on its own (no reference word), so the result does not depend on
+    the order of ``words``; the order of the survivors is kept.
+    """
     ok = []
-    for word in words:
+    for word in dict.fromkeys(words):
         for ctx in contexts:
-            a, b = _encode(tokenizer, ctx.format(w=word)), _encode(tokenizer, ctx.format(w=reference))
-            differ = sum(x != y for x, y in zip(a, b))
-            if len(a) != len(b) or (word != reference and differ != ctx.count("{w}")):
+            head, *rest = ctx.split("{w}")
+            spans, at = [], len(head)
+            for tail in rest:
+                spans.append((at, at + len(word)))
+                at += len(word) + len(tail)
+            if _one_token_problem(tokenizer, ctx.replace("{w}", word), spans) is not None:
                 break
         else:
             ok.append(word)
     return ok
 
 
-def _slot_contexts(template: BindingTemplate, entity: str, attribute: str
-                   ) -> tuple[list[str], list[str]]:
-    """Contexts checking an entity / an attribute in each slot, between real neighbours.
+@dataclass(frozen=True)
+class WordCheck:
+    """How one word tokenizes in each slot a template can put it in.
 
-    ``entity`` and ``attribute`` fill the slot not under test. An entity is checked in the
-    first statement (right after the preamble, or at the start of the text) and in a later
-    one, and in the question; an attribute in a later statement.
+    Attributes:
+        word: the word.
+        role: ``"entity"`` or ``"attribute"``.
+        problems: ``{slot: why it is not one token there}`` for the slots where it fails;
+            slots are ``"first statement"``, ``"later statement"`` and ``"question"``.
     """
-    start = template.preamble + (template.joiner if template.preamble else "")
-    lead = start + template.statement.format(entity=entity, attribute=attribute) + template.joiner
-    statement_e = template.statement.format(entity="{w}", attribute=attribute)
-    statement_a = template.statement.format(entity=entity, attribute="{w}")
-    question = template.question.replace("{entity}", "{w}")
-    return ([start + statement_e, lead + statement_e, lead + question], [lead + statement_a])
+
+    word: str
+    role: Literal["entity", "attribute"]
+    problems: dict[str, str]
+
+    @property
+    def usable(self) -> bool:
+        """Can appear in a prompt: an entity only needs the later slots (see module doc)."""
+        if self.role == "entity":
+            return not (self.problems.keys() - {"first statement"})
+        return not self.problems
+
+    @property
+    def can_start(self) -> bool:
+        """Can fill the first statement's slot."""
+        return "first statement" not in self.problems
+
+    def reason(self) -> str:
+        return "; ".join(f"{why} (in the {slot})" for slot, why in self.problems.items())
+
+
+def check_words(tokenizer: Any, words: Sequence[str], template: BindingTemplate,
+                role: Literal["entity", "attribute"], filler: str) -> list[WordCheck]:
+    """Check each of ``words`` in every slot of ``template`` that ``role`` fills.
+
+    Each word is tokenized in a two-statement prompt where it fills both statements'
+    ``role`` slots (and, for entities, the question), with ``filler`` in the other slots.
+    Duplicates are checked once; the order of ``words`` is kept.
+    """
+    checks = []
+    for word in dict.fromkeys(words):
+        if role == "entity":
+            text, spans, _ = template.prompt([word, word], [filler, filler], 1)
+            question = template.question.format(entity=word)
+            slots = {"first statement": [spans[0]], "later statement": [spans[1]],
+                     "question": template.question_spans(word, len(text) - len(question))}
+        else:
+            text, _, spans = template.prompt([filler, filler], [word, word], 0)
+            slots = {"first statement": [spans[0]], "later statement": [spans[1]]}
+        problems = {}
+        for slot, slot_spans in slots.items():
+            problem = _one_token_problem(tokenizer, text, slot_spans) if word.strip() else \
+                "empty"
+            if problem is not None:
+                problems[slot] = problem
+        checks.append(WordCheck(word, role, problems))
+    return checks
+
+
+def _resolve_template(template: BindingTemplate | str | None) -> BindingTemplate:
+    if template is None:
+        return BINDING_TEMPLATES["color"]
+    if isinstance(template, BindingTemplate):
+        return template
+    if template in BINDING_TEMPLATES:
+        return BINDING_TEMPLATES[template]
+    raise InvalidSelectionError(
+        f"unknown binding template {template!r}; use one of {', '.join(BINDING_TEMPLATES)} "
+        "or a BindingTemplate"
+    )
+
+
+def _rejected(checks: Sequence[WordCheck]) -> list[WordCheck]:
+    return [c for c in checks if not c.usable]
+
+
+def _reject_message(what: str, rejected: Sequence[WordCheck]) -> str:
+    listed = "; ".join(f"{c.word!r}: {c.reason()}" for c in rejected)
+    return (f"{len(rejected)} {what} are not single tokens where the template puts them, for "
+            f"this tokenizer: {listed}. Remove them, or pass unusable='drop' to skip them")
+
+
+def _usable_words(tokenizer: Any, pools: Sequence[Sequence[str]], template: BindingTemplate,
+                  role: Literal["entity", "attribute"], filler: str, needed: int,
+                  unusable: str, what: str) -> tuple[list[WordCheck], dict[str, str]]:
+    """The usable words of the first pool with at least ``needed`` of them (else the last).
+
+    Returns the usable checks and ``{skipped word: reason}``; raises on any unusable word
+    when ``unusable == "raise"``.
+    """
+    for pool in pools:
+        checks = check_words(tokenizer, pool, template, role, filler)
+        rejected = _rejected(checks)
+        if rejected and unusable == "raise":
+            raise InvalidSelectionError(_reject_message(what, rejected))
+        usable = [c for c in checks if c.usable]
+        if len(usable) >= needed:
+            break
+    skipped = {c.word: c.reason() for c in rejected}
+    if skipped:
+        logger.debug("binding_task skipped %d %s: %s", len(skipped), what, skipped)
+    return usable, skipped
+
+
+def _draw_entities(rng: random.Random, ents: list[str], starters: set[str], n_pairs: int
+                   ) -> list[str]:
+    """``n_pairs`` distinct entities, the first one that can start a prompt.
+
+    When every entity can start (the usual case), this is ``rng.sample(ents, n_pairs)``
+    exactly, so such prompts are those of earlier versions.
+    """
+    chosen = rng.sample(ents, n_pairs)
+    if chosen[0] not in starters:
+        swap = next((i for i, e in enumerate(chosen) if e in starters), None)
+        if swap is not None:
+            chosen[0], chosen[swap] = chosen[swap], chosen[0]
+        else:
+            chosen[0] = rng.choice([e for e in ents if e in starters and e not in chosen])
+    return chosen
 
 
 def binding_task(
@@ -228,9 +503,10 @@ def binding_task(
     n_prompts: int = 32,
     n_pairs: int = 4,
     seed: int = 0,
-    entities: Sequence[str] = DEFAULT_ENTITIES,
-    attributes: Sequence[str] = DEFAULT_COLORS,
-    template: BindingTemplate | None = None,
+    entities: Sequence[str] | None = None,
+    attributes: Sequence[str] | None = None,
+    template: BindingTemplate | str | None = None,
+    unusable: Literal["raise", "drop"] | None = None,
 ) -> BindingTask:
     """Build ``n_prompts`` binding prompts of ``n_pairs`` bindings each for ``model``.
 
@@ -238,27 +514,56 @@ def binding_task(
         model: a bridge (its tokenizer and ``to_tokens`` are used).
         n_prompts, n_pairs: batch size and bindings per prompt.
         seed: the prompts are a function of the seed (Python's ``random.Random``).
-        entities, attributes: candidate words; those that are not one token in context
-            are dropped.
-        template: how a prompt is written (default: see the module docstring).
+        entities, attributes: candidate words (default: the built-in pools, see the module
+            docstring; attributes default to the template's ``attribute_pool``).
+        template: a :class:`BindingTemplate` or a name in :data:`BINDING_TEMPLATES`
+            (default ``"color"``).
+        unusable: what to do with a word that is not one token where the template puts
+            it: ``"raise"`` (the default for pools you pass) or ``"drop"`` (the default
+            for the built-in pools); dropped words are listed in ``task.skipped``.
 
     Raises:
-        InvalidSelectionError: too few single-token entities for ``n_pairs``, fewer than
-            two single-token attributes, or a non-positive count.
+        InvalidSelectionError: an unusable word in a passed pool (each named, with why),
+            too few usable entities for ``n_pairs``, no entity that can stand in the first
+            statement, fewer than two usable attributes, or a non-positive count.
     """
-    template = template or BindingTemplate()
+    template = _resolve_template(template)
     if n_prompts < 1 or n_pairs < 1:
         raise InvalidSelectionError(
             f"n_prompts and n_pairs must be at least 1 (got {n_prompts}, {n_pairs})"
         )
+    if unusable not in (None, "raise", "drop"):
+        raise InvalidSelectionError(f"unusable must be 'raise' or 'drop', got {unusable!r}")
     tokenizer = model.tokenizer
-    entity_ctx, attribute_ctx = _slot_contexts(template, entities[0], attributes[0])
-    ents = single_token_words(tokenizer, entities, entity_ctx)
-    attrs = single_token_words(tokenizer, attributes, attribute_ctx)
+    entity_pools = [entities] if entities is not None else [
+        DEFAULT_ENTITIES, DEFAULT_ENTITIES + MORE_ENTITIES]
+    attribute_pool = template.attribute_pool if attributes is None else attributes
+    if not entity_pools[0] or not attribute_pool:
+        raise InvalidSelectionError("the entity and attribute pools must not be empty")
+    usable_e, skipped_e = _usable_words(
+        tokenizer, entity_pools, template, "entity", attribute_pool[0], n_pairs,
+        unusable or ("raise" if entities is not None else "drop"), "entities")
+    usable_a, skipped_a = _usable_words(
+        tokenizer, [attribute_pool], template, "attribute", entity_pools[0][0], 2,
+        unusable or ("raise" if attributes is not None else "drop"), "attributes")
+    if entities is None and sum(c.can_start for c in usable_e) >= n_pairs:
+        # built-in pools: names that can also start the text, while they suffice (this
+        # keeps the prompts of earlier versions, which used only those)
+        usable_e = [c for c in usable_e if c.can_start]
+    ents = [c.word for c in usable_e]
+    attrs = [c.word for c in usable_a]
+    starters = {c.word for c in usable_e if c.can_start}
+    n_given = len(set(entity_pools[-1]))
     if len(ents) < n_pairs:
         raise InvalidSelectionError(
-            f"only {len(ents)} of the {len(set(entities))} entities are single tokens for this "
+            f"only {len(ents)} of the {n_given} entities are single tokens for this "
             f"tokenizer, fewer than n_pairs={n_pairs}; lower n_pairs or pass more entities"
+        )
+    if not starters:
+        examples = "; ".join(f"{c.word!r}: {c.problems['first statement']}" for c in usable_e[:3])
+        raise InvalidSelectionError(
+            f"none of the {len(ents)} usable entities is one token in the first statement "
+            f"({examples}); add one that is, or use a template with a preamble"
         )
     if len(attrs) < 2:
         raise InvalidSelectionError(
@@ -268,7 +573,7 @@ def binding_task(
     rng = random.Random(seed)
     prompts, spans, chosen_e, chosen_a, queries = [], [], [], [], []
     for _ in range(n_prompts):
-        es = rng.sample(ents, n_pairs)
+        es = _draw_entities(rng, ents, starters, n_pairs)
         if n_pairs <= len(attrs):
             as_ = rng.sample(attrs, n_pairs)
         else:
@@ -293,7 +598,7 @@ def binding_task(
         entity_ids=entity_ids.to(tokens.device), attribute_ids=attribute_ids.to(tokens.device),
         entity_positions=e_pos.to(tokens.device), attribute_positions=a_pos.to(tokens.device),
         query_pair=query.to(tokens.device), entities=chosen_e, attributes=chosen_a,
-        template=template, seed=seed,
+        template=template, seed=seed, skipped={**skipped_e, **skipped_a},
     )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 
 import pytest
 import torch
@@ -53,15 +55,66 @@ def test_corrupt_cache_entry_is_rebuilt(gguf_file, tmp_cache, caplog):
     assert model.cfg.n_layers == 2
 
 
-def test_unreadable_cache_with_valid_manifest_is_rebuilt(gguf_file, tmp_cache, caplog):
-    lp.from_gguf(gguf_file)
-    weights = _entry(gguf_file) / "model.safetensors"
-    size = weights.stat().st_size
-    weights.write_bytes(b"\0" * size)  # same size, garbage content
+def _flip_byte_in_place(path, at: int) -> None:
+    """Corrupt one byte without changing the size or the modification time (bit rot)."""
+    stat = path.stat()
+    with path.open("r+b") as handle:
+        handle.seek(at)
+        byte = handle.read(1)
+        handle.seek(at)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize("where", ["weights", "tokenizer"])
+def test_cache_corrupted_in_place_is_detected_and_rebuilt(gguf_file, tmp_cache, caplog, where):
+    tokens = lp.from_gguf(gguf_file).to_tokens("the cat in a hat")
+    entry = _entry(gguf_file)
+    name = {"weights": "model.safetensors", "tokenizer": "tokenizer.json"}[where]
+    target = entry / name
+    size = target.stat().st_size
+    _flip_byte_in_place(target, size - 7)  # inside the last tensor / the JSON's tail
+    assert target.stat().st_size == size
+    assert cache.entry_is_valid(entry, check_content=False)  # sizes alone cannot tell
+    problem = cache.entry_problem(entry)
+    assert problem == f"the content of {name} differs from the manifest's xxh3_128 digest"
     with caplog.at_level(logging.WARNING, logger="lens_possym"):
         model = lp.from_gguf(gguf_file)
-    assert "failed to load" in caplog.text
-    assert model(model.to_tokens("the cat")).isfinite().all()
+    assert "is corrupt (the content of " + name in caplog.text and "rebuilding" in caplog.text
+    assert cache.entry_problem(entry) is None
+    assert model(tokens).isfinite().all()
+    assert torch.equal(model.to_tokens("the cat in a hat"), tokens)
+
+
+def test_corrupt_entry_that_cannot_be_rebuilt_is_refused(gguf_file, tmp_cache, monkeypatch):
+    lp.from_gguf(gguf_file)
+    _flip_byte_in_place(_entry(gguf_file) / "model.safetensors", 5000)
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(cache, "write_entry_atomically", read_only)
+    with pytest.raises(CorruptModelFileError, match=r"is corrupt \(the content of "
+                       r"model.safetensors differs.*could not be written.*LENS_POSSYM_CACHE"):
+        lp.from_gguf(gguf_file)
+
+
+def test_manifest_records_a_digest_per_file_and_old_formats_are_rebuilt(gguf_file, tmp_cache):
+    lp.from_gguf(gguf_file)
+    entry = _entry(gguf_file)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    assert manifest["format"] == cache.CACHE_FORMAT and manifest["digest"] == "xxh3_128"
+    on_disk = {p.name for p in entry.iterdir()} - {"manifest.json"}
+    assert set(manifest["files"]) == on_disk
+    for name, info in manifest["files"].items():
+        assert info["size"] == (entry / name).stat().st_size
+        assert info["xxh3_128"] == cache.file_digest(entry / name, "xxh3_128")
+    # blake2b (the fallback without xxhash) is a different digest of the same bytes
+    assert cache.file_digest(entry / "config.json", "blake2b") == hashlib.blake2b(
+        (entry / "config.json").read_bytes()).hexdigest()
+    manifest["format"] = 1
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    assert "cache format 1" in cache.entry_problem(entry)
 
 
 def test_a_changed_file_gets_a_new_entry(tmp_path, tmp_cache):
@@ -149,21 +202,31 @@ def test_from_hf_accepts_an_in_memory_tokenizer():
     assert lp.frequency_logits(model, "a b c", 0).max_abs_error <= 1e-4
 
 
-def test_tokenizer_snapshot_is_written_reused_and_replaced_when_stale(gguf_file, tmp_cache):
-    import pickle
+def test_tokenizer_is_read_from_json_files_and_equals_from_pretrained(gguf_file, tmp_cache,
+                                                                      caplog):
+    from transformers import AutoTokenizer
 
     from lens_possym.models import loading
 
     lp.from_gguf(gguf_file)
-    snapshot = _entry(gguf_file) / loading._TOKENIZER_SNAPSHOT
-    saved = pickle.loads(snapshot.read_bytes())
-    assert saved["versions"] == loading._library_versions()
-    expected = lp.from_gguf(gguf_file).to_tokens("the cat in a hat")
-    # a snapshot from other library versions is ignored and rewritten
-    saved["versions"] = {"transformers": "0.0"}
-    snapshot.write_bytes(pickle.dumps(saved))
-    assert torch.equal(lp.from_gguf(gguf_file).to_tokens("the cat in a hat"), expected)
-    assert pickle.loads(snapshot.read_bytes())["versions"] == loading._library_versions()
-    # an unreadable snapshot falls back to the tokenizer files
-    snapshot.write_bytes(b"not a pickle")
-    assert torch.equal(lp.from_gguf(gguf_file).to_tokens("the cat in a hat"), expected)
+    entry = _entry(gguf_file)
+    assert not list(entry.glob("*.pickle"))  # nothing in the cache can run code when loaded
+    direct = loading._load_tokenizer(entry)
+    reference = AutoTokenizer.from_pretrained(entry, local_files_only=True, add_bos_token=True)
+    assert type(direct) is type(reference)
+    for text in ("the cat in a hat", "  odd\tspacing ✓ and <bos> inside"):
+        assert direct(text)["input_ids"] == reference(text)["input_ids"]
+    for attr in ("bos_token_id", "eos_token_id", "unk_token_id", "pad_token_id", "padding_side",
+                 "all_special_ids", "add_bos_token", "model_max_length"):
+        assert getattr(direct, attr) == getattr(reference, attr), attr
+    # a config naming a class the fast path cannot build: logged, and the slow path used
+    config = entry / "tokenizer_config.json"
+    original = config.read_text()
+    config.write_text(json.dumps({**json.loads(original), "tokenizer_class": "NoSuchTokenizer"}))
+    try:
+        with caplog.at_level(logging.WARNING, logger="lens_possym"):
+            fallback = loading._load_tokenizer(entry)
+    finally:
+        config.write_text(original)
+    assert "reading the tokenizer of" in caplog.text and "from_pretrained" in caplog.text
+    assert fallback("the cat")["input_ids"] == reference("the cat")["input_ids"]
