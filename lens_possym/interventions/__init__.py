@@ -37,6 +37,8 @@ from .patching import (
 from .permute import content_permutation_hooks, permute_content, permute_rows_hook, swap_permutation
 from .sweep import BandSweep, band_sweep, binding_metrics, resolve_bands
 from .compare import HeadSetComparison, compare_with_random_heads
+from .heads import HeadMeans, ablate_heads, ablate_heads_hook, ablate_heads_hooks, head_means
+from .importance import HeadImportance, ImportanceBatch, ImportanceConfig, head_importance
 
 __all__ = [
     # selection
@@ -77,4 +79,14 @@ __all__ = [
     "resolve_bands",
     "HeadSetComparison",
     "compare_with_random_heads",
+    # head ablation and per-head importance
+    "ablate_heads_hook",
+    "ablate_heads_hooks",
+    "ablate_heads",
+    "HeadMeans",
+    "head_means",
+    "ImportanceConfig",
+    "ImportanceBatch",
+    "HeadImportance",
+    "head_importance",
 ]

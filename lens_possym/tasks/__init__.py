@@ -19,6 +19,11 @@ from .canonical import (
     TaskBatch,
     make_task,
 )
+from .word_distance import (
+    WordDistanceTask,
+    evaluate_word_distance,
+    word_distance_task,
+)
 
 __all__ = [
     "BindingTemplate",
@@ -36,4 +41,8 @@ __all__ = [
     "PartialInductionTask",
     "TaskBatch",
     "make_task",
+    # word-distance prompts (position-dependent answers)
+    "WordDistanceTask",
+    "word_distance_task",
+    "evaluate_word_distance",
 ]
