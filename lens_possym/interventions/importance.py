@@ -375,9 +375,9 @@ class HeadImportance:
             "config": self.config.to_dict(), "baseline": self.baseline,
             "ablated": listed(self.ablated), "effect": listed(self.effect),
             "relative": listed(self.relative), "n_prompts": self.n_prompts,
-            "seconds": self.seconds, "n_passes": self.n_passes, "info": self.info,
-            "top_head": list(self.top_head), "top_share": self.top_share,
-            "top_k_share": self.top_k_share, "gini": self.gini,
+            "seconds": _finite(self.seconds), "n_passes": self.n_passes, "info": self.info,
+            "top_head": list(self.top_head), "top_share": _finite(self.top_share),
+            "top_k_share": _finite(self.top_k_share), "gini": _finite(self.gini),
         }
 
     @classmethod
@@ -385,7 +385,8 @@ class HeadImportance:
         ablated = torch.tensor([[float("nan") if v is None else v for v in row]
                                 for row in data["ablated"]], dtype=torch.float64)
         return cls(config=ImportanceConfig.from_dict(data["config"]), baseline=data["baseline"],
-                   ablated=ablated, n_prompts=data["n_prompts"], seconds=data["seconds"],
+                   ablated=ablated, n_prompts=data["n_prompts"],
+                   seconds=float("nan") if data["seconds"] is None else data["seconds"],
                    n_passes=data["n_passes"], info=dict(data.get("info", {})))
 
     def to_json(self, **kwargs: Any) -> str:
@@ -394,6 +395,11 @@ class HeadImportance:
     @classmethod
     def from_json(cls, text: str) -> "HeadImportance":
         return cls.from_dict(json.loads(text))
+
+
+def _finite(value: float) -> float | None:
+    """``None`` for nan/inf, so that the JSON stays standard."""
+    return value if math.isfinite(value) else None
 
 
 # ---- the sweep -------------------------------------------------------------------------------
