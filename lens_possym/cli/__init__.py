@@ -15,7 +15,7 @@ import sys
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS"]
 
-SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "train", "sweep"]
+SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "train", "sweep", "heads"]
 
 
 def build_parser() -> argparse.ArgumentParser:
