@@ -246,3 +246,20 @@ def test_builtin_metrics_need_answers(llama64, batch):
         head_importance(llama64, ImportanceBatch(batch.tokens, batch.answers), "logit_diff")
     with pytest.raises(InvalidSelectionError, match="answers for 4 prompts"):
         ImportanceBatch(batch.tokens, torch.tensor([1, 2]))
+
+
+def test_heatmap_marks_the_top_head():
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from lens_possym.viz.importance import plot_head_importance
+
+    r = _result([[0.9, 0.2, 1.0], [1.1, 0.95, float("nan")]])  # top head 0.1
+    ax = plot_head_importance(r, ax=Figure().subplots(), title="t")
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert [(b.get_x() + 0.5, b.get_y() + 0.5) for b in boxes] == [(1, 0)]
+    assert "0.1" in ax.get_title() and "share of summed drop 0.84" in ax.get_title()  # 0.8 / (0.1 + 0.8 + 0.05)
+    shown = ax.images[0].get_array()
+    assert shown.mask[1, 2] and float(shown[0, 1]) == pytest.approx(0.8)
+    none = plot_head_importance(_result([[1.5, 2.0]]), ax=Figure().subplots())
+    assert "no head's ablation hurts" in none.get_title()
