@@ -439,7 +439,7 @@ def _chunk_hook(members: list[tuple[int, int]], n_prompts: int, replacement: Ten
 
 
 def head_importance(model: Any, batch: ImportanceBatch | ModelInput | Any,
-                    metric: str | MetricFn = "logit_diff", *,
+                    metric: str | MetricFn | None = None, *,
                     reference: ModelInput | Mapping[str, Tensor] | None = None,
                     means: HeadMeans | None = None, config: ImportanceConfig | None = None,
                     progress: bool = False, **settings: Any) -> HeadImportance:
@@ -451,6 +451,7 @@ def head_importance(model: Any, batch: ImportanceBatch | ModelInput | Any,
         batch: an :class:`ImportanceBatch`, a binding task (its other attributes are the
             distractors), or prompts/tokens (custom metrics only).
         metric: a name in :data:`METRICS` or a callable ``metric(logits, batch) -> scalar``
+            (default: ``config.metric``, ``"logit_diff"`` without a config)
             (``logits`` ``[batch, pos, d_vocab]``, only the last position when
             ``last_token_only`` on a bridge; ``batch`` the :class:`ImportanceBatch`).
         reference: prompts/tokens/cache for ``mode="mean"`` (or precomputed ``means``).
@@ -467,6 +468,8 @@ def head_importance(model: Any, batch: ImportanceBatch | ModelInput | Any,
     """
     from tqdm.auto import tqdm
 
+    if metric is None:
+        metric = config.metric if config is not None else ImportanceConfig.metric
     name = metric if isinstance(metric, str) else _callable_name(metric)
     try:
         config = replace(config or ImportanceConfig(), metric=name, **settings)

@@ -263,3 +263,10 @@ def test_heatmap_marks_the_top_head():
     assert shown.mask[1, 2] and float(shown[0, 1]) == pytest.approx(0.8)
     none = plot_head_importance(_result([[1.5, 2.0]]), ax=Figure().subplots())
     assert "no head's ablation hurts" in none.get_title()
+
+
+def test_config_metric_is_used_when_no_metric_is_passed(llama64, batch):
+    cfg = ImportanceConfig(metric="loss", layers=(0,), heads_per_pass=2)
+    r = head_importance(llama64, batch, config=cfg)
+    assert r.config == cfg
+    assert r.baseline == pytest.approx(head_importance(llama64, batch, "loss", layers=[0]).baseline)
