@@ -98,7 +98,8 @@ def _variants(words: list[str]):
     return {
         "how many words between X and Y? (question)": between_question,
         "words between two [bracketed] words (3 worked examples)": lambda rng: between(rng, 3),
-        "which word comes right before X? (question)": lambda rng: neighbour_question(rng, "before"),
+        "which word comes right before X? (question)":
+            lambda rng: neighbour_question(rng, "before"),
         "which word comes right after X? (question)": lambda rng: neighbour_question(rng, "after"),
         "which of X, Y comes first? (2 worked examples)": lambda rng: order(rng, 2),
     }
@@ -150,7 +151,8 @@ def sweep(model, name: str, batch: ImportanceBatch, per_pass: int, seed: int, de
         "top_share": result.top_share, "top3_share": result.top_k_share, "gini": result.gini,
         "accuracy_without_top": accuracy_without(model, batch, f"{layer}.{head}"),
         "top3": ",".join(f"{l}.{h}" for l, h, _ in top3),
-        "accuracy_without_top3": accuracy_without(model, batch, ",".join(f"{l}.{h}" for l, h, _ in top3)),
+        "accuracy_without_top3": accuracy_without(
+            model, batch, ",".join(f"{l}.{h}" for l, h, _ in top3)),
         "carried_by_one_head": result.carried_by_one_head(),
         "seconds": result.seconds, "passes": result.n_passes,
     }
@@ -218,7 +220,8 @@ def main() -> None:
     if args.probe:
         probe_rows = probe(model, args.seed)
         for row in probe_rows:
-            print(f"{row[0]:<58} acc {row[1]:.2f}  among candidates {row[2]:.2f}  chance {row[3]:.2f}")
+            print(f"{row[0]:<58} acc {row[1]:.2f}  among candidates {row[2]:.2f}  "
+                  f"chance {row[3]:.2f}")
 
     binding = lp.binding_task(model, n_prompts=args.binding_prompts, n_pairs=4, seed=args.seed)
     distance = word_distance_task(model, n_prompts=args.distance_prompts, seed=args.seed)

@@ -77,7 +77,8 @@ def read_index_list(text: str, what: str) -> list[int]:
                 out.append(int(item))
         except ValueError:
             dash = item.lstrip("-").split("-")
-            hint = (f"; write ranges as START:STOP (half-open), e.g. {int(dash[0])}:{int(dash[1]) + 1}"
+            hint = ("; write ranges as START:STOP (half-open), e.g. "
+                    f"{int(dash[0])}:{int(dash[1]) + 1}"
                     if len(dash) == 2 and all(d.isdigit() for d in dash) else
                     "; write ids and START:STOP ranges, e.g. 0:4,7")
             raise InvalidSelectionError(f"cannot read {what} {item!r}{hint}") from None
@@ -129,7 +130,8 @@ def run(args) -> int:
     print(f"baseline {args.metric}: {result.baseline:.3f}")
     print(f"  {'head':>6} {'Δ':>9} {'Δ/|base|':>9} {'ablated':>9}")
     for layer, head, value in result.top(args.top):
-        print(f"  {f'{layer}.{head}':>6} {value:>+9.3f} {float(result.relative[layer, head]):>+9.2f} "
+        relative = float(result.relative[layer, head])
+        print(f"  {f'{layer}.{head}':>6} {value:>+9.3f} {relative:>+9.2f} "
               f"{float(result.ablated[layer, head]):>9.3f}")
     print(result.summary())
     if args.out:

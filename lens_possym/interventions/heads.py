@@ -133,8 +133,9 @@ class HeadMeans:
     n_prompts: int
 
     def replacement(self, layer: int, n_pos: int
-                    ) -> Float[Tensor, "pos head_index d_head"] | Float[Tensor, "head_index d_head"]:
-        """The mean to write at ``layer`` for a run of ``n_pos`` positions."""
+                    ) -> Tensor:
+        """The mean to write at ``layer`` for a run of ``n_pos`` positions:
+        ``[n_pos, n_heads, d_head]`` per position, else ``[n_heads, d_head]``."""
         if layer not in self.z:
             raise InvalidSelectionError(
                 f"no mean head outputs for layer {layer}; compute them with head_means(model, "
@@ -167,7 +168,9 @@ def head_means(model: Any, reference: ModelInput | Mapping[str, Tensor],
     if bad or not chosen:
         raise InvalidSelectionError(
             f"layer {bad or layers} out of range: the model has {len(names)} layers")
-    if isinstance(reference, Mapping) or (hasattr(reference, "keys") and not isinstance(reference, Tensor)):
+    is_cache = isinstance(reference, Mapping) or (
+        hasattr(reference, "keys") and not isinstance(reference, Tensor))
+    if is_cache:
         try:
             zs = {layer: reference[names[layer]] for layer in chosen}
         except KeyError as exc:

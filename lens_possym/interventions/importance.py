@@ -126,7 +126,8 @@ class ImportanceConfig:
         if self.higher_is_better is not None and not isinstance(self.higher_is_better, bool):
             raise InvalidSelectionError("higher_is_better must be True, False or None")
         if self.metric == "loss" and self.higher_is_better:
-            raise InvalidSelectionError("the loss is better when lower: leave higher_is_better unset")
+            raise InvalidSelectionError(
+                "the loss is better when lower: leave higher_is_better unset")
         if self.metric in ("accuracy", "logit_diff") and self.higher_is_better is False:
             raise InvalidSelectionError(
                 f"{self.metric} is better when higher: leave higher_is_better unset")
@@ -185,7 +186,8 @@ class ImportanceBatch:
     name: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tokens, Tensor) or self.tokens.ndim != 2 or self.tokens.is_floating_point():
+        tokens = self.tokens
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
             raise InvalidSelectionError("ImportanceBatch.tokens must be integer ids [batch, pos]")
         n = self.tokens.shape[0]
         if self.answers is not None:
@@ -365,7 +367,8 @@ class HeadImportance:
                 f"Δ {self.top_effect:+.3f} ({100 * self.top_relative:.0f}% of the baseline), "
                 f"share of summed drop {self.top_share:.2f}, top-{self.config.top_k} share "
                 f"{self.top_k_share:.2f}, Gini {self.gini:.2f}; "
-                f"{'one head carries it' if self.carried_by_one_head() else 'no single head carries it'}")
+                + ("one head carries it" if self.carried_by_one_head()
+                   else "no single head carries it"))
 
     def to_dict(self) -> dict:
         def listed(t: Tensor) -> list:
@@ -528,7 +531,8 @@ def head_importance(model: Any, batch: ImportanceBatch | ModelInput | Any,
                 first = chunk[0][0]
                 if bridge:
                     stacked = starts[first].repeat(len(chunk), *([1] * (starts[first].ndim - 1)))
-                    out = model.run_with_hooks(stacked, start_at_layer=first, fwd_hooks=hooks, **keep)
+                    out = model.run_with_hooks(stacked, start_at_layer=first, fwd_hooks=hooks,
+                                               **keep)
                 else:
                     out = model.run_with_hooks(data.tokens.repeat(len(chunk), 1), fwd_hooks=hooks)
                 n_passes += 1

@@ -116,7 +116,8 @@ def _check(n_prompts: int, n_words: int, n_cue: int, distance: int) -> None:
 
 def word_distance_task(model: Any, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
                        distance: int = 1, seed: int = 0,
-                       words: Sequence[str] = DEFAULT_WORDS, separator: str = ".") -> WordDistanceTask:
+                       words: Sequence[str] = DEFAULT_WORDS, separator: str = "."
+                       ) -> WordDistanceTask:
     """Build ``n_prompts`` word-distance prompts for ``model`` (module docstring).
 
     Args:

@@ -60,8 +60,9 @@ def plot_head_importance(result: HeadImportance, *, relative: bool = False, ax=N
     share = result.top_share
     lines = [title] if title else []
     lines.append(f"{result.config.mode}-ablating one head: {metric} baseline {result.baseline:.3g}")
-    lines.append(f"top {layer}.{head}: Δ {result.top_effect:+.3g} ({100 * result.top_relative:.0f}% "
-                 f"of baseline), share of summed drop {share:.2f}" if math.isfinite(share)
+    lines.append(f"top {layer}.{head}: Δ {result.top_effect:+.3g} "
+                 f"({100 * result.top_relative:.0f}% of baseline), share of summed drop "
+                 f"{share:.2f}" if math.isfinite(share)
                  else "no head's ablation hurts")
     ax.set_title("\n".join(lines), fontsize="small")
     return ax

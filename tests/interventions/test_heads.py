@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 import lens_possym as lp
 from lens_possym.errors import InvalidSelectionError, LensPossymError
-from lens_possym.interventions import ablate_heads, ablate_heads_hook, ablate_heads_hooks, head_means
+from lens_possym.interventions import (
+    ablate_heads,
+    ablate_heads_hook,
+    ablate_heads_hooks,
+    head_means,
+)
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,8 @@ def _by_hand(model, batch, layer, head, metric):
         return z
 
     with torch.no_grad():
-        logits = model.run_with_hooks(batch.tokens, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])
+        logits = model.run_with_hooks(batch.tokens,
+                                      fwd_hooks=[(f"blocks.{layer}.attn.hook_z", zero)])
     last = logits[:, -1]
     if metric == "loss":
         return float(torch.nn.functional.cross_entropy(last, batch.answers))
@@ -258,7 +259,8 @@ def test_heatmap_marks_the_top_head():
     ax = plot_head_importance(r, ax=Figure().subplots(), title="t")
     boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
     assert [(b.get_x() + 0.5, b.get_y() + 0.5) for b in boxes] == [(1, 0)]
-    assert "0.1" in ax.get_title() and "share of summed drop 0.84" in ax.get_title()  # 0.8 / (0.1 + 0.8 + 0.05)
+    # share: 0.8 / (0.1 + 0.8 + 0.05)
+    assert "0.1" in ax.get_title() and "share of summed drop 0.84" in ax.get_title()
     shown = ax.images[0].get_array()
     assert shown.mask[1, 2] and float(shown[0, 1]) == pytest.approx(0.8)
     none = plot_head_importance(_result([[1.5, 2.0]]), ax=Figure().subplots())
