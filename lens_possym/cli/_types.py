@@ -40,6 +40,7 @@ def ids_text(what: str, *, bands: bool) -> Callable[[str], str]:
 
 freq_ids_text = ids_text("frequency id", bands=True)
 layers_text = ids_text("layer", bands=False)
+positions_text = ids_text("position", bands=False)
 
 
 def int_list(text: str) -> list[int]:

@@ -46,6 +46,8 @@ from .permute import permute_content, permute_content_hook, permute_content_hook
 from .selection import BAND_NAMES, band_partition, parse_freqs, parse_heads, parse_selection
 from .spec import Intervention, InterventionSpec
 from .sweep import BandSweep, BandSweepConfig, band_sweep, resolve_bands
+from .heads import HeadMeans, ablate_heads, ablate_heads_hook, ablate_heads_hooks, head_means
+from .importance import HeadImportance, ImportanceBatch, ImportanceConfig, head_importance
 
 __all__ = [
     # selection grammar
@@ -95,4 +97,14 @@ __all__ = [
     "HeadSetConfig",
     "HeadSetComparison",
     "compare_with_random_heads",
+    # head ablation and per-head importance
+    "ablate_heads_hook",
+    "ablate_heads_hooks",
+    "ablate_heads",
+    "HeadMeans",
+    "head_means",
+    "ImportanceConfig",
+    "ImportanceBatch",
+    "HeadImportance",
+    "head_importance",
 ]

@@ -15,6 +15,11 @@ from .binding import (
     evaluate_binding,
     random_token_prompts,
 )
+from .word_distance import (
+    WordDistanceTask,
+    evaluate_word_distance,
+    word_distance_task,
+)
 
 __all__ = [
     "BindingTemplate",
@@ -27,4 +32,8 @@ __all__ = [
     "random_token_prompts",
     "check_words",
     "WordCheck",
+    # word-distance prompts (position-dependent answers)
+    "WordDistanceTask",
+    "word_distance_task",
+    "evaluate_word_distance",
 ]

@@ -1,0 +1,561 @@
+r"""Per-head ablation importance: ablate each query head alone and measure a metric.
+
+For every layer ``L`` and query head ``h``, :func:`head_importance` ablates head ``(L, h)``
+(its ``hook_z`` row set to zero or to its mean, :mod:`.heads`) and evaluates a metric
+``m`` on the model's output. With ``m_0`` the clean value and ``m_{L,h}`` the ablated one,
+
+.. math::
+
+    \Delta_{L,h} = \sigma\,(m_0 - m_{L,h}), \qquad
+    \rho_{L,h} = \Delta_{L,h} / |m_0|,
+
+``σ = +1`` for metrics where higher is better (accuracy, logit difference) and ``−1`` for
+the loss, so **Δ > 0 always means the head helps** (removing it hurts). Results are
+``[n_layers, n_heads]`` (query heads; ``nan`` where not swept).
+
+**How concentrated is the effect?** With ``d = max(Δ, 0)`` over the swept heads,
+
+* ``top_share = max d / Σ d``: the share of the summed single-head drops held by the top
+  head. It answers the question asked of a task directly ("does one head carry it?"): 1
+  when only one head matters, ``1/n`` when ``n`` heads matter equally;
+* ``top_k_share``: the same for the ``k`` largest drops (a small circuit rather than one
+  head);
+* ``gini = Σ_i Σ_j |d_i − d_j| / (2 n Σ d)``: inequality over all heads (0 = all equal,
+  ``(n−1)/n`` = one head holds everything); it sees the whole distribution, which the top
+  share ignores.
+
+The shares are of the *summed single-head* drops: heads that back each other up each show
+a small drop, so a low share does not prove that no single head is needed, and the sum is
+not the drop of ablating them all. :meth:`HeadImportance.carried_by_one_head` calls a task
+carried by one head when that head holds at least half the summed drop *and* removing it
+alone costs at least half the baseline.
+
+**Speed.** The ablations are batched: ``heads_per_pass`` heads are ablated in one forward
+pass over a batch stacked that many times, each copy ablating its own head (a per-example
+head mask at ``hook_z``). An ablation at layer ``L`` cannot change anything before ``L``,
+so on bridges each pass starts at the first layer it ablates, from the clean residual
+stream cached once (``start_at_layer``), and only the last position's logits are computed
+(``logits_to_keep=1``) unless ``last_token_only=False``. Measured figures:
+``benchmarks/head_importance.py`` and ``docs/head_importance.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from .._inputs import ModelInput, as_positions, as_tokens
+from ..errors import InvalidSelectionError
+from ..typing import HookFn
+from .heads import HeadMeans, check_head_mode, head_counts, head_means, z_hook_names
+
+__all__ = [
+    "METRICS",
+    "ImportanceConfig",
+    "ImportanceBatch",
+    "HeadImportance",
+    "head_importance",
+    "importance_metric",
+]
+
+METRICS: tuple[str, ...] = ("accuracy", "logit_diff", "loss")
+MetricFn = Callable[[Tensor, "ImportanceBatch"], Any]
+
+
+# ---- configuration ---------------------------------------------------------------------------
+
+
+def _int_tuple(value: Any, what: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, int) else list(value)
+    if not items or any(isinstance(v, bool) or not isinstance(v, int) for v in items):
+        raise InvalidSelectionError(f"{what} must be a non-empty list of integers, got {value!r}")
+    return tuple(items)
+
+
+@dataclass(frozen=True)
+class ImportanceConfig:
+    """How :func:`head_importance` ablates and measures (validated on creation).
+
+    Attributes:
+        metric: ``"accuracy"``, ``"logit_diff"``, ``"loss"`` (next-token metrics of the
+            last position, see :func:`importance_metric`) or the name of a custom metric.
+        mode: ``"zero"`` or ``"mean"`` head ablation.
+        positions: ablate only at these positions (negatives count from the end);
+            ``None`` = every position.
+        per_position: ``mode="mean"``: one mean per position instead of pooled.
+        layers: layers to sweep (``None`` = all); heads of other layers are ``nan``.
+        heads_per_pass: ablations batched into one forward pass.
+        last_token_only: on bridges, compute only the last position's logits.
+        higher_is_better: direction of the metric; ``None`` = the built-in metric's own
+            (``False`` for ``loss``, ``True`` otherwise and for custom metrics).
+        top_k: ``k`` of :attr:`HeadImportance.top_k_share`.
+    """
+
+    metric: str = "logit_diff"
+    mode: str = "zero"
+    positions: tuple[int, ...] | None = None
+    per_position: bool = False
+    layers: tuple[int, ...] | None = None
+    heads_per_pass: int = 8
+    last_token_only: bool = True
+    higher_is_better: bool | None = None
+    top_k: int = 3
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metric, str) or not self.metric:
+            raise InvalidSelectionError(f"metric must be a name, got {self.metric!r}")
+        check_head_mode(self.mode)
+        object.__setattr__(self, "positions", _int_tuple(self.positions, "positions"))
+        object.__setattr__(self, "layers", _int_tuple(self.layers, "layers"))
+        for name in ("heads_per_pass", "top_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidSelectionError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("per_position", "last_token_only"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidSelectionError(f"{name} must be True or False")
+        if self.higher_is_better is not None and not isinstance(self.higher_is_better, bool):
+            raise InvalidSelectionError("higher_is_better must be True, False or None")
+        if self.metric == "loss" and self.higher_is_better:
+            raise InvalidSelectionError(
+                "the loss is better when lower: leave higher_is_better unset")
+        if self.metric in ("accuracy", "logit_diff") and self.higher_is_better is False:
+            raise InvalidSelectionError(
+                f"{self.metric} is better when higher: leave higher_is_better unset")
+        if self.per_position and self.mode != "mean":
+            raise InvalidSelectionError("per_position applies to mode='mean' only")
+
+    @property
+    def maximize(self) -> bool:
+        """Whether a higher metric is better."""
+        if self.higher_is_better is not None:
+            return self.higher_is_better
+        return self.metric != "loss"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for name in ("positions", "layers"):
+            if data[name] is not None:
+                data[name] = list(data[name])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ImportanceConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidSelectionError(
+                f"unknown importance setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**dict(data))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> "ImportanceConfig":
+        return cls.from_dict(json.loads(text))
+
+
+# ---- what is measured ------------------------------------------------------------------------
+
+
+@dataclass
+class ImportanceBatch:
+    """Prompts of equal length and what the built-in metrics compare at the last position.
+
+    Attributes:
+        tokens: ``[batch, pos]``.
+        answers: ``[batch]`` the correct next token (accuracy, logit_diff, loss).
+        distractors: ``[batch]`` or ``[batch, n_distractors]`` tokens the answer is compared
+            with by ``logit_diff`` (their mean logit).
+        name: what the prompts are (for reports).
+    """
+
+    tokens: Int[Tensor, "batch pos"]
+    answers: Int[Tensor, "batch"] | None = None
+    distractors: Int[Tensor, "batch"] | Int[Tensor, "batch n_distractors"] | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        tokens = self.tokens
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            raise InvalidSelectionError("ImportanceBatch.tokens must be integer ids [batch, pos]")
+        n = self.tokens.shape[0]
+        if self.answers is not None:
+            self.answers = torch.as_tensor(self.answers).reshape(-1)
+            if self.answers.shape[0] != n:
+                raise InvalidSelectionError(
+                    f"{self.answers.shape[0]} answers for {n} prompts; give one per prompt")
+        if self.distractors is not None:
+            d = torch.as_tensor(self.distractors)
+            d = d[:, None] if d.ndim == 1 else d
+            if d.ndim != 2 or d.shape[0] != n or d.shape[1] == 0:
+                raise InvalidSelectionError(
+                    f"distractors must be [batch] or [batch, k] with batch {n}, got "
+                    f"{tuple(torch.as_tensor(self.distractors).shape)}")
+            self.distractors = d
+
+    @property
+    def n_prompts(self) -> int:
+        return self.tokens.shape[0]
+
+    @classmethod
+    def from_binding(cls, task: Any) -> "ImportanceBatch":
+        """A binding task's prompts; distractors are the prompt's other attributes, so that
+        ``logit_diff`` equals :func:`~lens_possym.tasks.binding_logit_diff` (distinct
+        attributes)."""
+        keep = torch.ones_like(task.attribute_ids, dtype=torch.bool)
+        keep.scatter_(1, task.query_pair[:, None], False)
+        others = task.attribute_ids[keep].reshape(task.n_prompts, task.n_pairs - 1)
+        return cls(tokens=task.tokens, answers=task.answers,
+                   distractors=others if task.n_pairs > 1 else None,
+                   name=f"binding ({task.n_pairs} pairs)")
+
+
+def _last(logits: Tensor) -> Float[Tensor, "batch d_vocab"]:
+    last = logits[:, -1] if logits.ndim == 3 else logits
+    return last.to(torch.promote_types(last.dtype, torch.float32))  # float64 stays float64
+
+
+def importance_metric(name: str) -> MetricFn:
+    """A built-in metric ``(logits, batch) -> scalar`` of the last position's logits.
+
+    * ``accuracy``: share of prompts whose top token is ``batch.answers``;
+    * ``logit_diff``: mean of ``logit(answer) − mean logit(distractors)``;
+    * ``loss``: mean cross-entropy of ``answers`` (lower is better).
+    """
+    def need(batch: ImportanceBatch, *what: str) -> None:
+        missing = [w for w in what if getattr(batch, w) is None]
+        if missing:
+            raise InvalidSelectionError(
+                f"metric {name!r} needs the batch's {' and '.join(missing)}; build an "
+                "ImportanceBatch with them (or pass a custom metric)")
+
+    def accuracy(logits: Tensor, batch: ImportanceBatch) -> Tensor:
+        need(batch, "answers")
+        last = _last(logits)
+        return (last.argmax(-1) == batch.answers.to(last.device)).float().mean()
+
+    def logit_diff(logits: Tensor, batch: ImportanceBatch) -> Tensor:
+        need(batch, "answers", "distractors")
+        last = _last(logits)
+        correct = last.gather(1, batch.answers.to(last.device)[:, None])[:, 0]
+        return (correct - last.gather(1, batch.distractors.to(last.device)).mean(-1)).mean()
+
+    def loss(logits: Tensor, batch: ImportanceBatch) -> Tensor:
+        need(batch, "answers")
+        last = _last(logits)
+        return torch.nn.functional.cross_entropy(last, batch.answers.to(last.device))
+
+    table = {"accuracy": accuracy, "logit_diff": logit_diff, "loss": loss}
+    if name not in table:
+        raise InvalidSelectionError(
+            f"unknown metric {name!r}; use one of {', '.join(METRICS)} or pass a callable "
+            "metric(logits, batch) -> scalar")
+    return table[name]
+
+
+# ---- the result ------------------------------------------------------------------------------
+
+
+@dataclass
+class HeadImportance:
+    """Result of :func:`head_importance` (module docstring for the definitions).
+
+    Attributes:
+        config: the settings used.
+        baseline: the metric without ablation.
+        ablated: ``[n_layers, n_heads]`` the metric with that head ablated (``nan``: not
+            swept).
+        n_prompts: prompts evaluated.
+        seconds, n_passes: wall time of the sweep and forward passes it took.
+        info: free-form description (model, task, seed) kept in the JSON.
+    """
+
+    config: ImportanceConfig
+    baseline: float
+    ablated: Float[Tensor, "layer head_index"]
+    n_prompts: int
+    seconds: float = float("nan")
+    n_passes: int = 0
+    info: dict = field(default_factory=dict)
+
+    @property
+    def effect(self) -> Float[Tensor, "layer head_index"]:
+        """``Δ = σ (baseline − ablated)``: positive where the head helps."""
+        sign = 1.0 if self.config.maximize else -1.0
+        return sign * (self.baseline - self.ablated)
+
+    @property
+    def relative(self) -> Float[Tensor, "layer head_index"]:
+        """``Δ / |baseline|`` (``nan`` when the baseline is 0)."""
+        scale = abs(self.baseline)
+        return self.effect / scale if scale > 0 else torch.full_like(self.ablated, float("nan"))
+
+    def _drops(self) -> Tensor:
+        eff = self.effect
+        return eff[torch.isfinite(eff)].clamp(min=0).double()
+
+    @property
+    def top_head(self) -> tuple[int, int]:
+        """``(layer, head)`` whose ablation hurts most."""
+        eff = torch.nan_to_num(self.effect, nan=-float("inf"))
+        index = int(eff.flatten().argmax())
+        return divmod(index, eff.shape[1])
+
+    @property
+    def top_effect(self) -> float:
+        layer, head = self.top_head
+        return float(self.effect[layer, head])
+
+    @property
+    def top_relative(self) -> float:
+        layer, head = self.top_head
+        return float(self.relative[layer, head])
+
+    def _share(self, k: int) -> float:
+        drops = self._drops()
+        total = float(drops.sum())
+        if total <= 0:
+            return float("nan")
+        return float(drops.sort(descending=True).values[:k].sum()) / total
+
+    @property
+    def top_share(self) -> float:
+        """The top head's share of the summed positive drops (``nan`` if none is positive)."""
+        return self._share(1)
+
+    @property
+    def top_k_share(self) -> float:
+        """The ``config.top_k`` largest drops' share of the summed positive drops."""
+        return self._share(self.config.top_k)
+
+    @property
+    def gini(self) -> float:
+        """Gini coefficient of the positive drops over the swept heads."""
+        drops = self._drops()
+        total = float(drops.sum())
+        if total <= 0:
+            return float("nan")
+        pairwise = (drops[:, None] - drops[None, :]).abs().sum()
+        return float(pairwise) / (2 * drops.numel() * total)
+
+    def carried_by_one_head(self, share: float = 0.5, relative_drop: float = 0.5) -> bool:
+        """Whether the top head holds ``>= share`` of the summed drops and removing it
+        alone costs ``>= relative_drop`` of the baseline."""
+        return bool(self.top_share >= share and self.top_relative >= relative_drop)
+
+    def top(self, k: int = 5) -> list[tuple[int, int, float]]:
+        """The ``k`` heads with the largest ``Δ``: ``(layer, head, Δ)``."""
+        eff = torch.nan_to_num(self.effect, nan=-float("inf"))
+        order = eff.flatten().argsort(descending=True)[:k]
+        return [(*divmod(int(i), eff.shape[1]), float(eff.flatten()[i])) for i in order
+                if math.isfinite(float(eff.flatten()[i]))]
+
+    def summary(self) -> str:
+        layer, head = self.top_head
+        return (f"{self.config.metric} baseline {self.baseline:.3f}; top head {layer}.{head}: "
+                f"Δ {self.top_effect:+.3f} ({100 * self.top_relative:.0f}% of the baseline), "
+                f"share of summed drop {self.top_share:.2f}, top-{self.config.top_k} share "
+                f"{self.top_k_share:.2f}, Gini {self.gini:.2f}; "
+                + ("one head carries it" if self.carried_by_one_head()
+                   else "no single head carries it"))
+
+    def to_dict(self) -> dict:
+        def listed(t: Tensor) -> list:
+            return [[None if not math.isfinite(v) else v for v in row] for row in t.tolist()]
+
+        return {
+            "config": self.config.to_dict(), "baseline": self.baseline,
+            "ablated": listed(self.ablated), "effect": listed(self.effect),
+            "relative": listed(self.relative), "n_prompts": self.n_prompts,
+            "seconds": _finite(self.seconds), "n_passes": self.n_passes, "info": self.info,
+            "top_head": list(self.top_head), "top_share": _finite(self.top_share),
+            "top_k_share": _finite(self.top_k_share), "gini": _finite(self.gini),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "HeadImportance":
+        ablated = torch.tensor([[float("nan") if v is None else v for v in row]
+                                for row in data["ablated"]], dtype=torch.float64)
+        return cls(config=ImportanceConfig.from_dict(data["config"]), baseline=data["baseline"],
+                   ablated=ablated, n_prompts=data["n_prompts"],
+                   seconds=float("nan") if data["seconds"] is None else data["seconds"],
+                   n_passes=data["n_passes"], info=dict(data.get("info", {})))
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HeadImportance":
+        return cls.from_dict(json.loads(text))
+
+
+def _finite(value: float) -> float | None:
+    """``None`` for nan/inf, so that the JSON stays standard."""
+    return value if math.isfinite(value) else None
+
+
+# ---- the sweep -------------------------------------------------------------------------------
+
+
+def _scalar(value: Any, name: str) -> float:
+    value = torch.as_tensor(value)
+    if value.numel() != 1:
+        raise InvalidSelectionError(
+            f"metric {name!r} must return a scalar, got shape {tuple(value.shape)}")
+    return float(value)
+
+
+def _as_batch(model: Any, batch: Any) -> ImportanceBatch:
+    if isinstance(batch, ImportanceBatch):
+        return replace(batch, tokens=as_tokens(model, batch.tokens))
+    if hasattr(batch, "attribute_ids") and hasattr(batch, "query_pair"):  # a BindingTask
+        return _as_batch(model, ImportanceBatch.from_binding(batch))
+    if hasattr(batch, "importance_batch"):
+        return _as_batch(model, batch.importance_batch())
+    return ImportanceBatch(tokens=as_tokens(model, batch))
+
+
+def _chunk_hook(members: list[tuple[int, int]], n_prompts: int, replacement: Tensor,
+                position_mask: Tensor) -> HookFn:
+    """``hook_z`` hook for a stacked batch: copy ``c`` ablates head ``h`` for ``(c, h)`` in
+    ``members`` (rows ``c·n_prompts .. (c+1)·n_prompts``), at the masked positions."""
+
+    def hook(z: Float[Tensor, "batch pos head_index d_head"], hook: Any = None) -> Tensor:
+        rows = torch.zeros(z.shape[0], z.shape[2], dtype=torch.bool, device=z.device)
+        for copy, head in members:
+            rows[copy * n_prompts:(copy + 1) * n_prompts, head] = True
+        where = rows[:, None, :, None] & position_mask.to(z.device)[None, :, None, None]
+        return torch.where(where, replacement.to(device=z.device, dtype=z.dtype), z)
+
+    return hook
+
+
+def head_importance(model: Any, batch: ImportanceBatch | ModelInput | Any,
+                    metric: str | MetricFn | None = None, *,
+                    reference: ModelInput | Mapping[str, Tensor] | None = None,
+                    means: HeadMeans | None = None, config: ImportanceConfig | None = None,
+                    progress: bool = False, **settings: Any) -> HeadImportance:
+    """Ablate every query head alone (zero or mean) and measure ``metric``.
+
+    Args:
+        model: any ``HookedRootModule`` with ``blocks.{L}.attn.hook_z`` and ``cfg.n_heads``
+            (bridges, toy models, encoders).
+        batch: an :class:`ImportanceBatch`, a binding task (its other attributes are the
+            distractors), or prompts/tokens (custom metrics only).
+        metric: a name in :data:`METRICS` or a callable ``metric(logits, batch) -> scalar``
+            (default: ``config.metric``, ``"logit_diff"`` without a config)
+            (``logits`` ``[batch, pos, d_vocab]``, only the last position when
+            ``last_token_only`` on a bridge; ``batch`` the :class:`ImportanceBatch`).
+        reference: prompts/tokens/cache for ``mode="mean"`` (or precomputed ``means``).
+        config: an :class:`ImportanceConfig`; ``settings`` override its fields
+            (``mode="mean"``, ``heads_per_pass=16``, ``positions=[-1]``, ...).
+        progress: show a tqdm progress bar.
+
+    Returns:
+        :class:`HeadImportance` with ``[n_layers, n_heads]`` values.
+
+    Raises:
+        InvalidSelectionError: unknown settings, a bad metric, layer or position, or
+            ``mode="mean"`` without a reference.
+    """
+    from tqdm.auto import tqdm
+
+    if metric is None:
+        metric = config.metric if config is not None else ImportanceConfig.metric
+    name = metric if isinstance(metric, str) else _callable_name(metric)
+    try:
+        config = replace(config or ImportanceConfig(), metric=name, **settings)
+    except TypeError:
+        known = sorted(f.name for f in fields(ImportanceConfig))
+        raise InvalidSelectionError(
+            f"unknown setting(s) {sorted(settings)}; known: {known}") from None
+    metric_fn = importance_metric(name) if isinstance(metric, str) else metric
+    data = _as_batch(model, batch)
+    names, counts = z_hook_names(model), head_counts(model)
+    n_layers, n_heads = len(counts), counts[0].n_heads
+    layers = list(range(n_layers)) if config.layers is None else [
+        layer % n_layers if -n_layers <= layer < n_layers else _bad_layer(layer, n_layers)
+        for layer in config.layers]
+    n_pos, n_prompts = data.tokens.shape[1], data.n_prompts
+    position_mask = torch.zeros(n_pos, dtype=torch.bool)
+    position_mask[as_positions(config.positions, n_pos, "position")] = True
+
+    bridge = hasattr(model, "original_model")
+    keep = {"logits_to_keep": 1} if (bridge and config.last_token_only) else {}
+    ablated = torch.full((n_layers, n_heads), float("nan"), dtype=torch.float64)
+    start = time.perf_counter()
+    with torch.no_grad():
+        if bridge:
+            resid = [f"blocks.{layer}.hook_resid_pre" for layer in layers]
+            logits, cache = model.run_with_cache(data.tokens, names_filter=resid, **keep)
+            starts = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in layers}
+        else:
+            logits = model(data.tokens)
+        baseline = _scalar(metric_fn(logits, data), name)
+        if config.mode == "mean" and means is None:
+            if reference is None:
+                raise InvalidSelectionError(
+                    "mode='mean' needs reference=<prompts or tokens> (or means=head_means(...))")
+            means = head_means(model, reference, layers, per_position=config.per_position)
+        replacements = {}
+        for layer in layers:
+            if config.mode == "zero":
+                replacements[layer] = torch.zeros(())
+            else:
+                mean = means.replacement(layer, n_pos)
+                replacements[layer] = mean[None] if mean.ndim == 3 else mean[None, None]
+        todo = [(layer, head) for layer in sorted(set(layers)) for head in range(n_heads)]
+        per_pass = config.heads_per_pass
+        n_passes = 0
+        bar = tqdm(total=len(todo), desc=f"{config.mode}-ablating heads", disable=not progress)
+        try:
+            for i in range(0, len(todo), per_pass):
+                chunk = todo[i:i + per_pass]
+                by_layer: dict[int, list[tuple[int, int]]] = {}
+                for copy, (layer, head) in enumerate(chunk):
+                    by_layer.setdefault(layer, []).append((copy, head))
+                hooks = [(names[layer], _chunk_hook(members, n_prompts, replacements[layer],
+                                                    position_mask))
+                         for layer, members in by_layer.items()]
+                first = chunk[0][0]
+                if bridge:
+                    stacked = starts[first].repeat(len(chunk), *([1] * (starts[first].ndim - 1)))
+                    out = model.run_with_hooks(stacked, start_at_layer=first, fwd_hooks=hooks,
+                                               **keep)
+                else:
+                    out = model.run_with_hooks(data.tokens.repeat(len(chunk), 1), fwd_hooks=hooks)
+                n_passes += 1
+                for copy, (layer, head) in enumerate(chunk):
+                    rows = out[copy * n_prompts:(copy + 1) * n_prompts]
+                    ablated[layer, head] = _scalar(metric_fn(rows, data), name)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+    return HeadImportance(config=config, baseline=baseline, ablated=ablated,
+                          n_prompts=n_prompts, seconds=time.perf_counter() - start,
+                          n_passes=n_passes, info={"batch": data.name} if data.name else {})
+
+
+def _callable_name(metric: Any) -> str:
+    if not callable(metric):
+        raise InvalidSelectionError(
+            f"metric must be one of {', '.join(METRICS)} or a callable metric(logits, batch), "
+            f"got {metric!r}")
+    name = getattr(metric, "__name__", "")
+    return name if name and not name.startswith("<") else "custom"
+
+
+def _bad_layer(layer: int, n_layers: int) -> int:
+    raise InvalidSelectionError(
+        f"layer {layer} out of range: the model has {n_layers} layers (0..{n_layers - 1})")

@@ -1,0 +1,206 @@
+r"""Word-distance prompts for language models: the answer is fixed by *where* words stand.
+
+A prompt lists ``n_words`` distinct one-token words, then repeats ``n_cue`` of them taken
+``distance`` positions apart; the answer is the next word at that spacing::
+
+    <bos> rain ring sun bell corn cake moon fork. bell corn cake       → " moon"   (distance 1)
+    <bos> rain ring sun bell corn cake moon fork. ring bell cake       → " fork"   (distance 2)
+    <bos> rain ring sun bell corn cake moon fork. cake corn bell       → " sun"    (distance -1)
+
+Every word of the list is a candidate, and the contents carry no hint: the answer is the
+word standing ``distance`` positions after the cue's last word in the list, so a model
+can only find it through positions (which list word matches the cue, and what stands at
+the offset from it). ``distance=1`` is the classic induction setting (continue a repeated
+segment: previous-token and induction heads); ``2`` (every other word) and ``-1``
+(backwards) ask for other offsets.
+
+**Which setting, and why.** On gemma-3-270m we measured 32 prompts per setting (seed 0;
+``benchmarks/head_importance.py --probe`` prints the table, ``docs/head_importance.md``
+lists it with the question-style variants we also tried): distance 1 with a cue of 2-3
+words is answered correctly about 95% of the time (chance 1/8), while distance 2 and -1,
+and every explicit question ("how many words are between ...", "which word comes right
+before ...", with or without worked examples) stay at or below chance. So the default is
+``distance=1, n_cue=2``: the only position-dependent variant this 270M model solves.
+
+All prompts of a task have the same token length (every word is one token in context,
+checked with :func:`~lens_possym.tasks.binding.single_token_words`), so they batch without
+padding. The task carries the answer and the other list words as distractors, ready for
+:func:`~lens_possym.interventions.head_importance` (:meth:`WordDistanceTask.importance_batch`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from .._inputs import as_tokens
+from ..errors import TaskConfigError
+from .binding import single_token_words
+
+__all__ = ["DEFAULT_WORDS", "WordDistanceTask", "WordDistanceResult", "word_distance_task",
+           "evaluate_word_distance"]
+
+DEFAULT_WORDS: tuple[str, ...] = tuple(
+    "cat dog sun tree box lamp car book fish bird cup hat door key pen ship bell coat drum "
+    "fork rock shoe star milk rain moon ring sock lion bear frog cake corn leaf rose wolf "
+    "bread chair table horse apple".split()
+)
+
+
+@dataclass
+class WordDistanceTask:
+    """A batch of word-distance prompts of equal token length.
+
+    Attributes:
+        prompts: the texts (without the answer).
+        tokens: ``[batch, pos]`` token ids (BOS first when the model uses one).
+        answers: ``[batch]`` the answer word's token.
+        distractors: ``[batch, n_words - 1]`` the other list words' tokens.
+        word_positions: ``[batch, n_words]`` where the list words stand in ``tokens``.
+        answer_index: ``[batch]`` which list word is the answer.
+        words: the list of each prompt.
+        distance, n_cue, seed: how the task was made.
+    """
+
+    prompts: list[str]
+    tokens: Int[Tensor, "batch pos"]
+    answers: Int[Tensor, "batch"]
+    distractors: Int[Tensor, "batch n_distractors"]
+    word_positions: Int[Tensor, "batch n_words"]
+    answer_index: Int[Tensor, "batch"]
+    words: list[list[str]]
+    distance: int
+    n_cue: int
+    seed: int
+
+    @property
+    def n_prompts(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def n_words(self) -> int:
+        return self.word_positions.shape[1]
+
+    @property
+    def chance(self) -> float:
+        """Accuracy of a uniform guess among the list words."""
+        return 1.0 / self.n_words
+
+    def importance_batch(self):
+        """The prompts as an :class:`~lens_possym.interventions.ImportanceBatch`."""
+        from ..interventions.importance import ImportanceBatch
+
+        return ImportanceBatch(tokens=self.tokens, answers=self.answers,
+                               distractors=self.distractors,
+                               name=f"word distance {self.distance:+d} ({self.n_words} words, "
+                               f"cue {self.n_cue})")
+
+
+def _check(n_prompts: int, n_words: int, n_cue: int, distance: int) -> None:
+    for name, value in (("n_prompts", n_prompts), ("n_words", n_words), ("n_cue", n_cue)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TaskConfigError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(distance, bool) or not isinstance(distance, int) or distance == 0:
+        raise TaskConfigError(f"distance must be a non-zero integer, got {distance!r}")
+    span = abs(distance) * n_cue + 1  # list words the cue and the answer occupy
+    if span > n_words:
+        raise TaskConfigError(
+            f"a cue of {n_cue} words {abs(distance)} apart plus the answer spans {span} "
+            f"list words, more than n_words={n_words}; raise n_words or lower n_cue/distance")
+
+
+def word_distance_task(model: Any, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
+                       distance: int = 1, seed: int = 0,
+                       words: Sequence[str] = DEFAULT_WORDS, separator: str = "."
+                       ) -> WordDistanceTask:
+    """Build ``n_prompts`` word-distance prompts for ``model`` (module docstring).
+
+    Args:
+        n_words: words in the list (distinct within a prompt).
+        n_cue: words repeated after the list.
+        distance: spacing of the cue words and of the answer after the last one (1 =
+            continue the list, 2 = every other word, -1 = backwards).
+        seed: the prompts are a function of the seed (Python's ``random.Random``).
+        words: candidate words; those that are not one token in context are dropped.
+        separator: ends the list before the cue.
+
+    Raises:
+        TaskConfigError: non-positive counts, ``distance == 0``, a cue that does not fit
+            in the list, or fewer than ``n_words`` single-token words.
+    """
+    _check(n_prompts, n_words, n_cue, distance)
+    tokenizer = model.tokenizer
+    pool = single_token_words(tokenizer, words, ["{w} {w}" + separator + " {w}",
+                                                 "{w}" + separator])
+    if len(pool) < n_words:
+        raise TaskConfigError(
+            f"only {len(pool)} of the {len(set(words))} words are single tokens for this "
+            f"tokenizer, fewer than n_words={n_words}; lower n_words or pass more words")
+    rng = random.Random(seed)
+    step, span = distance, abs(distance) * n_cue
+    prompts, lists, answer_index = [], [], []
+    for _ in range(n_prompts):
+        chosen = rng.sample(pool, n_words)
+        first = rng.randrange(0, n_words - span) if step > 0 else rng.randrange(span, n_words)
+        index = [first + step * k for k in range(n_cue + 1)]
+        cue = " ".join(chosen[i] for i in index[:-1])
+        prompts.append(f"{' '.join(chosen)}{separator} {cue}")
+        lists.append(chosen)
+        answer_index.append(index[-1])
+    tokens = as_tokens(model, prompts)
+    # every word is one token and the text starts with the list, so word i of the list is
+    # token i after any BOS
+    shift = tokens.shape[1] - len(tokenizer.encode(prompts[0], add_special_tokens=False))
+    ids = torch.tensor([[tokenizer.encode(" " + w if i else w, add_special_tokens=False)[-1]
+                         for i, w in enumerate(ws)] for ws in lists])
+    positions = torch.arange(n_words).repeat(n_prompts, 1) + shift
+    if not torch.equal(tokens.cpu().gather(1, positions), ids):
+        raise TaskConfigError("the list words do not stand one token each at the start of the "
+                              "prompt for this tokenizer; pass other words or separator")
+    answer_index_t = torch.tensor(answer_index)
+    answers = torch.tensor([tokenizer.encode(" " + ws[i], add_special_tokens=False)[-1]
+                            for ws, i in zip(lists, answer_index)])
+    distractors = torch.stack([
+        torch.tensor([tokenizer.encode(" " + w, add_special_tokens=False)[-1]
+                      for j, w in enumerate(ws) if j != i]) for ws, i in zip(lists, answer_index)])
+    device = tokens.device
+    return WordDistanceTask(
+        prompts=prompts, tokens=tokens, answers=answers.to(device),
+        distractors=distractors.to(device), word_positions=positions.to(device),
+        answer_index=answer_index_t.to(device), words=lists, distance=distance, n_cue=n_cue,
+        seed=seed)
+
+
+@dataclass
+class WordDistanceResult:
+    """Accuracy over the whole vocabulary and among the list words, with chance."""
+
+    accuracy: float
+    candidate_accuracy: float
+    chance: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"accuracy": self.accuracy, "candidate_accuracy": self.candidate_accuracy,
+                "chance": self.chance}
+
+
+def evaluate_word_distance(model: Any, task: WordDistanceTask,
+                           logits: Tensor | None = None) -> WordDistanceResult:
+    """Score ``model`` (or ``logits`` already computed) on ``task``'s last position."""
+    if logits is None:
+        with torch.no_grad():
+            kwargs = {"logits_to_keep": 1} if hasattr(model, "original_model") else {}
+            logits = model(task.tokens, **kwargs)
+    last = (logits[:, -1] if logits.ndim == 3 else logits).detach().float()
+    answers = task.answers.to(last.device)
+    top = last.argmax(-1) == answers
+    candidates = torch.cat([task.answers[:, None], task.distractors], 1).to(last.device)
+    best = candidates.gather(1, last.gather(1, candidates).argmax(-1, keepdim=True))[:, 0]
+    return WordDistanceResult(accuracy=float(top.float().mean()),
+                              candidate_accuracy=float((best == answers).float().mean()),
+                              chance=task.chance)
