@@ -185,7 +185,8 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
             _check(result, inputs.model_scores[:, heads], None)
         return result
     if isinstance(scheme, Absolute):
-        terms = _absolute_terms(model, tokens, ls, heads)
+        with torch.no_grad():
+            terms = _absolute_terms(model, tokens, ls, heads)
     else:
         got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
         q, k = got[ls.q_hook][:, :, heads], got[ls.k_hook][:, :, heads]

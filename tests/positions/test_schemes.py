@@ -1,0 +1,231 @@
+"""Positional schemes: each split adds up to the model, the swap sites agree, the pitfall holds.
+
+Tiny random float64 models of every supported non-RoPE family (absolute: GPT-2, OPT,
+GPT-Neo; ALiBi: Bloom, MPT), plus a tiny RoPE model for the Hadamard form and the
+unchanged RoPE path, plus scheme objects on random queries and keys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lens_possym as lp
+from lens_possym.capture import capture_attention_inputs
+from lens_possym.decompose import decompose_inputs
+from lens_possym.errors import (InvalidSelectionError, LensPossymError, NoFrequenciesError,
+                                UnsupportedModelError)
+from lens_possym.models.tiny_schemes import SCHEME_FAMILIES, tiny_scheme_model
+from lens_possym.positions import (Absolute, AdditiveBias, NoPE, Rope, alibi_slopes,
+                                   positional_scheme, schemes, t5_bucket)
+from lens_possym.positions.toeplitz import rope_hadamard_terms, toeplitz_terms
+from lens_possym.scores import ScoreConfig, swap_scores
+from lens_possym.scores.sites import matrix_swap_scores
+from lens_possym.scores.swaps import swap_set
+
+PROMPT = "Alice likes red . Bob likes blue and Carol"
+ABSOLUTE = ("gpt2", "opt", "gpt_neo")
+# a few-hot tau keeps every swap in the weighting, so agreements compare many swaps
+SCORE = dict(per_frequency=False, tau=0.05, exclude_bos=False)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {family: tiny_scheme_model(family, dtype=torch.float64) for family in SCHEME_FAMILIES}
+
+
+# ---- every decomposition adds up to the model's logits -----------------------------------
+
+@pytest.mark.parametrize("family", SCHEME_FAMILIES)
+def test_toeplitz_terms_add_up_to_the_model(models, family):
+    terms = toeplitz_terms(models[family], PROMPT, 0)  # raises if the sum misses the model
+    assert terms.max_abs_error < 1e-6
+    expected = {"cc", "cp", "pc", "pp", "bias"} if family in ABSOLUTE else {"content", "bias"}
+    assert set(terms.terms) == expected
+    # the random layer-norm and projection biases make every term count
+    assert all(float(m.min()) > 0 for m in terms.magnitudes().values())
+
+
+def test_toeplitz_refuses_deeper_absolute_layers(models):
+    with pytest.raises(InvalidSelectionError, match="only at layer 0"):
+        toeplitz_terms(models["gpt2"], PROMPT, 1)
+
+
+@pytest.mark.parametrize("family", ("bloom", "mpt"))
+def test_alibi_bias_is_toeplitz_up_to_a_row_constant(models, family):
+    scheme = positional_scheme(models[family], 1)
+    positions = torch.arange(9)
+    bias = scheme.bias(positions, positions)
+    relative = AdditiveBias.alibi(scheme.slopes).bias(positions, positions)
+    shift = bias - relative                                    # constant along each row
+    assert torch.allclose(shift, shift[..., :1].expand_as(shift), atol=1e-12)
+    n, m = 6, 2
+    assert torch.allclose(relative[:, n, m], -scheme.slopes * (n - m))
+
+
+def test_rope_hadamard_form_is_the_frequency_decomposition():
+    model = lp.tiny_model("neox", dtype=torch.float64)   # partial rotary: a tail id too
+    inputs = capture_attention_inputs(model, PROMPT, 1, query_positions=None)[1]
+    heads = list(range(inputs.spec.n_heads))
+    hadamard = rope_hadamard_terms(inputs, heads)
+    relative = decompose_inputs(inputs, heads).terms           # [b, h, q, k, f]
+    mask = inputs.mask()
+    assert torch.allclose(hadamard[:, :, mask], relative[:, :, mask].to(hadamard), atol=1e-6)
+    terms = toeplitz_terms(model, PROMPT, 1)
+    assert len(terms.terms) == inputs.spec.n_freqs and terms.max_abs_error < 1e-5
+
+
+# ---- the scheme objects -----------------------------------------------------------------
+
+def _random_qk(seed: int, n_pos: int = 8, heads: int = 2, d: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(1, heads, d, generator=g, dtype=torch.float64),
+            torch.randn(1, n_pos, heads, d, generator=g, dtype=torch.float64))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_nope_head_scores_symbolic(seed):
+    q, k = _random_qk(seed)
+    # a moderate scale keeps the swapped masses above the clamped cosine's 1e-8 floor
+    cross = NoPE(scale=0.5).cross_logits(q, k, query_position=7)
+    swaps = swap_set("token", 7, torch.ones(8, dtype=torch.bool))
+    pos, sym = matrix_swap_scores(cross, swaps, tau=1e-4)
+    assert torch.allclose(sym, torch.ones_like(sym), atol=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["alibi", "symmetric", "t5", "table"]))
+def test_bias_only_head_scores_positional(seed, kind):
+    q, k = _random_qk(seed)
+    k = k[:, :1].expand_as(k)                                   # all keys equal: bias only
+    g = torch.Generator().manual_seed(seed)
+    scheme = {
+        "alibi": AdditiveBias.alibi(torch.tensor([0.5, 0.125])),
+        "symmetric": AdditiveBias.alibi(torch.tensor([0.5, 0.125]), symmetric=True),
+        "t5": AdditiveBias.t5(torch.randn(2, 32, generator=g, dtype=torch.float64)),
+        "table": AdditiveBias.table(torch.randn(2, 8, generator=g, dtype=torch.float64)),
+    }[kind]
+    cross = scheme.cross_logits(q, k, query_position=7)
+    swaps = swap_set("token", 7, torch.ones(8, dtype=torch.bool))
+    pos, sym = matrix_swap_scores(cross, swaps, tau=1e-4)
+    assert torch.allclose(pos, torch.ones_like(pos), atol=1e-9)
+
+
+def test_alibi_slopes_match_the_paper_and_bloom():
+    assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)],
+                                                        dtype=torch.float64))
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    for heads in (4, 6, 12):
+        bloom = build_alibi_tensor(torch.ones(1, 3), heads, torch.float64).view(heads, 3)[:, 1]
+        assert torch.allclose(alibi_slopes(heads), bloom.double(), atol=1e-6)
+
+
+def test_t5_buckets_match_transformers():
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    delta = torch.arange(-300, 300)
+    for bidirectional in (True, False):
+        ours = t5_bucket(delta, bidirectional=bidirectional, num_buckets=32, max_distance=128)
+        theirs = T5Attention._relative_position_bucket(delta, bidirectional=bidirectional,
+                                                       num_buckets=32, max_distance=128)
+        assert torch.equal(ours, theirs)
+
+
+def test_schemes_without_frequencies_say_so(models):
+    for scheme in (NoPE(), Absolute(), positional_scheme(models["bloom"], 0)):
+        assert not scheme.has_frequencies
+        with pytest.raises(NoFrequenciesError, match="per_frequency=False"):
+            scheme.frequency_angles()
+    with pytest.raises(NoFrequenciesError, match="alibi layer"):
+        swap_scores(models["bloom"], PROMPT, per_frequency=True)
+
+
+# ---- swap sites ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", ABSOLUTE)
+def test_absolute_layer_swap_is_symbolic_by_construction(models, family):
+    """The pitfall: a layer-local swap moves position with content, on every head and layer."""
+    scores = swap_scores(models[family], PROMPT, swap_site="layer", **SCORE)
+    assert scores.config.swap_site == "layer"
+    assert torch.allclose(scores.sym, torch.ones_like(scores.sym), atol=1e-9)
+    content = swap_scores(models[family], PROMPT, layers=0, swap_site="content", **SCORE)
+    assert (content.sym[0] < 1 - 1e-3).any()                  # the content swap is not
+
+
+@pytest.mark.parametrize("family", SCHEME_FAMILIES)
+@pytest.mark.parametrize("site", ("layer", "content", "input"))
+def test_exact_equals_rerun_at_every_site(models, family, site):
+    model = models[family]
+    exact = swap_scores(model, PROMPT, layers=0, swap_site=site, method="exact", **SCORE)
+    rerun = swap_scores(model, PROMPT, layers=0, swap_site=site, method="rerun", **SCORE)
+    for name in ("pos", "sym"):
+        assert torch.allclose(getattr(exact, name)[0], getattr(rerun, name)[0], atol=1e-7)
+    assert exact.config.swap_site == site == rerun.config.swap_site
+
+
+@pytest.mark.parametrize("family", ("gpt2", "bloom"))
+def test_block_swaps_exact_equals_rerun(models, family):
+    model = models[family]
+    kw = dict(SCORE, swap="block", n_blocks=3, layers=0, swap_site="content")
+    exact, rerun = (swap_scores(model, PROMPT, method=m, **kw) for m in ("exact", "rerun"))
+    assert torch.allclose(exact.pos[0], rerun.pos[0], atol=1e-7)
+    assert torch.allclose(exact.sym[0], rerun.sym[0], atol=1e-7)
+
+
+def test_content_and_input_sites_agree_deeper_by_rerun(models):
+    model = models["gpt2"]
+    content, tokens = (swap_scores(model, PROMPT, layers=1, swap_site=s, method="rerun", **SCORE)
+                       for s in ("content", "input"))
+    assert torch.allclose(content.sym[1], tokens.sym[1], atol=1e-9)
+    with pytest.raises(InvalidSelectionError, match="method='rerun'"):
+        swap_scores(model, PROMPT, layers=1, swap_site="content", **SCORE)
+
+
+def test_inside_schemes_layer_site_is_definition_2_deeper(models):
+    model = models["bloom"]
+    exact = swap_scores(model, PROMPT, layers=1, **SCORE)
+    rerun = swap_scores(model, PROMPT, layers=1, method="rerun", **SCORE)
+    assert torch.allclose(exact.sym[1], rerun.sym[1], atol=1e-7)
+    with pytest.raises(InvalidSelectionError, match="no closed form"):
+        swap_scores(model, PROMPT, layers=1, swap_site="input", **SCORE)
+
+
+def test_rope_models_keep_their_path_and_take_other_sites():
+    model = lp.tiny_model("llama", dtype=torch.float64)
+    before = swap_scores(model, PROMPT, layers=0, tau=0.05, exclude_bos=False)
+    assert before.pos_freq is not None and before.config.swap_site == "layer"
+    kw = dict(SCORE, layers=0)
+    site = swap_scores(model, PROMPT, swap_site="input", method="rerun", **kw)
+    # at layer 0, swapping token ids is swapping the layer's input rows
+    assert torch.allclose(site.sym[0], before.sym[0], atol=1e-7)
+    assert torch.allclose(site.pos[0], before.pos[0], atol=1e-7)
+    with pytest.raises(InvalidSelectionError, match="'layer' site only"):
+        swap_scores(model, PROMPT, swap_site="input", per_frequency=True, layers=0)
+
+
+def test_config_records_and_validates_the_site():
+    config = ScoreConfig(swap_site="content")
+    assert ScoreConfig.from_json(config.to_json()).swap_site == "content"
+    with pytest.raises(InvalidSelectionError, match="swap site"):
+        ScoreConfig(swap_site="embedding")
+
+
+def test_scheme_detection(models):
+    assert all(isinstance(ls.scheme, Absolute) for ls in schemes(models["gpt2"]))
+    neo = schemes(models["gpt_neo"])
+    assert [ls.scheme.window for ls in neo] == [None, 4]
+    assert isinstance(positional_scheme(models["mpt"], 0), AdditiveBias)
+    assert isinstance(positional_scheme(lp.tiny_model("llama"), 0), Rope)
+
+
+def test_refused_family_names_the_reason():
+    falcon = tiny_scheme_model("falcon")
+    with pytest.raises(UnsupportedModelError, match="falcon") as error:
+        schemes(falcon)
+    assert isinstance(error.value, LensPossymError) and isinstance(error.value, ValueError)
