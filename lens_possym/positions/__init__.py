@@ -10,9 +10,10 @@ from .bias import AdditiveBias, alibi_slopes, t5_bucket
 from .detect import LayerScheme, positional_scheme, schemes
 from .nope import NoPE
 from .rope import Rope
-from .toeplitz import ToeplitzTerms, rope_hadamard_terms, toeplitz_terms
+from .toeplitz import (TermMagnitudes, ToeplitzTerms, rope_hadamard_terms, toeplitz_magnitudes,
+                       toeplitz_terms)
 
 __all__ = ["PositionalScheme", "Site", "SwapSite", "SWAP_SITES", "causal_visible", "NoPE",
            "Absolute", "AdditiveBias", "alibi_slopes", "t5_bucket", "Rope", "LayerScheme",
            "schemes", "positional_scheme", "ToeplitzTerms", "toeplitz_terms",
-           "rope_hadamard_terms"]
+           "rope_hadamard_terms", "TermMagnitudes", "toeplitz_magnitudes"]

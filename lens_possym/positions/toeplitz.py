@@ -57,7 +57,8 @@ from .detect import LayerScheme, schemes
 from .nope import NoPE
 from .rope import Rope
 
-__all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TOLERANCE"]
+__all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TermMagnitudes",
+           "toeplitz_magnitudes", "TOLERANCE"]
 
 #: largest |sum of terms − model scores| accepted, relative to the scores' scale
 TOLERANCE = 1e-6
@@ -249,3 +250,41 @@ def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torc
         tail = torch.einsum("bnhd,bmhd->bhnm", q_tail, k_tail) * spec.scale
         terms = torch.cat([terms, tail[..., None]], dim=-1)
     return terms
+
+
+@dataclass
+class TermMagnitudes:
+    """Mean ``|term|`` per layer and head: ``values[n_layers, n_heads, n_terms]`` (``nan`` where
+    a layer has no split, e.g. an absolute-PE model past layer 0); ``names`` the terms."""
+
+    values: Float[Tensor, "n_layers n_heads n_terms"]
+    names: list[str]
+    scheme: str
+
+
+def toeplitz_magnitudes(model: Any, input: ModelInput,
+                        layers: int | Sequence[int] | None = None) -> TermMagnitudes:
+    """:meth:`ToeplitzTerms.magnitudes` of every layer that has a split, in one tensor.
+
+    Absolute-PE models split at layer 0 only; the other layers are left ``nan`` (asking
+    for them explicitly raises, as :func:`toeplitz_terms` does).
+    """
+    from .._inputs import as_layers
+
+    layer_schemes = schemes(model)
+    asked = layers is not None
+    chosen = as_layers(layers, len(layer_schemes))
+    found: dict[int, dict[str, Tensor]] = {}
+    for layer in chosen:
+        if isinstance(layer_schemes[layer].scheme, Absolute) and layer > 0 and not asked:
+            continue
+        found[layer] = toeplitz_terms(model, input, layer).magnitudes()
+    names = list(dict.fromkeys(name for terms in found.values() for name in terms))
+    n_heads = max(ls.n_heads for ls in layer_schemes)
+    values = torch.full((len(layer_schemes), n_heads, len(names)), float("nan"),
+                        dtype=torch.float64)
+    for layer, terms in found.items():
+        for t, name in enumerate(names):
+            if name in terms:
+                values[layer, : len(terms[name]), t] = terms[name].detach().double().cpu()
+    return TermMagnitudes(values, names, layer_schemes[chosen[0]].scheme.name)

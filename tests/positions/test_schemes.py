@@ -229,3 +229,26 @@ def test_refused_family_names_the_reason():
     with pytest.raises(UnsupportedModelError, match="falcon") as error:
         schemes(falcon)
     assert isinstance(error.value, LensPossymError) and isinstance(error.value, ValueError)
+
+
+# ---- the figure of term magnitudes --------------------------------------------------------
+
+def test_term_magnitudes_and_figure(models):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lens_possym import viz
+    from lens_possym.positions import toeplitz_magnitudes
+
+    absolute = toeplitz_magnitudes(models["gpt2"], PROMPT)
+    assert absolute.names == ["cc", "cp", "pc", "pp", "bias"]
+    assert absolute.values[0].isfinite().all() and absolute.values[1].isnan().all()
+    alibi = toeplitz_magnitudes(models["bloom"], PROMPT)
+    assert alibi.values.isfinite().all()
+    # ALiBi's bias does not depend on content: the same at every layer
+    assert torch.allclose(alibi.values[0, :, 1], alibi.values[1, :, 1])
+    axes = viz.plot_toeplitz_terms(absolute)
+    assert [ax.get_title() for ax in axes] == absolute.names
+    plt.close("all")
