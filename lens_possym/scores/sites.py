@@ -44,7 +44,8 @@ from .config import ScoreConfig
 from .exclusion import exclusion_from_matrix
 from .swaps import SwapSet, WeightedCosines, swap_set
 
-__all__ = ["site_swap_scores", "site_cross_logits", "matrix_swap_scores", "rerun_site_scores"]
+__all__ = ["site_swap_scores", "site_cross_logits", "matrix_swap_scores",
+           "frequency_matrix_swap_scores", "rerun_site_scores"]
 
 
 def _content_site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
@@ -134,6 +135,17 @@ def matrix_swap_scores(cross: Float[Tensor, "batch head_index pos pos"], swaps: 
         rows[..., index, second] = cross[..., second, first]
         _add(acc, torch.softmax(rows, -1), clean, first, second, tau)
     return acc.result()
+
+
+def frequency_matrix_swap_scores(cross: Float[Tensor, "batch head_index freq pos pos"],
+                                 swaps: SwapSet, *, tau: float = 1e-4
+                                 ) -> tuple[Float[Tensor, "batch head_index freq"],
+                                            Float[Tensor, "batch head_index freq"]]:
+    """Per-frequency scores: each id's ``C_f`` scored as a head of its own (its own softmax),
+    as RoPE's per-frequency scores are. E.g. MLA's RoPE pairs and its content part."""
+    b, h, f = cross.shape[:3]
+    pos, sym = matrix_swap_scores(cross.flatten(1, 2), swaps, tau=tau)
+    return pos.view(b, h, f), sym.view(b, h, f)
 
 
 def _add(acc: WeightedCosines, after: Tensor, clean: Tensor, first: Tensor, second: Tensor,

@@ -20,7 +20,7 @@ from lens_possym.decompose import decompose_inputs
 from lens_possym.errors import (InvalidSelectionError, LensPossymError, NoFrequenciesError,
                                 UnsupportedModelError)
 from lens_possym.models.tiny_schemes import SCHEME_FAMILIES, tiny_scheme_model
-from lens_possym.positions import (Absolute, AdditiveBias, NoPE, Rope, alibi_slopes,
+from lens_possym.positions import (MLA, Absolute, AdditiveBias, NoPE, Rope, alibi_slopes,
                                    positional_scheme, schemes, t5_bucket)
 from lens_possym.positions.toeplitz import rope_hadamard_terms, toeplitz_terms
 from lens_possym.scores import ScoreConfig, swap_scores
@@ -252,3 +252,76 @@ def test_term_magnitudes_and_figure(models):
     axes = viz.plot_toeplitz_terms(absolute)
     assert [ax.get_title() for ax in axes] == absolute.names
     plt.close("all")
+
+
+# ---- MLA: a content part plus a decoupled RoPE part with a shared key ----------------------
+
+def _rotate_half(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rotate the half-split pairs of ``x`` (``[..., 2F]``) by ``angle`` (``[..., F]``)."""
+    a, b = x.chunk(2, -1)
+    return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1)
+
+
+def _mla_inputs(seed: int, n_pos: int = 7, heads: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    return r(1, heads, 4), r(1, heads, 6), r(1, n_pos, heads, 4), r(1, n_pos, 6)
+
+
+MLA_SCHEME = MLA(inv_freq=torch.tensor([1.0, 0.3, 0.01], dtype=torch.float64), scale=0.5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000))
+def test_mla_cross_logits_are_the_heads_logits_with_content_moved(seed):
+    qc, qr, kc, kr = _mla_inputs(seed)
+    n = kc.shape[1] - 1
+    cross = MLA_SCHEME.mla_cross_logits(qc, qr, kc, kr, n)
+    theta = MLA_SCHEME.inv_freq
+    q_rot = _rotate_half(qr, n * theta)                                     # [1, h, 6]
+    for p in range(n + 1):
+        k_rot = _rotate_half(kr, p * theta)                                 # content c at p
+        direct = (torch.einsum("bhd,bchd->bhc", qc, kc)
+                  + torch.einsum("bhd,bcd->bhc", q_rot, k_rot)) * MLA_SCHEME.scale
+        assert torch.allclose(cross[:, :, p], direct, atol=1e-12)
+    terms = MLA_SCHEME.frequency_cross_logits(qc, qr, kc, kr, n)
+    assert terms.shape[2] == len(MLA_SCHEME.frequency_angles()) == 4
+    assert torch.allclose(terms.sum(2), cross)
+
+
+def test_mla_scores_equal_recomputing_the_swapped_logits():
+    from lens_possym.scores.sites import _add
+    from lens_possym.scores.swaps import WeightedCosines
+
+    qc, qr, kc, kr = _mla_inputs(3)
+    n = kc.shape[1] - 1
+    swaps = swap_set("token", n, torch.ones(n + 1, dtype=torch.bool))
+    pos, sym = matrix_swap_scores(MLA_SCHEME.mla_cross_logits(qc, qr, kc, kr, n), swaps, tau=0.05)
+    clean = torch.softmax(torch.diagonal(MLA_SCHEME.mla_cross_logits(qc, qr, kc, kr, n),
+                                         dim1=-2, dim2=-1), -1)
+    acc = WeightedCosines()
+    for s in range(swaps.n_swaps):        # swap the rows of both key parts, recompute
+        perm = swaps.permutation(s, n + 1)
+        after = MLA_SCHEME.mla_cross_logits(qc, qr, kc[:, perm], kr[:, perm], n)
+        row = torch.softmax(torch.diagonal(after, dim1=-2, dim2=-1), -1)
+        _add(acc, row[:, :, None], clean, swaps.first[s : s + 1], swaps.second[s : s + 1], 0.05)
+    ref_pos, ref_sym = acc.result()
+    assert torch.allclose(pos, ref_pos, atol=1e-12) and torch.allclose(sym, ref_sym, atol=1e-12)
+
+
+def test_mla_parts_score_as_their_schemes():
+    from lens_possym.scores.sites import frequency_matrix_swap_scores
+
+    qc, qr, kc, kr = _mla_inputs(5)
+    n = kc.shape[1] - 1
+    swaps = swap_set("token", n, torch.ones(n + 1, dtype=torch.bool))
+    # the shared RoPE key equal at every position: each RoPE frequency is purely positional
+    kr_same = kr[:, :1].expand_as(kr)
+    pos_f, sym_f = frequency_matrix_swap_scores(
+        MLA_SCHEME.frequency_cross_logits(qc, qr, kc, kr_same, n), swaps, tau=1e-4)
+    rope_ids = slice(0, len(MLA_SCHEME.inv_freq))
+    assert torch.allclose(pos_f[..., rope_ids], torch.ones_like(pos_f[..., rope_ids]), atol=1e-9)
+    # the content id has no position: symbolic, whatever the keys
+    assert torch.allclose(sym_f[..., -1], torch.ones_like(sym_f[..., -1]), atol=1e-9)
+    with pytest.raises(InvalidSelectionError, match="mla_cross_logits"):
+        MLA_SCHEME.cross_logits(qc, kc, n)
