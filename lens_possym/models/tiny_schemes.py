@@ -1,4 +1,4 @@
-"""Tiny random models of the non-RoPE families (absolute PE, ALiBi), booted through the bridge.
+"""Tiny random models of the non-RoPE families (absolute PE, ALiBi, MLA), booted through the bridge.
 
 The counterpart of :mod:`lens_possym.models.tiny` for :mod:`lens_possym.positions`: one
 family key per Hugging Face family, sizes of a few thousand parameters, a word-level
@@ -24,6 +24,12 @@ __all__ = ["SCHEME_FAMILIES", "REFUSED_SCHEME_MODELS", "tiny_scheme_model"]
 
 _TOKENS = dict(bos_token_id=1, eos_token_id=2)
 
+_MLA = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+            intermediate_size=64, moe_intermediate_size=16, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=2,
+            kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+            max_position_embeddings=64, **_TOKENS)
+
 # family -> (config class, model class, config arguments at d_model 32, 4 heads, 2 layers)
 _FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
@@ -38,6 +44,10 @@ _FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
               dict(hidden_size=32, n_layer=2, n_head=4, **_TOKENS)),
     "mpt": ("MptConfig", "MptForCausalLM",
             dict(d_model=32, n_layers=2, n_heads=4, max_seq_len=64)),
+    # every layer dense: the MoE layers' grouped matmul does not run in float64 on the CPU
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(_MLA, q_lora_rank=None)),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    dict(_MLA, q_lora_rank=16, n_group=1, topk_group=1)),
 }
 REFUSED_SCHEME_MODELS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "falcon": ("FalconConfig", "FalconForCausalLM",

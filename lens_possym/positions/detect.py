@@ -24,20 +24,18 @@ from .bias import AdditiveBias, alibi_slopes
 from .rope import Rope
 
 __all__ = ["LayerScheme", "schemes", "positional_scheme", "ABSOLUTE_FAMILIES", "ALIBI_FAMILIES",
-           "REFUSED_SCHEME_FAMILIES"]
+           "MLA_FAMILIES", "REFUSED_SCHEME_FAMILIES"]
 
 #: model_type -> whether ``hook_attn_scores`` is pre-softmax on the bridge
 ABSOLUTE_FAMILIES = {"gpt2": True, "opt": False, "gpt_neo": False}
 ALIBI_FAMILIES = {"bloom": "zero", "mpt": "last"}
+#: model_type -> how the RoPE part's pairs are laid out in hook_q/hook_k
+MLA_FAMILIES = {"deepseek_v2": "adjacent", "deepseek_v3": "half"}
 #: families with a non-RoPE scheme that lens-possym refuses, and why
 REFUSED_SCHEME_FAMILIES = {
     "falcon": "Falcon's ALiBi path scales the bias differently from its own formula in the "
               "installed transformers (the slopes it adds are not alibi_slopes / sqrt(d_head)), "
               "so its bias cannot be read reliably",
-    "deepseek_v2": "MLA: the installed transformers' DeepSeek MoE layers do not run in float64 "
-                   "on the CPU (grouped matmul), and the bridge exposes no hook for the "
-                   "decoupled RoPE key, so the content and RoPE parts cannot be read apart",
-    "deepseek_v3": "MLA: as for deepseek_v2",
 }
 
 
@@ -53,6 +51,8 @@ class LayerScheme:
     k_hook: str
     pattern_hook: str
     scores_hook: str | None
+    layout: str = "bphd"
+    d_content: int | None = None
 
 
 def _hf_config(model: Any) -> Any:
@@ -84,6 +84,8 @@ def schemes(model: Any) -> list[LayerScheme]:
         kind = "falcon-rope"
     if kind in REFUSED_SCHEME_FAMILIES:
         raise UnsupportedModelError(f"{kind} is not supported: {REFUSED_SCHEME_FAMILIES[kind]}")
+    if kind in MLA_FAMILIES:
+        return _mla_layers(model, config, MLA_FAMILIES[kind])
     if kind in ABSOLUTE_FAMILIES or kind in ALIBI_FAMILIES:
         cfg = model.cfg
         n_heads, d_head = int(cfg.n_heads), int(cfg.d_head)
@@ -107,9 +109,34 @@ def schemes(model: Any) -> list[LayerScheme]:
         raise NotRopeModelError(
             f"{error}; lens-possym knows the schemes of RoPE models, "
             f"{', '.join(sorted(ABSOLUTE_FAMILIES))} (absolute) and "
-            f"{', '.join(sorted(ALIBI_FAMILIES))} (ALiBi)") from None
+            f"{', '.join(sorted(ALIBI_FAMILIES))} (ALiBi) and "
+            f"{', '.join(sorted(MLA_FAMILIES))} (MLA)") from None
     return [LayerScheme(s.layer, Rope(spec=s), s.n_heads, s.d_head, s.q_hook, s.k_hook,
                         s.pattern_hook, s.scores_hook) for s in specs]
+
+
+def _mla_layers(model: Any, config: Any, pairing: str) -> list[LayerScheme]:
+    from .mla import MLA
+
+    hf = model.original_model
+    rotary = hf.model.rotary_emb
+    rope_type = getattr(rotary, "rope_type", "default")
+    if rope_type != "default" or float(getattr(rotary, "attention_scaling", 1.0)) != 1.0:
+        raise UnsupportedModelError(
+            f"MLA with rope_type {rope_type!r} is not supported yet: only default RoPE angles "
+            f"are read")
+    inv_freq = rotary.inv_freq.detach().double().cpu()
+    n_heads = int(config.num_attention_heads)
+    d_content = int(config.qk_nope_head_dim)
+    out = []
+    for layer, block in enumerate(hf.model.layers):
+        attn = block.self_attn
+        attn = getattr(attn, "_original_component", None) or attn
+        scheme = MLA(inv_freq=inv_freq, pairing=pairing, scale=float(attn.scaling))
+        base = _bridge_layer(layer, scheme, n_heads, d_content + int(config.qk_rope_head_dim),
+                             True)
+        out.append(LayerScheme(**{**base.__dict__, "layout": "bhpd", "d_content": d_content}))
+    return out
 
 
 def positional_scheme(model: Any, layer: int) -> PositionalScheme:

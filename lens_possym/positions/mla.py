@@ -21,8 +21,10 @@ with kernel 1 (a NoPE part). Because :math:`k^R` is shared, ablating or swapping
 every head at once; the scores here swap the *content* of a key row, i.e. both its
 :math:`k^C` and its :math:`k^R`, as swapping rows of the layer input does.
 
-No installed family can be read this way yet (:data:`~lens_possym.positions.detect.REFUSED_SCHEME_FAMILIES`):
-the scheme works on tensors a caller provides (e.g. from a model's own modules).
+DeepSeek-V2 (adjacent pairs) and DeepSeek-V3 (half pairs, after its interleave) are read
+through the bridge's ``hook_q``/``hook_k`` (``[batch, head, pos, d_content + d_rope]``,
+the RoPE part already rotated, the key's RoPE part the same in every head) and un-rotated
+here (:meth:`MLA.unrotate`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from torch import Tensor
 from ..errors import InvalidSelectionError
 from .base import PositionalScheme, causal_visible
 
-__all__ = ["MLA", "complex_pairs"]
+__all__ = ["MLA", "complex_pairs", "mla_parts"]
 
 
 def complex_pairs(x: Float[Tensor, "... d"], pairing: Literal["half", "adjacent"]
@@ -94,6 +96,18 @@ class MLA(PositionalScheme):
         visible = causal_visible(query_position, n_pos, self.window).to(terms.device)
         return terms.masked_fill(~visible[:, None], float("-inf"))
 
+    def unrotate(self, x: Float[Tensor, "... pos d_rope"], positions: Tensor
+                  ) -> Float[Tensor, "... pos d_rope"]:
+        """Undo the rotation of a RoPE part read *after* rotation at ``positions``
+        (computed in float64 from :attr:`inv_freq`; the layout is kept)."""
+        z = complex_pairs(x, self.pairing)
+        angle = positions.double().cpu()[:, None] * self.inv_freq.double().cpu()[None]
+        z = z * torch.polar(torch.ones_like(angle), -angle).to(z.device)
+        a, b = z.real, z.imag
+        if self.pairing == "half":
+            return torch.cat([a, b], dim=-1)
+        return torch.stack([a, b], dim=-1).flatten(-2)
+
     def mla_cross_logits(self, q_content, q_rope, k_content, k_rope, query_position: int
                          ) -> Float[Tensor, "batch head_index pos pos"]:
         """The whole ``C[b, h, p, c]``: the sum of :meth:`frequency_cross_logits` over ids."""
@@ -104,3 +118,18 @@ class MLA(PositionalScheme):
         raise InvalidSelectionError(
             "MLA's keys come in two parts (per-head content, shared RoPE): use "
             "mla_cross_logits(q_content, q_rope, k_content, k_rope, query_position)")
+
+
+def mla_parts(q: Float[Tensor, "batch head_index pos d_head"],
+              k: Float[Tensor, "batch head_index pos d_head"], d_content: int, scheme: MLA,
+              query_position: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(q_content, q_rope, k_content, k_rope)`` for :meth:`MLA.mla_cross_logits` from the
+    bridge's ``hook_q``/``hook_k`` (RoPE parts rotated; the key's the same in every head),
+    un-rotated and in float64: ``[b, h, dc]``, ``[b, h, dr]``, ``[b, pos, h, dc]``, ``[b, pos, dr]``."""
+    q, k = q.double(), k.double()
+    n_pos = k.shape[2]
+    q_row = q[:, :, query_position]
+    q_rope = scheme.unrotate(q_row[:, :, None, d_content:].transpose(1, 2),
+                             torch.tensor([query_position]))[:, 0]
+    k_rope = scheme.unrotate(k[:, 0, :, d_content:], torch.arange(n_pos))
+    return q_row[..., :d_content], q_rope, k[..., :d_content].transpose(1, 2), k_rope

@@ -53,6 +53,7 @@ from ._bridge import run_capturing
 from .absolute import Absolute
 from .base import causal_visible
 from .bias import AdditiveBias
+from .mla import MLA, mla_parts
 from .detect import LayerScheme, schemes
 from .nope import NoPE
 from .rope import Rope
@@ -72,7 +73,8 @@ class ToeplitzTerms:
         layer, heads: where they come from.
         scheme: the layer's scheme name.
         terms: ``{"cc", "cp", "pc", "pp", "bias"}`` (absolute, layer 0), ``{"content",
-            "bias"}`` (additive biases), ``{"content"}`` (NoPE), ``{"f0", "f1", ...}`` (RoPE).
+            "bias"}`` (additive biases), ``{"content"}`` (NoPE), ``{"f0", "f1", ...}`` (RoPE),
+            ``{"f0", ..., "content"}`` (MLA: its RoPE pairs and its content part).
         mask: ``[query_pos, key_pos]`` keys each query may attend to.
         max_abs_error: largest ``|Σ terms − model scores|`` over visible entries.
     """
@@ -153,6 +155,20 @@ def _absolute_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int
     return terms
 
 
+def _mla_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+    """MLA's per-frequency terms of every query row (the diagonals of ``C_f`` per row)."""
+    got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+    q, k = got[ls.q_hook][:, heads], got[ls.k_hook][:, heads]
+    rows = []
+    for n in range(tokens.shape[1]):
+        parts = mla_parts(q, k, ls.d_content, ls.scheme, n)
+        c_f = ls.scheme.frequency_cross_logits(*parts, n)                 # [b, h, f, p, c]
+        rows.append(torch.diagonal(c_f, dim1=-2, dim2=-1).nan_to_num(0.0, neginf=0.0))
+    terms = torch.stack(rows, dim=-2)                                     # [b, h, f, n, m]
+    names = [f"f{f}" for f in range(terms.shape[2] - 1)] + ["content"]
+    return {name: terms[:, :, i] for i, name in enumerate(names)}
+
+
 def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
                    heads: int | Sequence[int] | None = None, *, check: bool = True
                    ) -> ToeplitzTerms:
@@ -185,7 +201,9 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
         if check and inputs.model_scores is not None:
             _check(result, inputs.model_scores[:, heads], None)
         return result
-    if isinstance(scheme, Absolute):
+    if isinstance(scheme, MLA):
+        terms = _mla_terms(model, tokens, ls, heads)
+    elif isinstance(scheme, Absolute):
         with torch.no_grad():
             terms = _absolute_terms(model, tokens, ls, heads)
     else:

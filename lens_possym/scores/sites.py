@@ -39,6 +39,7 @@ from ..errors import InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
 from ..positions._bridge import run_capturing
 from ..positions.absolute import Absolute
+from ..positions.mla import MLA, mla_parts
 from ..positions.rope import Rope
 from .config import ScoreConfig
 from .exclusion import exclusion_from_matrix
@@ -79,6 +80,12 @@ def _visible(ls: LayerScheme, qpos: int, n_pos: int) -> Tensor:
     return causal_visible(qpos, n_pos, ls.scheme.window)
 
 
+def _mla_inputs(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
+    got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+    return mla_parts(got[ls.q_hook][:, heads], got[ls.k_hook][:, heads], ls.d_content,
+                     ls.scheme, qpos)
+
+
 def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int,
                       site: str, dtype: torch.dtype = torch.float64
                       ) -> Float[Tensor, "batch head_index pos pos"]:
@@ -103,6 +110,8 @@ def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
                 f"layer 0; for layer {ls.layer} use method='rerun' (swap_site='content' or "
                 f"'input' re-runs the model from its embeddings)")
         return _content_site_cross_logits(model, tokens, ls, heads, qpos).to(dtype)
+    if isinstance(scheme, MLA):
+        return scheme.mla_cross_logits(*_mla_inputs(model, tokens, ls, heads, qpos), qpos).to(dtype)
     if isinstance(scheme, Rope):
         from ..capture import capture_attention_inputs
         from .crosslogits import cross_logit_factors
@@ -202,8 +211,9 @@ def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None =
     """:func:`~lens_possym.scores.swap_scores` for any positional scheme and swap site.
 
     ``config.swap_site`` picks the site (module docstring). Whole-head scores (and
-    Theorem 1's exclusion ratio where a closed form exists); per-frequency scores are for
-    RoPE at the ``"layer"`` site, which :func:`~lens_possym.scores.swap_scores` computes.
+    Theorem 1's exclusion ratio where a closed form exists); per-frequency scores at the
+    ``"layer"`` site: for MLA here (its RoPE pairs, then its content part as the last id),
+    for RoPE in :func:`~lens_possym.scores.swap_scores`'s own path.
 
     Raises:
         NoFrequenciesError: ``per_frequency=True`` on a layer whose scheme has no frequencies.
@@ -226,9 +236,12 @@ def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None =
                 raise NoFrequenciesError(
                     f"layer {layer} is a {scheme.name} layer: it has no frequencies to score; "
                     f"pass per_frequency=False")
-        raise InvalidSelectionError(
-            f"per-frequency scores are computed at the 'layer' site only (swap_site="
-            f"{config.swap_site!r}); pass per_frequency=False")
+        if config.swap_site != "layer" or config.method != "exact" or not all(
+                isinstance(layer_schemes[layer].scheme, MLA) for layer in chosen):
+            raise InvalidSelectionError(
+                f"per-frequency scores are computed at the 'layer' site only (swap_site="
+                f"{config.swap_site!r}), and here in closed form for MLA layers "
+                f"(method='exact'); pass per_frequency=False")
     results = []
     for layer in chosen:
         ls = layer_schemes[layer]
@@ -254,6 +267,10 @@ def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None =
             pos, sym = (torch.cat([r[i] for r in rows]) for i in (0, 1))
         angles = ls.scheme.frequency_angles() if ls.scheme.has_frequencies else torch.zeros(0)
         out = LayerScores(layer=layer, heads=chosen_heads, angles=angles, pos=pos, sym=sym)
+        if config.per_frequency:  # MLA (checked above): its RoPE pairs and content part
+            terms = ls.scheme.frequency_cross_logits(
+                *_mla_inputs(model, tokens, ls, chosen_heads, qpos), qpos)
+            out.pos_freq, out.sym_freq = frequency_matrix_swap_scores(terms, swaps, tau=config.tau)
         if config.exclusion and cross is not None:
             keys = torch.arange(int(config.exclude_bos), qpos)
             keys = keys[visible[keys]]

@@ -29,6 +29,7 @@ from lens_possym.scores.swaps import swap_set
 
 PROMPT = "Alice likes red . Bob likes blue and Carol"
 ABSOLUTE = ("gpt2", "opt", "gpt_neo")
+MLA_MODELS = ("deepseek_v2", "deepseek_v3")
 # a few-hot tau keeps every swap in the weighting, so agreements compare many swaps
 SCORE = dict(per_frequency=False, tau=0.05, exclude_bos=False)
 
@@ -44,10 +45,26 @@ def models():
 def test_toeplitz_terms_add_up_to_the_model(models, family):
     terms = toeplitz_terms(models[family], PROMPT, 0)  # raises if the sum misses the model
     assert terms.max_abs_error < 1e-6
-    expected = {"cc", "cp", "pc", "pp", "bias"} if family in ABSOLUTE else {"content", "bias"}
+    expected = ({"cc", "cp", "pc", "pp", "bias"} if family in ABSOLUTE
+                else {"f0", "f1", "f2", "f3", "content"} if family in MLA_MODELS
+                else {"content", "bias"})
     assert set(terms.terms) == expected
     # the random layer-norm and projection biases make every term count
     assert all(float(m.min()) > 0 for m in terms.magnitudes().values())
+
+
+@pytest.mark.parametrize("family", MLA_MODELS)
+def test_mla_models_split_and_score_per_frequency(models, family):
+    model = models[family]
+    assert isinstance(positional_scheme(model, 1), MLA)
+    terms = toeplitz_terms(model, PROMPT, 1)                    # adds up, or raises
+    assert terms.max_abs_error < 1e-9
+    scores = swap_scores(model, PROMPT, tau=0.05, exclude_bos=False)
+    assert scores.pos_freq.shape == (2, 4, 5) and scores.pos_freq.isfinite().all()
+    assert torch.equal(scores.angles[0, :4], positional_scheme(model, 0).inv_freq)
+    # the content id has no position inside the head: symbolic
+    assert torch.allclose(scores.sym_freq[..., -1], torch.ones(2, 4, dtype=torch.float64),
+                          atol=1e-6)
 
 
 def test_toeplitz_refuses_deeper_absolute_layers(models):
