@@ -35,7 +35,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
-from ..errors import InvalidSelectionError, NoFrequenciesError
+from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
 from ..positions._bridge import run_capturing
 from ..positions.absolute import Absolute
@@ -122,6 +122,23 @@ def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
     q = got[ls.q_hook][:, qpos][:, heads].to(dtype)
     k = got[ls.k_hook][:, :, heads].to(dtype)
     return scheme.cross_logits(q, k, qpos)
+
+
+#: largest |softmax(diag C) − model pattern| accepted by the check
+PATTERN_TOLERANCE = 1e-5
+
+
+def _check_against_model(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
+                         qpos: int, cross: Tensor) -> None:
+    """The clean row of ``C`` must give the model's own attention: a wrong scheme (slopes,
+    scale, window) shows here before any score is computed."""
+    pattern = run_capturing(model, tokens, [ls.pattern_hook])[ls.pattern_hook][:, heads, qpos]
+    implied = torch.softmax(torch.diagonal(cross, dim1=-2, dim2=-1), -1)
+    error = float((implied - pattern.to(implied)).abs().max())
+    if error > PATTERN_TOLERANCE:
+        raise DecompositionMismatchError(
+            f"layer {ls.layer}: the {ls.scheme.name} scheme read from this model misses its "
+            f"attention by {error:.3g}; report the family (check=False skips this check)")
 
 
 def matrix_swap_scores(cross: Float[Tensor, "batch head_index pos pos"], swaps: SwapSet, *,
@@ -257,6 +274,8 @@ def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None =
             except InvalidSelectionError:
                 if config.method == "exact":
                     raise
+        if config.check and cross is not None:
+            _check_against_model(model, tokens, ls, chosen_heads, qpos, cross)
         if config.method == "exact":
             pos, sym = matrix_swap_scores(cross, swaps, tau=config.tau)
         else:

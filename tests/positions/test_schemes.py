@@ -342,3 +342,23 @@ def test_mla_parts_score_as_their_schemes():
     assert torch.allclose(sym_f[..., -1], torch.ones_like(sym_f[..., -1]), atol=1e-9)
     with pytest.raises(InvalidSelectionError, match="mla_cross_logits"):
         MLA_SCHEME.cross_logits(qc, kc, n)
+
+
+def test_a_wrongly_read_scheme_is_caught(models):
+    from dataclasses import replace
+
+    from lens_possym.errors import DecompositionMismatchError
+    from lens_possym.positions import LayerScheme
+
+    model = models["bloom"]
+    right = schemes(model)
+    wrong = [replace(ls, scheme=AdditiveBias.alibi(ls.scheme.slopes * 2, reference="zero",
+                                                    scale=ls.scheme.scale)) for ls in right]
+    model.lens_possym_schemes = lambda: wrong
+    try:
+        with pytest.raises(DecompositionMismatchError, match="alibi scheme"):
+            swap_scores(model, PROMPT, layers=0, **SCORE)
+        swap_scores(model, PROMPT, layers=0, check=False, **SCORE)     # skipped on request
+    finally:
+        del model.lens_possym_schemes
+    assert isinstance(right[0], LayerScheme)
