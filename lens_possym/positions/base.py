@@ -100,4 +100,5 @@ class PositionalScheme:
         return full.masked_fill(~visible[:, None], float("-inf"))
 
     def describe(self) -> str:
-        return f"{self.name} (position enters {self.site}{' the head' if self.site == 'inside' else ''})"
+        where = "inside the head" if self.site == "inside" else "at the input"
+        return f"{self.name} (position enters {where})"

@@ -51,7 +51,7 @@ def alibi_slopes(n_heads: int) -> Float[Tensor, "head_index"]:
 
 def t5_bucket(delta: Int[Tensor, "*idx"], *, bidirectional: bool, num_buckets: int = 32,
               max_distance: int = 128) -> Int[Tensor, "*idx"]:
-    """T5's bucket of the offset ``delta = m - n`` (key minus query), as Hugging Face computes it."""
+    """T5's bucket of the offset ``delta = m - n`` (key minus query), as Hugging Face has it."""
     buckets = torch.zeros_like(delta)
     if bidirectional:
         num_buckets //= 2

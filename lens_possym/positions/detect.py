@@ -144,7 +144,8 @@ def positional_scheme(model: Any, layer: int) -> PositionalScheme:
     layers = schemes(model)
     if not -len(layers) <= layer < len(layers):
         raise InvalidSelectionError(
-            f"layer {layer} out of range: the model has {len(layers)} layers (0..{len(layers) - 1})")
+            f"layer {layer} out of range: the model has {len(layers)} layers "
+            f"(0..{len(layers) - 1})")
     return layers[layer].scheme
 
 

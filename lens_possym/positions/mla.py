@@ -6,7 +6,8 @@ position) and :math:`q^R_h` (rotated), and keys :math:`k^C_{h,m}` per head plus 
 
 .. math::
 
-    L_h(n, m) = s\,\big(q^C_{h,n}\cdot k^C_{h,m} + \langle R(n)\,q^R_{h,n},\; R(m)\,k^R_m\rangle\big),
+    L_h(n, m) = s\,\big(q^C_{h,n}\cdot k^C_{h,m}
+                + \langle R(n)\,q^R_{h,n},\; R(m)\,k^R_m\rangle\big),
 
 so position enters inside the head (site ``"inside"``) and
 
@@ -125,7 +126,8 @@ def mla_parts(q: Float[Tensor, "batch head_index pos d_head"],
               query_position: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(q_content, q_rope, k_content, k_rope)`` for :meth:`MLA.mla_cross_logits` from the
     bridge's ``hook_q``/``hook_k`` (RoPE parts rotated; the key's the same in every head),
-    un-rotated and in float64: ``[b, h, dc]``, ``[b, h, dr]``, ``[b, pos, h, dc]``, ``[b, pos, dr]``."""
+    un-rotated and in float64: ``[b, h, dc]``, ``[b, h, dr]``, ``[b, pos, h, dc]``,
+    ``[b, pos, dr]``."""
     q, k = q.double(), k.double()
     n_pos = k.shape[2]
     q_row = q[:, :, query_position]

@@ -17,7 +17,8 @@ norm in front is not linear, but it is affine once its row statistics are fixed:
 
 .. math::
 
-    \mathrm{LN}(c + p) = \gamma\odot\frac{c - \bar c}{\sigma} + \gamma\odot\frac{p - \bar p}{\sigma} + \beta,
+    \mathrm{LN}(c + p) = \gamma\odot\frac{c - \bar c}{\sigma}
+                      + \gamma\odot\frac{p - \bar p}{\sigma} + \beta,
     \qquad \sigma = \sqrt{\mathrm{Var}(c + p) + \epsilon},
 
 so with each row's own :math:`\sigma` (which depends on both parts) the split is exact:
@@ -40,7 +41,7 @@ real and imaginary part).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -114,7 +115,8 @@ def _ln_and_projections(model: Any, layer: int):
         return block.ln_1, attention.q_proj, attention.k_proj
     if kind == "opt":
         block = hf.model.decoder.layers[layer]
-        if not hf.config.do_layer_norm_before or hf.config.word_embed_proj_dim != hf.config.hidden_size:
+        config = hf.config
+        if not config.do_layer_norm_before or config.word_embed_proj_dim != config.hidden_size:
             raise UnsupportedModelError(
                 "the Toeplitz split needs OPT with the layer norm before attention and no "
                 "input projection (OPT-350m has neither)")
@@ -185,7 +187,8 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
     tokens = as_tokens(model, input)
     layers = schemes(model)
     if not -len(layers) <= layer < len(layers):
-        raise InvalidSelectionError(f"layer {layer} out of range: the model has {len(layers)} layers")
+        raise InvalidSelectionError(
+            f"layer {layer} out of range: the model has {len(layers)} layers")
     ls = layers[layer]
     heads = as_heads(heads, ls.n_heads, ls.layer)
     n_pos = tokens.shape[1]
@@ -206,13 +209,16 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
     elif isinstance(scheme, Absolute):
         with torch.no_grad():
             terms = _absolute_terms(model, tokens, ls, heads)
-    else:
+    elif isinstance(scheme, (AdditiveBias, NoPE)):
         got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
         q, k = got[ls.q_hook][:, :, heads], got[ls.k_hook][:, :, heads]
         terms = {"content": torch.einsum("bnhd,bmhd->bhnm", q, k) * scheme.scale}
         if isinstance(scheme, AdditiveBias):
             positions = torch.arange(n_pos)
             terms["bias"] = scheme.bias(positions, positions)[heads][None].to(q)
+    else:
+        raise UnsupportedModelError(
+            f"no Toeplitz split of a {scheme.name} layer read from a model yet")
     mask = torch.stack([causal_visible(n, n_pos, scheme.window) for n in range(n_pos)])
     result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
     if check:

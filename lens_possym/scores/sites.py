@@ -143,7 +143,8 @@ def _check_against_model(model: Any, tokens: Tensor, ls: LayerScheme, heads: lis
 
 def matrix_swap_scores(cross: Float[Tensor, "batch head_index pos pos"], swaps: SwapSet, *,
                        tau: float = 1e-4, chunk: int = 256
-                       ) -> tuple[Float[Tensor, "batch head_index"], Float[Tensor, "batch head_index"]]:
+                       ) -> tuple[Float[Tensor, "batch head_index"],
+                                  Float[Tensor, "batch head_index"]]:
     """``(s_POS, s_SYM)`` of every head from its cross-logit matrix, all swaps at once.
 
     Each swap's attention row is the softmax of the clean logits with the two groups' entries

@@ -362,3 +362,28 @@ def test_a_wrongly_read_scheme_is_caught(models):
     finally:
         del model.lens_possym_schemes
     assert isinstance(right[0], LayerScheme)
+
+
+# ---- RoPE on only some heads ----------------------------------------------------------------
+
+def test_headwise_rope_rotated_heads_are_rope_and_the_rest_nope():
+    from lens_possym.positions import HeadwiseRope
+    from lens_possym.scores.sites import frequency_matrix_swap_scores
+
+    g = torch.Generator().manual_seed(0)
+    n_pos, n = 8, 7
+    q = torch.randn(1, 3, 6, generator=g, dtype=torch.float64)
+    k = torch.randn(1, n_pos, 3, 6, generator=g, dtype=torch.float64)
+    theta = torch.tensor([1.0, 0.2, 0.01], dtype=torch.float64)
+    scheme = HeadwiseRope(inv_freq=theta, rope_heads=(0, 2), scale=0.5)
+    cross = scheme.cross_logits(q, k, n)
+    for p in range(n + 1):     # rotated heads: <R(n)q, R(p)k_c>; head 1: plain q·k_c
+        for h in range(3):
+            angle = theta * (h != 1)
+            direct = torch.einsum("d,cd->c", _rotate_half(q[0, h], n * angle),
+                                  _rotate_half(k[0, :, h], p * angle)) * 0.5
+            assert torch.allclose(cross[0, h, p], direct, atol=1e-12)
+    swaps = swap_set("token", n, torch.ones(n_pos, dtype=torch.bool))
+    pos_f, sym_f = frequency_matrix_swap_scores(scheme.frequency_cross_logits(q, k, n), swaps)
+    assert torch.allclose(sym_f[0, 1], torch.ones(3, dtype=torch.float64), atol=1e-9)
+    assert not torch.allclose(sym_f[0, 0], torch.ones(3, dtype=torch.float64), atol=1e-3)
