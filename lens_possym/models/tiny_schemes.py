@@ -2,9 +2,7 @@
 
 The counterpart of :mod:`lens_possym.models.tiny` for :mod:`lens_possym.positions`: one
 family key per Hugging Face family, sizes of a few thousand parameters, a word-level
-tokenizer, nothing downloaded. :data:`REFUSED_SCHEME_MODELS` build in transformers but
-lens-possym refuses them (the error names the reason; see
-:data:`lens_possym.positions.detect.REFUSED_SCHEME_FAMILIES`).
+tokenizer, nothing downloaded.
 
 ``random_affine=True`` (the default) gives every layer norm and projection bias random
 values (Hugging Face initialises them to 1 and 0), so that the bias terms of a Toeplitz
@@ -20,7 +18,7 @@ import torch
 from ..errors import InvalidSelectionError
 from .tiny import TINY_VOCAB, tiny_tokenizer
 
-__all__ = ["SCHEME_FAMILIES", "REFUSED_SCHEME_MODELS", "tiny_scheme_model"]
+__all__ = ["SCHEME_FAMILIES", "tiny_scheme_model"]
 
 _TOKENS = dict(bos_token_id=1, eos_token_id=2)
 
@@ -44,15 +42,13 @@ _FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
               dict(hidden_size=32, n_layer=2, n_head=4, **_TOKENS)),
     "mpt": ("MptConfig", "MptForCausalLM",
             dict(d_model=32, n_layers=2, n_heads=4, max_seq_len=64)),
+    "falcon": ("FalconConfig", "FalconForCausalLM",
+               dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, alibi=True,
+                    new_decoder_architecture=False, multi_query=True, **_TOKENS)),
     # every layer dense: the MoE layers' grouped matmul does not run in float64 on the CPU
     "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(_MLA, q_lora_rank=None)),
     "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
                     dict(_MLA, q_lora_rank=16, n_group=1, topk_group=1)),
-}
-REFUSED_SCHEME_MODELS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "falcon": ("FalconConfig", "FalconForCausalLM",
-               dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, alibi=True,
-                    new_decoder_architecture=False, multi_query=False, **_TOKENS)),
 }
 SCHEME_FAMILIES = tuple(_FAMILIES)
 
@@ -64,11 +60,10 @@ def tiny_scheme_model(family: str = "gpt2", *, seed: int = 0, dtype: torch.dtype
 
     from .loading import from_hf
 
-    table = {**_FAMILIES, **REFUSED_SCHEME_MODELS}
-    if family not in table:
+    if family not in _FAMILIES:
         raise InvalidSelectionError(
-            f"unknown family {family!r}; use one of {', '.join(table)}")
-    config_name, model_name, settings = table[family]
+            f"unknown family {family!r}; use one of {', '.join(_FAMILIES)}")
+    config_name, model_name, settings = _FAMILIES[family]
     config = getattr(transformers, config_name)(vocab_size=len(TINY_VOCAB),
                                                 initializer_range=init_range, **settings)
     config.architectures = [model_name]

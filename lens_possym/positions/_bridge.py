@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..errors import UnsupportedModelError
 
-__all__ = ["run_capturing"]
+__all__ = ["run_capturing", "keys_for_heads"]
 
 
 class _Stop(Exception):
@@ -44,3 +44,10 @@ def run_capturing(model: Any, tokens: Tensor, names: Sequence[str],
             raise UnsupportedModelError(
                 f"the hooks {sorted(wanted - store.keys())} did not fire during the forward pass")
     return store
+
+
+def keys_for_heads(k: Tensor, heads: Sequence[int], n_heads: int) -> Tensor:
+    """Keys ``[batch, pos, kv_head, d_head]`` picked for query ``heads`` (multi-query and
+    grouped-query attention: query head ``h`` reads KV head ``h // (n_heads // n_kv)``)."""
+    group = n_heads // k.shape[2]
+    return k[:, :, [h // group for h in heads]]

@@ -24,19 +24,13 @@ from .bias import AdditiveBias, alibi_slopes
 from .rope import Rope
 
 __all__ = ["LayerScheme", "schemes", "positional_scheme", "ABSOLUTE_FAMILIES", "ALIBI_FAMILIES",
-           "MLA_FAMILIES", "REFUSED_SCHEME_FAMILIES"]
+           "MLA_FAMILIES"]
 
 #: model_type -> whether ``hook_attn_scores`` is pre-softmax on the bridge
 ABSOLUTE_FAMILIES = {"gpt2": True, "opt": False, "gpt_neo": False}
-ALIBI_FAMILIES = {"bloom": "zero", "mpt": "last"}
+ALIBI_FAMILIES = {"bloom": "zero", "mpt": "last", "falcon": "zero"}
 #: model_type -> how the RoPE part's pairs are laid out in hook_q/hook_k
 MLA_FAMILIES = {"deepseek_v2": "adjacent", "deepseek_v3": "half"}
-#: families with a non-RoPE scheme that lens-possym refuses, and why
-REFUSED_SCHEME_FAMILIES = {
-    "falcon": "Falcon's ALiBi path scales the bias differently from its own formula in the "
-              "installed transformers (the slopes it adds are not alibi_slopes / sqrt(d_head)), "
-              "so its bias cannot be read reliably",
-}
 
 
 @dataclass(frozen=True)
@@ -71,8 +65,7 @@ def schemes(model: Any) -> list[LayerScheme]:
     """The :class:`LayerScheme` of every layer of ``model``.
 
     Raises:
-        UnsupportedModelError: a family with a known non-RoPE scheme that is refused
-            (:data:`REFUSED_SCHEME_FAMILIES` says why).
+        UnsupportedModelError: MLA with angles other than default RoPE's.
         NotRopeModelError: a model with no recognised scheme.
     """
     own = getattr(model, "lens_possym_schemes", None)
@@ -81,9 +74,7 @@ def schemes(model: Any) -> list[LayerScheme]:
     config = _hf_config(model)
     kind = getattr(config, "model_type", None)
     if kind == "falcon" and not getattr(config, "alibi", False):
-        kind = "falcon-rope"
-    if kind in REFUSED_SCHEME_FAMILIES:
-        raise UnsupportedModelError(f"{kind} is not supported: {REFUSED_SCHEME_FAMILIES[kind]}")
+        kind = "falcon-rope"  # Falcon without ALiBi is a RoPE model
     if kind in MLA_FAMILIES:
         return _mla_layers(model, config, MLA_FAMILIES[kind])
     if kind in ABSOLUTE_FAMILIES or kind in ALIBI_FAMILIES:
@@ -109,7 +100,7 @@ def schemes(model: Any) -> list[LayerScheme]:
         raise NotRopeModelError(
             f"{error}; lens-possym knows the schemes of RoPE models, "
             f"{', '.join(sorted(ABSOLUTE_FAMILIES))} (absolute) and "
-            f"{', '.join(sorted(ALIBI_FAMILIES))} (ALiBi) and "
+            f"{', '.join(sorted(ALIBI_FAMILIES))} (ALiBi; Falcon with alibi=True) and "
             f"{', '.join(sorted(MLA_FAMILIES))} (MLA)") from None
     return [LayerScheme(s.layer, Rope(spec=s), s.n_heads, s.d_head, s.q_hook, s.k_hook,
                         s.pattern_hook, s.scores_hook) for s in specs]
@@ -152,6 +143,8 @@ def positional_scheme(model: Any, layer: int) -> PositionalScheme:
 def _scale(kind: str, config: Any, d_head: int) -> float:
     if kind == "gpt_neo":
         return 1.0  # GPT-Neo does not scale q·k
+    if kind == "falcon":
+        return 1 / math.sqrt(config.hidden_size // config.num_attention_heads)
     if kind == "mpt":
         scale = (getattr(config, "attn_config", None) and config.attn_config.softmax_scale)
         return float(scale) if scale else 1 / math.sqrt(d_head)
@@ -165,6 +158,12 @@ def _window(kind: str, config: Any, layer: int) -> int | None:
 
 
 def _alibi_slopes(kind: str, config: Any, n_heads: int):
+    if kind == "falcon":
+        # Falcon (eager attention, as the bridge runs it) adds slope·m/√d_head twice: once
+        # folded into the causal mask and once in (q·k + slope·m)/√d_head. The slopes here are
+        # what the model adds; swap_scores checks them against its attention every time.
+        d_head = config.hidden_size // config.num_attention_heads
+        return alibi_slopes(n_heads) * 2 / math.sqrt(d_head)
     if kind == "mpt":
         import torch
 

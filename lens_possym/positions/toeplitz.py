@@ -50,7 +50,7 @@ from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_tokens
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
-from ._bridge import run_capturing
+from ._bridge import keys_for_heads, run_capturing
 from .absolute import Absolute
 from .base import causal_visible
 from .bias import AdditiveBias
@@ -211,7 +211,8 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
             terms = _absolute_terms(model, tokens, ls, heads)
     elif isinstance(scheme, (AdditiveBias, NoPE)):
         got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
-        q, k = got[ls.q_hook][:, :, heads], got[ls.k_hook][:, :, heads]
+        q = got[ls.q_hook][:, :, heads]
+        k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads)
         terms = {"content": torch.einsum("bnhd,bmhd->bhnm", q, k) * scheme.scale}
         if isinstance(scheme, AdditiveBias):
             positions = torch.arange(n_pos)

@@ -37,7 +37,7 @@ from torch import Tensor
 from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
 from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
-from ..positions._bridge import run_capturing
+from ..positions._bridge import keys_for_heads, run_capturing
 from ..positions.absolute import Absolute
 from ..positions.mla import MLA, mla_parts
 from ..positions.rope import Rope
@@ -67,7 +67,7 @@ def _content_site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, head
 
         keys = run_capturing(model, tokens[b : b + 1].expand(n_pos, -1), [ls.k_hook],
                              fwd_hooks=[(f"blocks.{ls.layer}.hook_resid_pre", place)])[ls.k_hook]
-        keys = keys[:, :, heads]                                          # [c, p, h, d]
+        keys = keys_for_heads(keys, heads, ls.n_heads)                    # [c, p, h, d]
         out.append(torch.einsum("hd,cphd->hpc", q[b], keys) * ls.scheme.scale)
     full = torch.stack(out)
     visible = _visible(ls, qpos, n_pos).to(full.device)
@@ -120,7 +120,7 @@ def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
         return cross_logit_factors(inputs, heads, dtype=dtype).head_full()
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     q = got[ls.q_hook][:, qpos][:, heads].to(dtype)
-    k = got[ls.k_hook][:, :, heads].to(dtype)
+    k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads).to(dtype)
     return scheme.cross_logits(q, k, qpos)
 
 

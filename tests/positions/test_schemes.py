@@ -18,7 +18,7 @@ import lens_possym as lp
 from lens_possym.capture import capture_attention_inputs
 from lens_possym.decompose import decompose_inputs
 from lens_possym.errors import (InvalidSelectionError, LensPossymError, NoFrequenciesError,
-                                UnsupportedModelError)
+                                NotRopeModelError)
 from lens_possym.models.tiny_schemes import SCHEME_FAMILIES, tiny_scheme_model
 from lens_possym.positions import (MLA, Absolute, AdditiveBias, NoPE, Rope, alibi_slopes,
                                    positional_scheme, schemes, t5_bucket)
@@ -238,14 +238,22 @@ def test_scheme_detection(models):
     neo = schemes(models["gpt_neo"])
     assert [ls.scheme.window for ls in neo] == [None, 4]
     assert isinstance(positional_scheme(models["mpt"], 0), AdditiveBias)
+    assert isinstance(positional_scheme(models["falcon"], 0), AdditiveBias)
     assert isinstance(positional_scheme(lp.tiny_model("llama"), 0), Rope)
 
 
-def test_refused_family_names_the_reason():
-    falcon = tiny_scheme_model("falcon")
-    with pytest.raises(UnsupportedModelError, match="falcon") as error:
-        schemes(falcon)
+def test_unknown_scheme_names_the_known_ones():
+    import transformers
+
+    config = transformers.GPTBigCodeConfig(vocab_size=len(lp.models.tiny.TINY_VOCAB),
+                                           n_embd=32, n_layer=1, n_head=2, n_positions=64)
+    model = lp.from_hf(transformers.GPTBigCodeForCausalLM(config).eval(),
+                       lp.models.tiny_tokenizer())
+    with pytest.raises(NotRopeModelError, match="gpt2.*bloom.*deepseek_v2") as error:
+        schemes(model)
     assert isinstance(error.value, LensPossymError) and isinstance(error.value, ValueError)
+    with pytest.raises(InvalidSelectionError, match="unknown family"):
+        tiny_scheme_model("t5")
 
 
 # ---- the figure of term magnitudes --------------------------------------------------------
