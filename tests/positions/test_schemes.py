@@ -431,3 +431,22 @@ def test_closed_form_equals_recomputing_every_swap_for_each_scheme(kind):
         ref_pos, ref_sym = acc.result()
         assert torch.allclose(pos, ref_pos, atol=1e-12)
         assert torch.allclose(sym, ref_sym, atol=1e-12)
+
+
+def test_rope_models_are_scored_by_the_rope_path():
+    """The dispatch sends every-RoPE models, at the layer site, to the per-frequency path
+    unchanged: the result is exactly the closed form of ``scores.exact`` on their factors."""
+    from lens_possym.scores.crosslogits import cross_logit_factors
+    from lens_possym.scores.exact import exact_swap_scores
+
+    model = lp.tiny_model("qwen2", dtype=torch.float64)
+    scores = swap_scores(model, PROMPT, layers=1, tau=0.05, exclude_bos=False)
+    inputs = capture_attention_inputs(model, PROMPT, 1)[1]
+    factors = cross_logit_factors(inputs, list(range(inputs.spec.n_heads)))
+    swaps = swap_set("token", int(inputs.query_positions[0]), factors.visible)
+    direct = exact_swap_scores(factors, swaps, tau=0.05)
+    # (to the last bit but one: the prompt mean of the assembly rounds once)
+    for name in ("pos", "sym", "pos_freq", "sym_freq"):
+        assert torch.allclose(getattr(scores, name)[1], getattr(direct, name)[0], rtol=0,
+                              atol=1e-15)
+    assert scores.config.swap_site == "layer"
