@@ -17,6 +17,7 @@ import torch
 
 from .._json import JsonConfig
 from ..errors import InvalidSelectionError
+from ..positions.base import SWAP_SITES
 from .exact import MAX_ELEMENTS
 
 __all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
@@ -24,7 +25,6 @@ __all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
 METHODS = ("exact", "rerun")
 SWAPS = ("token", "block")
 COSINES = ("clamped", "scale_free")
-from ..positions.base import SWAP_SITES  # noqa: E402  (one list of sites)
 _DTYPES = ("float64", "float32")
 
 

@@ -112,7 +112,10 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
     Raises:
         InvalidSelectionError: a bad setting, bad layers/heads/positions, an empty or
             too-long prompt, too few keys for the swaps.
-        NotRopeModelError: the model has no rotary embedding.
+        NotRopeModelError: the model has no positional scheme lens-possym knows.
+        NoFrequenciesError: ``per_frequency=True`` on a layer without frequencies (absolute,
+            ALiBi): models that are not all RoPE, and any ``swap_site`` other than
+            ``"layer"``, are scored by :func:`~lens_possym.scores.sites.site_swap_scores`.
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
     config = (config or ScoreConfig()).replace(**settings)
