@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "LensPossymError",
     "NotRopeModelError",
+    "NoFrequenciesError",
     "UnsupportedModelError",
     "ModelNotInstalledError",
     "UnknownModelError",
@@ -32,6 +33,11 @@ class LensPossymError(Exception):
 
 class NotRopeModelError(LensPossymError, ValueError):
     """The model has no rotary position embedding, so there is nothing to decompose."""
+
+
+class NoFrequenciesError(LensPossymError, ValueError):
+    """A per-frequency question about a head whose positional scheme has no frequencies
+    (NoPE, absolute, ALiBi, T5 biases)."""
 
 
 class UnsupportedModelError(LensPossymError, ValueError):

@@ -17,9 +17,10 @@ import torch
 
 from .._json import JsonConfig
 from ..errors import InvalidSelectionError
+from ..positions.base import SWAP_SITES
 from .exact import MAX_ELEMENTS
 
-__all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES"]
+__all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
 
 METHODS = ("exact", "rerun")
 SWAPS = ("token", "block")
@@ -52,6 +53,10 @@ class ScoreConfig(JsonConfig):
             (a ``torch.dtype`` is accepted and stored by name).
         batch_size: swaps per re-run batch (``method="rerun"``).
         max_elements: memory bound of the exact method's intermediates.
+        swap_site: where a swap exchanges contents: ``"layer"`` (rows of the layer input:
+            Definition 2 where position enters inside the head), ``"content"`` (token
+            embeddings only, position embeddings kept: absolute-PE models) or ``"input"``
+            (token ids, the model re-run); see ``docs/positional_schemes.md``.
     """
 
     method: Literal["exact", "rerun"] = "exact"
@@ -67,11 +72,13 @@ class ScoreConfig(JsonConfig):
     dtype: str = "float64"
     batch_size: int = 64
     max_elements: int = MAX_ELEMENTS
+    swap_site: Literal["layer", "content", "input"] = "layer"
 
     def __post_init__(self) -> None:
         _choice("method", self.method, METHODS)
         _choice("swap kind", self.swap, SWAPS)
         _choice("cosine", self.cosine, COSINES)
+        _choice("swap site", self.swap_site, SWAP_SITES)
         if isinstance(self.dtype, torch.dtype):
             object.__setattr__(self, "dtype", str(self.dtype).replace("torch.", ""))
         _choice("dtype", self.dtype, _DTYPES)

@@ -112,10 +112,18 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
     Raises:
         InvalidSelectionError: a bad setting, bad layers/heads/positions, an empty or
             too-long prompt, too few keys for the swaps.
-        NotRopeModelError: the model has no rotary embedding.
+        NotRopeModelError: the model has no positional scheme lens-possym knows.
+        NoFrequenciesError: ``per_frequency=True`` on a layer without frequencies (absolute,
+            ALiBi): models that are not all RoPE, and any ``swap_site`` other than
+            ``"layer"``, are scored by :func:`~lens_possym.scores.sites.site_swap_scores`.
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
     config = (config or ScoreConfig()).replace(**settings)
+    if config.swap_site != "layer" or not _all_rope(model):
+        from .sites import site_swap_scores
+
+        return site_swap_scores(model, input, config, layers=layers, heads=heads,
+                                progress=progress)
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
     tokens = as_tokens(model, input)
@@ -130,6 +138,16 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
                      n_heads=max(spec.n_heads for spec in specs),
                      n_freqs=max(spec.n_freqs for spec in specs), n_tokens=tokens.shape[1],
                      model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")))
+
+
+def _all_rope(model: HookedModel) -> bool:
+    """Whether every layer is RoPE (the per-frequency path); other schemes go to
+    :func:`~lens_possym.scores.sites.site_swap_scores`."""
+    if callable(getattr(model, "lens_possym_rope_specs", None)):
+        return True
+    from ..positions import Rope, schemes
+
+    return all(isinstance(ls.scheme, Rope) for ls in schemes(model))
 
 
 def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, heads: list[int],

@@ -20,6 +20,7 @@ from .scores import (
     plot_score_heatmaps,
     plot_swap_attention,
 )
+from .schemes import plot_toeplitz_terms
 from .synthetic import (
     plot_accuracy_by_position,
     plot_accuracy_vs_freq,
@@ -31,6 +32,7 @@ from .synthetic import (
 )
 
 __all__ = [
+    "plot_toeplitz_terms",
     "frequency_axis",
     "plot_frequency_profile",
     "plot_logit_norms",

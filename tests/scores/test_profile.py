@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import lens_possym as lp
-from lens_possym.errors import InvalidSelectionError, NotRopeModelError
+from lens_possym.errors import InvalidSelectionError, NoFrequenciesError, NotRopeModelError
 from lens_possym.scores import PosSymScores, ScoreConfig, pearson_r, swap_scores
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
@@ -117,12 +117,20 @@ def test_bad_input_is_a_clear_error(llama):
 
 
 def test_non_rope_model_is_rejected():
+    """A model with no known scheme is refused; a known non-RoPE one (GPT-2) is scored
+    whole-head only (tests/positions), and asking it for frequencies says so."""
     import transformers
 
+    config = transformers.GPTBigCodeConfig(vocab_size=len(lp.models.tiny.TINY_VOCAB),
+                                           n_embd=32, n_layer=1, n_head=2, n_positions=64)
+    model = lp.from_hf(transformers.GPTBigCodeForCausalLM(config).eval(),
+                       lp.models.tiny_tokenizer())
+    with pytest.raises(NotRopeModelError, match="no rotary position embedding"):
+        swap_scores(model, PROMPT)
     config = transformers.GPT2Config(vocab_size=len(lp.models.tiny.TINY_VOCAB), n_embd=32,
                                      n_layer=1, n_head=2, n_positions=64)
     model = lp.from_hf(transformers.GPT2LMHeadModel(config).eval(), lp.models.tiny_tokenizer())
-    with pytest.raises(NotRopeModelError, match="no rotary position embedding"):
+    with pytest.raises(NoFrequenciesError, match="per_frequency=False"):
         swap_scores(model, PROMPT)
 
 

@@ -1,0 +1,104 @@
+r"""What a positional scheme is, as far as the analysis needs to know: :class:`PositionalScheme`.
+
+Paper A's Definition 2 speaks of a logit function :math:`L(x_m, m, x_n, n)` with content
+and position kept apart, whatever the encoding. A scheme answers three questions about one
+attention layer:
+
+* **where position enters** (:attr:`~PositionalScheme.site`): ``"inside"`` the head (RoPE,
+  additive biases such as ALiBi or T5's, MLA's decoupled RoPE part, and NoPE, where it
+  enters nowhere) or at the ``"input"`` (absolute encodings added to the token embedding).
+  Inside, the layer input's rows *are* contents, and a layer-local row swap is Definition
+  2's swap; at the input, a row carries its position with it (see ``docs/positional_schemes.md``).
+* **the cross-logit matrix** :math:`C[p, c]`: the logit the query at :math:`n` gives the
+  content of row :math:`c` placed at position :math:`p` (:meth:`~PositionalScheme.cross_logits`;
+  its diagonal is the clean logit row). The closed-form swap scores need nothing else.
+* **frequencies**: whether the logits split into per-frequency terms (RoPE, MLA's RoPE
+  part); a scheme without them raises :class:`~lens_possym.errors.NoFrequenciesError`
+  when asked for per-frequency anything.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from ..errors import NoFrequenciesError
+
+__all__ = ["PositionalScheme", "Site", "SwapSite", "causal_visible"]
+
+Site = Literal["inside", "input"]
+#: Where a swap exchanges contents: the rows of the layer input (``"layer"``), the content
+#: part of an absolute-PE model's first-layer input (``"content"``: token embeddings, the
+#: position embeddings kept), or the token ids of the whole input, re-run (``"input"``).
+SwapSite = Literal["layer", "content", "input"]
+SWAP_SITES = ("layer", "content", "input")
+
+
+def causal_visible(query_position: int, n_pos: int, window: int | None = None
+                   ) -> Bool[Tensor, "pos"]:
+    """Keys ``m`` the query at ``n`` sees: ``m <= n`` and, with a window, ``n - m < window``."""
+    m = torch.arange(n_pos)
+    visible = m <= query_position
+    if window is not None:
+        visible &= query_position - m < window
+    return visible
+
+
+class PositionalScheme:
+    """Base class of the schemes; subclasses set :attr:`name`, :attr:`site` and override
+    :meth:`bias` (additive schemes) or :meth:`cross_logits` (multiplicative ones).
+
+    Attributes:
+        name: e.g. ``"nope"``, ``"alibi"``, ``"absolute"``, ``"rope"``.
+        site: ``"inside"`` or ``"input"`` (module docstring).
+        scale: factor on ``q·k``.
+        window: sliding window of the layer, or ``None``.
+    """
+
+    name: str = "scheme"
+    site: Site = "inside"
+    scale: float = 1.0
+    window: int | None = None
+
+    @property
+    def has_frequencies(self) -> bool:
+        return False
+
+    def frequency_angles(self) -> Float[Tensor, "freq"]:
+        """Angle per position of each frequency id; schemes without frequencies raise."""
+        raise NoFrequenciesError(
+            f"a {self.name} head has no frequencies, so there is nothing to score or ablate "
+            f"per frequency; use whole-head scores (per_frequency=False)")
+
+    def bias(self, query_positions: Int[Tensor, "query_pos"], key_positions: Int[Tensor, "key_pos"]
+             ) -> Float[Tensor, "head_index query_pos key_pos"] | None:
+        """The additive position term ``B[h, n, m]`` of the logits (Toeplitz up to a per-row
+        constant), or ``None`` where position adds nothing inside the head."""
+        return None
+
+    def cross_logits(self, q: Float[Tensor, "batch head_index d_head"],
+                     k: Float[Tensor, "batch pos head_index d_head"], query_position: int
+                     ) -> Float[Tensor, "batch head_index pos pos"]:
+        r"""``C[b, h, p, c] = s·⟨q_n, k_c⟩ + B[h, n, p]`` for un-positioned ``q``, ``k``
+        (rows: position ``p``, columns: content ``c``); positions the query cannot see
+        are ``-inf``.
+
+        For an ``"input"``-site scheme this is the logit of a layer-input row ``c`` moved to
+        ``p`` *with its position*: the layer-local swap (see :mod:`lens_possym.scores.sites`).
+        """
+        n_pos = k.shape[1]
+        content = torch.einsum("bhd,bchd->bhc", q, k) * self.scale           # [b, h, c]
+        full = content[:, :, None, :].expand(-1, -1, n_pos, -1).clone()
+        positions = torch.arange(n_pos)
+        bias = self.bias(torch.tensor([query_position]), positions)
+        if bias is not None:
+            full = full + bias[:, 0, :, None].to(full)[None]
+        visible = causal_visible(query_position, n_pos, self.window).to(full.device)
+        return full.masked_fill(~visible[:, None], float("-inf"))
+
+    def describe(self) -> str:
+        where = "inside the head" if self.site == "inside" else "at the input"
+        return f"{self.name} (position enters {where})"

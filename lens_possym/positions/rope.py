@@ -1,0 +1,112 @@
+"""RoPE as a positional scheme: a thin view of :class:`lens_possym.rope.RopeSpec`.
+
+Everything RoPE-specific (geometry, probes, tables, the per-frequency cross-logit factors)
+stays in :mod:`lens_possym.rope` and :mod:`lens_possym.scores.crosslogits`, unchanged, so
+RoPE results are bit for bit what they were; this class only answers the scheme questions.
+RoPE on some dims only (partial rotary) is the spec's tail, a NoPE part with angle 0;
+RoPE on some heads only is :class:`HeadwiseRope`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ..rope import RopeSpec
+from .base import PositionalScheme
+
+__all__ = ["Rope", "HeadwiseRope"]
+
+
+@dataclass(frozen=True, eq=False)
+class Rope(PositionalScheme):
+    """RoPE on one layer; :attr:`spec` is its full geometry."""
+
+    spec: RopeSpec = field(repr=False, default=None)
+    name: str = "rope"
+    site: str = "inside"
+
+    @property
+    def scale(self) -> float:  # type: ignore[override]
+        return float(self.spec.scale)
+
+    @property
+    def window(self) -> int | None:  # type: ignore[override]
+        return self.spec.window
+
+    @property
+    def has_frequencies(self) -> bool:
+        return True
+
+    def frequency_angles(self) -> Tensor:
+        return self.spec.angles
+
+    def cross_logits(self, q, k, query_position):  # noqa: D102
+        raise NotImplementedError(
+            "RoPE's cross-logits come from lens_possym.scores.crosslogits.cross_logit_factors "
+            "(per frequency, with the model's own tables)")
+
+
+@dataclass(frozen=True, eq=False)
+class HeadwiseRope(PositionalScheme):
+    r"""RoPE on only some heads of a layer; the others are NoPE.
+
+    A NoPE head is a RoPE head whose every angle is 0, so one formula covers both: with
+    :math:`\theta_{h,f} = \theta_f` on the rotated heads and 0 on the others,
+
+    .. math::
+
+        C_f[p, c] = s\,\mathrm{Re}\big[q_{n,f}\,\overline{k_{c,f}}\,e^{i(n-p)\theta_{h,f}}\big],
+        \qquad C = \sum_f C_f,
+
+    and the per-frequency ids are the same on every head (on a NoPE head each id is a 2-D
+    content part, which scores symbolic). Works on un-rotated ``q``/``k`` a caller provides.
+
+    Attributes:
+        inv_freq: ``[F]`` angles per position of the pairs (``d_head = 2F``).
+        rope_heads: the heads that rotate.
+        pairing: ``"half"`` or ``"adjacent"``.
+    """
+
+    inv_freq: Tensor = None
+    rope_heads: tuple[int, ...] = ()
+    pairing: str = "half"
+    scale: float = 1.0
+    window: int | None = None
+    name: str = "headwise-rope"
+    site: str = "inside"
+
+    @property
+    def has_frequencies(self) -> bool:
+        return True
+
+    def frequency_angles(self) -> Tensor:
+        return self.inv_freq.detach().double().cpu()
+
+    def head_angles(self, n_heads: int) -> Tensor:
+        """``[head_index, freq]``: :attr:`inv_freq` on the rotated heads, 0 elsewhere."""
+        rotated = torch.zeros(n_heads, dtype=torch.bool)
+        rotated[list(self.rope_heads)] = True
+        return torch.where(rotated[:, None], self.frequency_angles()[None], 0.0)
+
+    def frequency_cross_logits(self, q: Tensor, k: Tensor, query_position: int) -> Tensor:
+        """``C_f[b, h, f, p, c]`` from un-rotated ``q`` (``[b, h, d]``) and ``k``
+        (``[b, pos, h, d]``)."""
+        from .base import causal_visible
+        from .mla import complex_pairs
+
+        n_pos, n_heads = k.shape[1], k.shape[2]
+        product = complex_pairs(q, self.pairing)[:, :, None] * \
+            complex_pairs(k, self.pairing).conj().transpose(1, 2)          # [b, h, c, F]
+        offset = query_position - torch.arange(n_pos, dtype=torch.float64)  # n − p
+        angle = offset[None, :, None] * self.head_angles(n_heads)[:, None]  # [h, p, F]
+        kernel = torch.polar(torch.ones_like(angle), angle).to(product.device)
+        terms = (product[:, :, None] * kernel[None, :, :, None]).real * self.scale
+        terms = terms.permute(0, 1, 4, 2, 3)                                # [b, h, F, p, c]
+        visible = causal_visible(query_position, n_pos, self.window).to(terms.device)
+        return terms.masked_fill(~visible[:, None], float("-inf"))
+
+    def cross_logits(self, q: Tensor, k: Tensor, query_position: int) -> Tensor:
+        return self.frequency_cross_logits(q, k, query_position).sum(2)

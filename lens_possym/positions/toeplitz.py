@@ -1,0 +1,315 @@
+r"""Toeplitz decompositions of attention logits (paper B): content and position terms.
+
+**Additive schemes.** Where a layer's input splits as :math:`x = c + p` and the head is
+affine in it (:math:`q = W_Q x + b_Q`, likewise :math:`k`), the logit of query :math:`n` on
+key :math:`m` splits into
+
+.. math::
+
+    s\,q_n\cdot k_m + B_{nm} = \underbrace{s\,q^c_n\cdot k^c_m}_{cc}
+      + \underbrace{s\,q^c_n\cdot k^p_m}_{cp} + \underbrace{s\,q^p_n\cdot k^c_m}_{pc}
+      + \underbrace{s\,q^p_n\cdot k^p_m}_{pp} + \underbrace{\dots}_{bias}
+
+with :math:`B` the additive Toeplitz bias of the scheme (ALiBi, T5, table) and *bias* every
+term holding :math:`b_Q`, :math:`b_K` or a layer norm's shift. At the first layer of an
+absolute-PE model, :math:`x = c + p` exactly (token plus position embedding); the layer
+norm in front is not linear, but it is affine once its row statistics are fixed:
+
+.. math::
+
+    \mathrm{LN}(c + p) = \gamma\odot\frac{c - \bar c}{\sigma}
+                      + \gamma\odot\frac{p - \bar p}{\sigma} + \beta,
+    \qquad \sigma = \sqrt{\mathrm{Var}(c + p) + \epsilon},
+
+so with each row's own :math:`\sigma` (which depends on both parts) the split is exact:
+:func:`toeplitz_terms` computes it and checks that the terms add up to the model's
+scores. Deeper layers have no such split (the residual stream mixes content and position
+non-linearly); there the swap scores at the ``"input"`` site are the tool
+(:mod:`lens_possym.scores.sites`), and :func:`toeplitz_terms` refuses with that advice.
+
+**RoPE** is multiplicative: with pairs as complex numbers, frequency :math:`f`'s term is
+
+.. math::
+
+    \lambda^{(f)}_{nm} = s\,\mathrm{Re}\big[\,q_{n,f}\,\overline{k_{m,f}}\;e^{i(n-m)\theta_f}\big],
+
+a content product times the Toeplitz kernel :math:`e^{i(n-m)\theta_f}` (a Hadamard
+product, per frequency); :func:`rope_hadamard_terms` computes it in that form, and it equals
+:func:`lens_possym.decompose.decompose_inputs` (the relative form ``cos·X + sin·Y`` is its
+real and imaginary part).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from .._inputs import ModelInput, as_heads, as_tokens
+from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
+from ._bridge import keys_for_heads, run_capturing
+from .absolute import Absolute
+from .base import causal_visible
+from .bias import AdditiveBias
+from .mla import MLA, mla_parts
+from .detect import LayerScheme, schemes
+from .nope import NoPE
+from .rope import Rope
+
+__all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TermMagnitudes",
+           "toeplitz_magnitudes", "TOLERANCE"]
+
+#: largest |sum of terms − model scores| accepted, relative to the scores' scale
+TOLERANCE = 1e-6
+
+
+@dataclass
+class ToeplitzTerms:
+    """A layer's logits split into named terms, each ``[batch, head_index, query_pos, key_pos]``.
+
+    Attributes:
+        layer, heads: where they come from.
+        scheme: the layer's scheme name.
+        terms: ``{"cc", "cp", "pc", "pp", "bias"}`` (absolute, layer 0), ``{"content",
+            "bias"}`` (additive biases), ``{"content"}`` (NoPE), ``{"f0", "f1", ...}`` (RoPE),
+            ``{"f0", ..., "content"}`` (MLA: its RoPE pairs and its content part).
+        mask: ``[query_pos, key_pos]`` keys each query may attend to.
+        max_abs_error: largest ``|Σ terms − model scores|`` over visible entries.
+    """
+
+    layer: int
+    heads: list[int]
+    scheme: str
+    terms: dict[str, Float[Tensor, "batch head_index query_pos key_pos"]]
+    mask: Bool[Tensor, "query_pos key_pos"]
+    max_abs_error: float = float("nan")
+
+    def total(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        return sum(self.terms.values())
+
+    def magnitudes(self) -> dict[str, Float[Tensor, "head_index"]]:
+        """Mean ``|term|`` over prompts and visible (query, key) entries, per head."""
+        first = next(iter(self.terms.values()))
+        mask = self.mask.to(first.device, first.dtype)
+        return {name: (t.abs() * mask).sum((-1, -2)).mean(0) / mask.sum()
+                for name, t in self.terms.items()}
+
+
+def _ln_and_projections(model: Any, layer: int):
+    """``(ln, q_affine, k_affine)`` of an absolute-PE family's attention at ``layer``."""
+    hf = model.original_model
+    kind = hf.config.model_type
+    if kind == "gpt2":
+        block = hf.transformer.h[layer]
+        d = hf.config.n_embd
+        return block.ln_1, (lambda x: block.attn.c_attn(x)[..., :d]), \
+            (lambda x: block.attn.c_attn(x)[..., d:2 * d])
+    if kind == "gpt_neo":
+        block = hf.transformer.h[layer]
+        # the bridge puts its attention wrapper where GPTNeoAttention was; the projections
+        # live on the wrapped GPTNeoSelfAttention
+        attention = getattr(block.attn, "_original_component", None) or block.attn.attention
+        return block.ln_1, attention.q_proj, attention.k_proj
+    if kind == "opt":
+        block = hf.model.decoder.layers[layer]
+        config = hf.config
+        if not config.do_layer_norm_before or config.word_embed_proj_dim != config.hidden_size:
+            raise UnsupportedModelError(
+                "the Toeplitz split needs OPT with the layer norm before attention and no "
+                "input projection (OPT-350m has neither)")
+        return block.self_attn_layer_norm, block.self_attn.q_proj, block.self_attn.k_proj
+    raise UnsupportedModelError(f"no Toeplitz split for the absolute-PE family {kind!r}")
+
+
+def _absolute_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+    if ls.layer != 0:
+        raise InvalidSelectionError(
+            f"an absolute-PE model's logits split into content and position terms only at "
+            f"layer 0, where the input is token plus position embedding; layer {ls.layer}'s "
+            f"input mixes them. Use swap scores at the 'input' site there")
+    names = ["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"]
+    got = run_capturing(model, tokens, names)
+    content, position = got["hook_embed"], got["hook_pos_embed"]
+    x = got["blocks.0.hook_resid_pre"]
+    if (x - content - position).abs().max() > 1e-6 * x.abs().max():
+        raise UnsupportedModelError("the first layer's input is not token + position embedding")
+    ln, q_aff, k_aff = _ln_and_projections(model, 0)
+    sigma = torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + ln.eps)
+    centred = lambda t: (t - t.mean(-1, keepdim=True)) / sigma * ln.weight  # noqa: E731
+    zero = torch.zeros_like(x[..., :1, :])
+    parts = {"c": centred(content), "p": centred(position)}
+    h, d = ls.n_heads, ls.d_head
+
+    def split(affine, part):  # W·part (the affine map minus its offset), [b, pos, h, d]
+        return (affine(part) - affine(zero)).unflatten(-1, (h, d))[:, :, heads]
+
+    q = {n: split(q_aff, t) for n, t in parts.items()}
+    k = {n: split(k_aff, t) for n, t in parts.items()}
+    q["b"] = (q_aff(zero + ln.bias)).unflatten(-1, (h, d))[:, :, heads].expand_as(q["c"])
+    k["b"] = (k_aff(zero + ln.bias)).unflatten(-1, (h, d))[:, :, heads].expand_as(k["c"])
+    dot = lambda a, b: torch.einsum("bnhd,bmhd->bhnm", a, b) * ls.scheme.scale  # noqa: E731
+    terms = {"cc": dot(q["c"], k["c"]), "cp": dot(q["c"], k["p"]), "pc": dot(q["p"], k["c"]),
+             "pp": dot(q["p"], k["p"]),
+             "bias": dot(q["b"], k["c"] + k["p"] + k["b"]) + dot(q["c"] + q["p"], k["b"])}
+    return terms
+
+
+def _mla_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+    """MLA's per-frequency terms of every query row (the diagonals of ``C_f`` per row)."""
+    got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+    q, k = got[ls.q_hook][:, heads], got[ls.k_hook][:, heads]
+    rows = []
+    for n in range(tokens.shape[1]):
+        parts = mla_parts(q, k, ls.d_content, ls.scheme, n)
+        c_f = ls.scheme.frequency_cross_logits(*parts, n)                 # [b, h, f, p, c]
+        rows.append(torch.diagonal(c_f, dim1=-2, dim2=-1).nan_to_num(0.0, neginf=0.0))
+    terms = torch.stack(rows, dim=-2)                                     # [b, h, f, n, m]
+    names = [f"f{f}" for f in range(terms.shape[2] - 1)] + ["content"]
+    return {name: terms[:, :, i] for i, name in enumerate(names)}
+
+
+def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
+                   heads: int | Sequence[int] | None = None, *, check: bool = True
+                   ) -> ToeplitzTerms:
+    """Split ``layer``'s logits (all query rows) into content and position terms.
+
+    Absolute-PE models: layer 0 only (module docstring). Additive biases: ``content`` (``s
+    q·k``) plus the Toeplitz ``bias``. NoPE: ``content``. RoPE: one term per frequency id
+    (the Hadamard form, :func:`rope_hadamard_terms`).
+
+    Raises:
+        DecompositionMismatchError: ``check`` and the terms do not add up to the model's
+            scores (or, where the family has no pre-softmax hook, pattern).
+    """
+    tokens = as_tokens(model, input)
+    layers = schemes(model)
+    if not -len(layers) <= layer < len(layers):
+        raise InvalidSelectionError(
+            f"layer {layer} out of range: the model has {len(layers)} layers")
+    ls = layers[layer]
+    heads = as_heads(heads, ls.n_heads, ls.layer)
+    n_pos = tokens.shape[1]
+    scheme = ls.scheme
+    if isinstance(scheme, Rope):
+        from ..capture import capture_attention_inputs
+
+        inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=None)[ls.layer]
+        per_freq = rope_hadamard_terms(inputs, heads)
+        terms = {f"f{f}": per_freq[..., f] for f in range(per_freq.shape[-1])}
+        mask = inputs.mask().cpu()
+        result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
+        if check and inputs.model_scores is not None:
+            _check(result, inputs.model_scores[:, heads], None)
+        return result
+    if isinstance(scheme, MLA):
+        terms = _mla_terms(model, tokens, ls, heads)
+    elif isinstance(scheme, Absolute):
+        with torch.no_grad():
+            terms = _absolute_terms(model, tokens, ls, heads)
+    elif isinstance(scheme, (AdditiveBias, NoPE)):
+        got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+        q = got[ls.q_hook][:, :, heads]
+        k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads)
+        terms = {"content": torch.einsum("bnhd,bmhd->bhnm", q, k) * scheme.scale}
+        if isinstance(scheme, AdditiveBias):
+            positions = torch.arange(n_pos)
+            terms["bias"] = scheme.bias(positions, positions)[heads][None].to(q)
+    else:
+        raise UnsupportedModelError(
+            f"no Toeplitz split of a {scheme.name} layer read from a model yet")
+    mask = torch.stack([causal_visible(n, n_pos, scheme.window) for n in range(n_pos)])
+    result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
+    if check:
+        names = [ls.scores_hook or ls.pattern_hook]
+        got = run_capturing(model, tokens, names)[names[0]][:, heads]
+        _check(result, None if ls.scores_hook is None else got,
+               got if ls.scores_hook is None else None)
+    return result
+
+
+def _check(result: ToeplitzTerms, scores: Tensor | None, pattern: Tensor | None) -> None:
+    total = result.total()
+    mask = result.mask.to(total.device)
+    if scores is not None:
+        error = ((total - scores.to(total)).abs() * mask).max().item()
+        scale = scores.masked_select(mask.expand_as(scores)).abs().max().item()
+    else:
+        implied = torch.softmax(total.masked_fill(~mask, float("-inf")), -1)
+        error = (implied - pattern.to(total)).abs().max().item()
+        scale = 1.0
+    result.max_abs_error = error
+    if error > TOLERANCE * max(scale, 1.0):
+        raise DecompositionMismatchError(
+            f"the {result.scheme} terms of layer {result.layer} miss the model's "
+            f"{'scores' if scores is not None else 'pattern'} by {error:.3g}; the scheme read "
+            f"from this model is wrong (report the family)")
+
+
+def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torch.float64
+                        ) -> Float[Tensor, "batch head_index query_pos key_pos freq"]:
+    r"""RoPE's per-frequency terms as ``s·Re[q_f conj(k_f) ⊙ e^{i(n−m)θ_f}]``.
+
+    ``inputs``: :class:`~lens_possym.capture.AttentionInputs` (any query rows). The kernel
+    is built from the spec's angles in ``dtype`` (the model's float32 tables agree to
+    rounding). The tail of a partial-rotary head is the last id, with kernel 1.
+    """
+    from ..rope import to_pairs
+
+    spec = inputs.spec
+    q = inputs.q[:, :, heads].to(dtype)
+    k = inputs.k_for_heads(heads).to(dtype)
+    q_pairs, q_tail = to_pairs(q, spec)
+    k_pairs, k_tail = to_pairs(k, spec)
+    zq = torch.complex(q_pairs[..., 0], q_pairs[..., 1])               # [b, n, h, F]
+    zk = torch.complex(k_pairs[..., 0], k_pairs[..., 1])               # [b, m, h, F]
+    content = torch.einsum("bnhf,bmhf->bhnmf", zq, zk.conj())
+    theta = spec.inv_freq.to(dtype)
+    offset = (inputs.query_positions[:, None] - inputs.key_positions[None, :]).to(dtype)
+    kernel = torch.polar(torch.ones_like(offset)[..., None] * spec.attention_scaling ** 2,
+                         offset[..., None] * theta)                    # [n, m, F]
+    terms = (content * kernel.to(content.device)).real * spec.scale
+    if spec.has_tail:
+        tail = torch.einsum("bnhd,bmhd->bhnm", q_tail, k_tail) * spec.scale
+        terms = torch.cat([terms, tail[..., None]], dim=-1)
+    return terms
+
+
+@dataclass
+class TermMagnitudes:
+    """Mean ``|term|`` per layer and head: ``values[n_layers, n_heads, n_terms]`` (``nan`` where
+    a layer has no split, e.g. an absolute-PE model past layer 0); ``names`` the terms."""
+
+    values: Float[Tensor, "n_layers n_heads n_terms"]
+    names: list[str]
+    scheme: str
+
+
+def toeplitz_magnitudes(model: Any, input: ModelInput,
+                        layers: int | Sequence[int] | None = None) -> TermMagnitudes:
+    """:meth:`ToeplitzTerms.magnitudes` of every layer that has a split, in one tensor.
+
+    Absolute-PE models split at layer 0 only; the other layers are left ``nan`` (asking
+    for them explicitly raises, as :func:`toeplitz_terms` does).
+    """
+    from .._inputs import as_layers
+
+    layer_schemes = schemes(model)
+    asked = layers is not None
+    chosen = as_layers(layers, len(layer_schemes))
+    found: dict[int, dict[str, Tensor]] = {}
+    for layer in chosen:
+        if isinstance(layer_schemes[layer].scheme, Absolute) and layer > 0 and not asked:
+            continue
+        found[layer] = toeplitz_terms(model, input, layer).magnitudes()
+    names = list(dict.fromkeys(name for terms in found.values() for name in terms))
+    n_heads = max(ls.n_heads for ls in layer_schemes)
+    values = torch.full((len(layer_schemes), n_heads, len(names)), float("nan"),
+                        dtype=torch.float64)
+    for layer, terms in found.items():
+        for t, name in enumerate(names):
+            if name in terms:
+                values[layer, : len(terms[name]), t] = terms[name].detach().double().cpu()
+    return TermMagnitudes(values, names, layer_schemes[chosen[0]].scheme.name)
