@@ -19,8 +19,10 @@ import json
 import time
 from pathlib import Path
 
+from .._json import dumps
 from ..interventions.modes import MODES, SIDES
 from ._model_args import add_model_args, load_from_args
+from .profile import command_line
 
 
 def register(sub) -> None:
@@ -61,6 +63,11 @@ def _table(rows: list[tuple[str, float, float]]) -> str:
     for label, before, after in rows:
         lines.append(f"  {label:<20} {before:>8.3f} {after:>8.3f} {after - before:>+8.3f}")
     return "\n".join(lines)
+
+
+def _task_info(task, args) -> dict:
+    return {"n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
+            "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
 
 
 def run(args) -> int:
@@ -116,7 +123,13 @@ def run(args) -> int:
                           "logit_diff": after.logit_diff},
             }
             (out / "ablate.json").write_text(json.dumps(payload, indent=1))
-            print(f"wrote {out / 'ablate.json'}")
+            from ..report import ablation_report
+
+            ablation_report(model=args.model, selection=payload["selection"], mode=args.mode,
+                            side=args.side, before=payload["before"], after=payload["after"],
+                            task=_task_info(task, args), command=command_line()
+                            ).save(out / "report.html")
+            print(f"wrote {out / 'ablate.json'} and {out / 'report.html'}")
         return 0
 
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
@@ -144,7 +157,7 @@ def run(args) -> int:
         payload = {"model": args.model, "task": "binding", "n_prompts": task.n_prompts,
                    "n_pairs": task.n_pairs, "seed": args.seed, "seconds": seconds,
                    **sweep.to_dict()}
-        (out / "sweep.json").write_text(json.dumps(payload, indent=1))
+        (out / "sweep.json").write_text(dumps(payload, indent=1))
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
         from ..viz import plot_band_sweep
@@ -156,5 +169,9 @@ def run(args) -> int:
             axes = fig.subplots(1, len(sweep.band_names), sharey=True, squeeze=False)[0]
             plot_band_sweep(sweep, metric, axes=axes)
             fig.savefig(out / f"sweep_{metric}.png", dpi=120)
-        print(f"wrote {out / 'sweep.json'} and {out}/sweep_*.png")
+        from ..report import band_sweep_report
+
+        band_sweep_report(sweep, model=args.model, task=_task_info(task, args),
+                          seconds=seconds, command=command_line()).save(out / "report.html")
+        print(f"wrote {out / 'sweep.json'}, {out / 'report.html'} and {out}/sweep_*.png")
     return 0

@@ -83,19 +83,21 @@ def run(args) -> int:
     path = scores.save(out / "scores.json")
     written = [path]
     if not args.no_report:
-        from ..report import attention_view_html, save_profile_figures, write_report
-        from ..viz import pick_example_heads
+        from ..report import profile_report, save_profile_figures
 
         figures = save_profile_figures(model, scores, tokens, out)
-        heads = list(dict.fromkeys(pick_example_heads(scores).values()))
-        view = attention_view_html(model, tokens, heads)
-        command = "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         written += list(figures.values())
-        written.append(write_report(out / "report.html", scores, figures, attention_html=view,
-                                    prompt=first_prompt, command=command))
+        report = profile_report(model, scores, tokens, command=command_line(),
+                                prompt=first_prompt, figures=figures)
+        written.append(report.save(out / "report.html"))
     _print_summary(scores, time.perf_counter() - start)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def command_line() -> str:
+    """The command as typed (for the report's header)."""
+    return "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 def _print_summary(scores, seconds: float) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from ..errors import LensPossymError
 
 __all__ = ["find_chromium", "render_offline", "BrowserRun", "BrowserMissingError",
-           "BROWSER_OWN_HOSTS"]
+           "BROWSER_OWN_HOSTS", "inked_fraction"]
 
 #: hosts Chromium itself contacts in the background, whatever the page
 BROWSER_OWN_HOSTS = ("update.googleapis.com", "accounts.google.com", "clients2.google.com")
@@ -106,15 +106,17 @@ def _chromium_args(browser: str, proxy_port: int, profile: str) -> list[str]:
         f"--user-data-dir={profile}",
         f"--proxy-server=http://127.0.0.1:{proxy_port}", "--proxy-bypass-list=<-loopback>",
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--virtual-time-budget=15000",
+        "--virtual-time-budget=5000",
     ]
 
 
 def render_offline(html_path: str | Path, *, screenshot: str | Path | None = None,
-                   fragment: str = "", width: int = 1280, height: int = 4000,
-                   browser: str | None = None, timeout: float = 120.0) -> BrowserRun:
-    """Load ``html_path`` in headless Chromium, offline; return its DOM, the requests it
-    made and (``screenshot``) a PNG of the first ``width × height`` pixels.
+                   dom: bool = True, fragment: str = "", width: int = 1280,
+                   height: int = 4000, browser: str | None = None,
+                   timeout: float = 120.0) -> BrowserRun:
+    """Load ``html_path`` in headless Chromium, offline (one page load); return its DOM
+    (``dom``), the requests it made and (``screenshot``) a PNG of the first
+    ``width × height`` pixels.
 
     ``fragment`` is appended to the address (e.g. ``"head=3:1"`` opens the profile
     report's explorer on that head).
@@ -131,19 +133,26 @@ def render_offline(html_path: str | Path, *, screenshot: str | Path | None = Non
     try:
         with tempfile.TemporaryDirectory() as profile:
             args = _chromium_args(browser, server.server_address[1], profile)
-            dom = subprocess.run(args + ["--dump-dom", url], capture_output=True, text=True,
-                                 timeout=timeout, check=True).stdout
             shot = None
+            extra = ["--dump-dom"] if dom else []
             if screenshot is not None:
                 shot = Path(screenshot)
                 shot.parent.mkdir(parents=True, exist_ok=True)
-                subprocess.run(args + [f"--window-size={width},{height}",
-                                       f"--screenshot={shot.resolve()}", url],
-                               capture_output=True, timeout=timeout, check=True)
+                extra += [f"--window-size={width},{height}", f"--screenshot={shot.resolve()}"]
+            text = subprocess.run(args + extra + [url], capture_output=True, text=True,
+                                  timeout=timeout, check=True).stdout
     finally:
         server.shutdown()
         server.server_close()
     seen = list(server.seen)  # type: ignore[attr-defined]
     own = [r for r in seen if _host(r) in BROWSER_OWN_HOSTS]
-    return BrowserRun(dom=dom, requests=[r for r in seen if r not in own], background=own,
+    return BrowserRun(dom=text, requests=[r for r in seen if r not in own], background=own,
                       screenshot=shot)
+
+
+def inked_fraction(png: str | Path) -> float:
+    """Share of a screenshot's pixels that are not (near) white: 0 for a blank page."""
+    from matplotlib.image import imread
+
+    pixels = imread(str(png))[..., :3]
+    return float((pixels.min(axis=-1) < 0.9).mean())

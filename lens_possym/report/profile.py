@@ -139,11 +139,14 @@ _CAPTIONS = {
 }
 
 
+def _settings_section(report: Report, scores: PosSymScores) -> None:
+    report.section("Settings", caption="How the scores were computed (only the settings "
+                   "that apply to this run).").key_values(settings_rows(scores))
+
+
 def _head_sections(report: Report, scores: PosSymScores) -> None:
     report.section("Summary", caption="Medians are over the heads of each half of the "
                    "scored layers.").key_values(summary_rows(scores))
-    report.section("Settings", caption="How the scores were computed (only the settings "
-                   "that apply to this run).").key_values(settings_rows(scores))
     report.raw("<div class='cols'><div>")
     report.section("Most positional heads").table(_heads_rows(scores, "pos"))
     report.raw("</div><div>")
@@ -190,6 +193,7 @@ def profile_report(model: HookedModel, scores: PosSymScores, tokens: torch.Tenso
     if prompt:
         report.raw(f"<p class='caption'>Prompt: <code>{_escape(prompt)}</code></p>")
     report.raw(attention_html)
+    _settings_section(report, scores)
     report.glossary(GLOSSARY)
     if figures:
         report.details("Static figures (the PNGs written beside this report)")
@@ -219,5 +223,6 @@ def write_report(path: str | Path, scores: PosSymScores, figures: dict[str, Path
         if prompt:
             report.raw(f"<p class='caption'>Prompt: <code>{_escape(prompt)}</code></p>")
         report.raw(attention_html)
+    _settings_section(report, scores)
     report.glossary(GLOSSARY)
     return report.save(path)
