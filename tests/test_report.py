@@ -148,3 +148,21 @@ def test_figures_take_tensors_that_need_grad():
     assert to_numpy([1.0, 2.0]).tolist() == [1.0, 2.0]
     ax = viz.plot_frequency_profile(values, torch.logspace(0, -3, 8))
     assert ax.lines[0].get_ydata().tolist() == pytest.approx(to_numpy(values).tolist())
+
+
+def test_plane_labels_do_not_overlap(profiled):
+    """Heads close on the plane share one label; every labelled head appears once."""
+    import math
+
+    from lens_possym.viz.scores import _label_groups
+
+    _, _, scores = profiled
+    groups = _label_groups(scores, 4, radius=0.2)
+    anchors = list(groups)
+    assert all(math.dist(a, b) >= 0.2 for i, a in enumerate(anchors) for b in anchors[i + 1:])
+    labels = [name for names in groups.values() for name in names if name != "+"]
+    assert len(labels) == len(set(labels))
+    wanted = set(scores.ranked_heads("pos", 4) + scores.ranked_heads("sym", 4))
+    assert len(labels) <= len(wanted)
+    ax = viz.plot_plane(scores, annotate=4)
+    assert len(ax.texts) == len(groups)

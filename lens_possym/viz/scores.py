@@ -6,6 +6,7 @@ returns what it drew into.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -52,13 +53,29 @@ def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = 
     plt.colorbar(points, ax=ax, label="layer", shrink=0.8)
     _square(ax)
     ax.plot([0, 1], [1, 0], color="0.8", lw=0.8, zorder=0)
-    for by in ("pos", "sym"):
-        for layer, head in scores.ranked_heads(by, annotate):
-            ax.annotate(f"{layer}:{head}", (float(scores.pos[layer, head]),
-                                            float(scores.sym[layer, head])),
-                        fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+    for (x, y), names in _label_groups(scores, annotate).items():
+        ax.annotate(", ".join(names), (x, y), fontsize="x-small", xytext=(3, 3),
+                    textcoords="offset points")
     ax.set_title(f"positional-symbolic plane ({int(keep.sum())} heads)", fontsize="medium")
     return ax
+
+
+def _label_groups(scores: PosSymScores, k: int, radius: float = 0.06
+                  ) -> dict[tuple[float, float], list[str]]:
+    """The ``k`` most positional and ``k`` most symbolic heads' labels, heads closer than
+    ``radius`` on the plane sharing one label (``"3:1, 4:2"``), so labels do not overlap."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    heads = list(dict.fromkeys(scores.ranked_heads("pos", k) + scores.ranked_heads("sym", k)))
+    for layer, head in heads:
+        x, y = float(scores.pos[layer, head]), float(scores.sym[layer, head])
+        near = next((p for p in groups if math.hypot(p[0] - x, p[1] - y) < radius), None)
+        if near is None:
+            groups[(x, y)] = [f"{layer}:{head}"]
+        elif len(groups[near]) < 3:
+            groups[near].append(f"{layer}:{head}")
+        elif not groups[near][-1].startswith("+"):
+            groups[near].append("+")
+    return groups
 
 
 def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = None):
