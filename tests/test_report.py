@@ -165,4 +165,4 @@ def test_plane_labels_do_not_overlap(profiled):
     wanted = set(scores.ranked_heads("pos", 4) + scores.ranked_heads("sym", 4))
     assert len(labels) <= len(wanted)
     ax = viz.plot_plane(scores, annotate=4)
-    assert len(ax.texts) == len(groups)
+    assert len(ax.texts) == len(_label_groups(scores, 4))
