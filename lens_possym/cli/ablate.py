@@ -154,7 +154,8 @@ def run(args) -> int:
     print("mean Δ logit difference per band: " + ", ".join(
         f"{name} {float(v):+.3f}" for name, v in zip(sweep.band_names, mean_effect)))
     if out:
-        payload = {"model": args.model, "task": "binding", "n_prompts": task.n_prompts,
+        payload = {"format": sweep.FORMAT,  # BandSweep.load reads it
+                   "model": args.model, "task": "binding", "n_prompts": task.n_prompts,
                    "n_pairs": task.n_pairs, "seed": args.seed, "seconds": seconds,
                    **sweep.to_dict()}
         (out / "sweep.json").write_text(dumps(payload, indent=1))

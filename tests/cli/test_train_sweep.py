@@ -28,7 +28,8 @@ def test_cli_sweep(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "| 4+0 |" in out and "| 4+1 |" in out
-    for name in ("sweep.json", "table.md", "accuracy_vs_freq.png", "accuracy_by_position.png"):
+    for name in ("sweep.json", "table.md", "accuracy_vs_freq.png", "accuracy_by_position.png",
+                 "report.html"):
         assert (tmp_path / name).is_file(), name
 
 
