@@ -15,8 +15,8 @@ import torch
 
 import lens_possym as lp
 from lens_possym._json import dumps
-from lens_possym.decompose import FrequencyLogits, FrequencyNorms, frequency_norms
-from lens_possym.interventions import BandSweep, HeadSetComparison, compare_with_random_heads
+from lens_possym.decompose import frequency_norms
+from lens_possym.interventions import compare_with_random_heads
 from lens_possym.results_io import LONG_COLUMNS, ResultFileError
 from lens_possym.synthetic.sweeps import SweepResult, SweepRun
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import torch
 from jaxtyping import Float
 from torch import Tensor
 
