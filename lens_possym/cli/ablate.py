@@ -127,7 +127,7 @@ def run(args) -> int:
 
             ablation_report(model=args.model, selection=payload["selection"], mode=args.mode,
                             side=args.side, before=payload["before"], after=payload["after"],
-                            task=_task_info(task, args), command=command_line()
+                            task=_task_info(task, args), command=command_line(args)
                             ).save(out / "report.html")
             print(f"wrote {out / 'ablate.json'} and {out / 'report.html'}")
         return 0
@@ -173,6 +173,6 @@ def run(args) -> int:
         from ..report import band_sweep_report
 
         band_sweep_report(sweep, model=args.model, task=_task_info(task, args),
-                          seconds=seconds, command=command_line()).save(out / "report.html")
+                          seconds=seconds, command=command_line(args)).save(out / "report.html")
         print(f"wrote {out / 'sweep.json'}, {out / 'report.html'} and {out}/sweep_*.png")
     return 0

@@ -87,7 +87,7 @@ def run(args) -> int:
 
         figures = save_profile_figures(model, scores, tokens, out)
         written += list(figures.values())
-        report = profile_report(model, scores, tokens, command=command_line(),
+        report = profile_report(model, scores, tokens, command=command_line(args),
                                 prompt=first_prompt, figures=figures)
         written.append(report.save(out / "report.html"))
     _print_summary(scores, time.perf_counter() - start)
@@ -95,9 +95,16 @@ def run(args) -> int:
     return 0
 
 
-def command_line() -> str:
-    """The command as typed (for the report's header)."""
-    return "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+def command_line(args) -> str:
+    """The command that reproduces this run, every option spelled out (for the report's
+    header): rebuilt from the parsed ``args``, so it is right however ``main`` was called."""
+    words = ["lens-possym", args.command]
+    for dest, value in vars(args).items():
+        if dest in ("command", "func", "verbose") or value is None or value is False:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        words += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _print_summary(scores, seconds: float) -> None:

@@ -66,7 +66,7 @@ def _run(args) -> int:
     print()
     print(result.table())
     paths = save_sweep_figures(result, args.out)
-    toy_sweep_report(result, paths, command=command_line()).save(Path(args.out) / "report.html")
+    toy_sweep_report(result, paths, command=command_line(args)).save(Path(args.out) / "report.html")
     print(f"\nwall time {result.wall_time_s:.1f} s; wrote {args.out}/sweep.json, table.md, "
           + ", ".join(p.name for p in paths) + ", report.html")
     return 0
