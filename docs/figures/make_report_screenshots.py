@@ -22,15 +22,18 @@ from lens_possym.report.browser import inked_fraction, render_offline
 HERE = Path(__file__).resolve().parent
 
 
-def make_reports(out: Path, model: str, *, layers: str | None = None) -> dict[str, Path]:
-    """Profile and band-sweep reports of ``model`` under ``out``; returns their paths."""
+def make_reports(out: Path, model: str, *, layers: str | None = None,
+                 sweep_layers: str | None = None) -> dict[str, Path]:
+    """Profile and band-sweep reports of ``model`` under ``out`` (``layers``: of both,
+    ``sweep_layers``: of the sweep only); returns their paths."""
     profile = ["profile", "--model", model, "--n-prompts", "2", "--n-pairs", "4",
                "--out", str(out / "profile")]
     sweep = ["ablate", "--model", model, "--sweep", "bands", "--n-prompts", "4",
              "--n-pairs", "3", "--no-progress", "--out", str(out / "ablate")]
     if layers:
         profile += ["--layers", layers]
-        sweep += ["--layers", layers]
+    if layers or sweep_layers:
+        sweep += ["--layers", sweep_layers or layers]
     for argv in (profile, sweep):
         if cli(argv) != 0:
             raise RuntimeError(f"lens-possym {' '.join(argv)} failed")
@@ -54,9 +57,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--layers", default=None, help="layers for the band sweep and profile")
+    parser.add_argument("--sweep-layers", default="0,3,6,9,12,15,17",
+                        help="layers of the band sweep (one pass per layer, head and band)")
     parser.add_argument("--out", default="/tmp/lens-possym-report-screenshots")
     args = parser.parse_args()
-    reports = make_reports(Path(args.out), args.model, layers=args.layers)
+    reports = make_reports(Path(args.out), args.model, layers=args.layers,
+                           sweep_layers=args.sweep_layers)
     for name, path in reports.items():
         shot = HERE / f"report_{name}.png"
         run = check_report(path, shot, height=3400 if name == "profile" else 2000)
