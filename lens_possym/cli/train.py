@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ._toy_args import (
     add_model_args,
     add_task_args,
@@ -57,5 +59,10 @@ def _run(args) -> int:
           f"({result.train_time_s:.1f} s on {next(model.parameters()).device})")
     print("by answer position: " + " ".join(
         f"{p}:{a:.2f}" for p, a in zip(result.answer_positions, result.test_accuracy_by_position)))
-    print(f"wrote {args.out}/metrics.json and {args.out}/model.pt")
+    from ..report import train_report
+    from .profile import command_line
+
+    train_report(result, command=command_line(args), freq_ids=ids).save(
+        Path(args.out) / "report.html")
+    print(f"wrote {args.out}/metrics.json, {args.out}/model.pt and {args.out}/report.html")
     return 0
