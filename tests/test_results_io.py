@@ -50,10 +50,20 @@ def results():
         "comparison": compare_with_random_heads(model, tokens, metric, "1.0,1.1", n_random=2,
                                                 modes=("zero",), progress=False),
         "toy_sweep": toy,
+        "train": _train_result(),
     }
 
 
-KINDS = ["scores", "logits", "norms", "band_sweep", "comparison", "toy_sweep"]
+def _train_result():
+    from lens_possym.synthetic import ToyTransformer, make_task, toy_config_for, train
+    from lens_possym.synthetic.training import TrainConfig
+
+    task = make_task("index", n_symbols=4, length=4)
+    model = ToyTransformer(toy_config_for(task, n_freqs=4, seed=0))
+    return train(model, task, TrainConfig(steps=10, eval_every=5, seed=0))
+
+
+KINDS = ["scores", "logits", "norms", "band_sweep", "comparison", "toy_sweep", "train"]
 
 
 def _tensors(obj, prefix=""):
@@ -143,6 +153,13 @@ def test_sweep_tables_carry_the_effect(results):
     acc = toy[toy.score == "test_accuracy"].set_index("frequency").value
     assert acc.to_dict() == {"0": 0.5, "1+2": 0.75}
     assert toy[toy.score == "sym_freq"].freq_id.tolist() == [0, 1, 2]
+
+
+def test_train_table_has_every_evaluation(results):
+    result = results["train"]
+    frame = result.to_dataframe()
+    acc = frame[frame.score == "test_accuracy"].set_index("step").value
+    assert acc.to_dict() == {r.step: r.test_accuracy for r in result.history}
 
 
 def test_old_toy_sweep_files_without_a_format_still_load(results, tmp_path):
