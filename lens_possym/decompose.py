@@ -35,6 +35,7 @@ Barbero et al. (2024): the mean 2-norm of each 2-D query or key chunk.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -46,6 +47,7 @@ from ._inputs import ModelInput, as_heads, as_layers
 from ._mismatch import describe_mismatch, model_hidden
 from .capture import AttentionInputs, capture_attention_inputs
 from .errors import DecompositionMismatchError, InvalidSelectionError
+from .results_io import ResultIO, head_frame
 from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
 
 __all__ = [
@@ -64,8 +66,8 @@ def apply_softcap(scores: Tensor, softcap: float | None) -> Tensor:
     return scores if not softcap else softcap * torch.tanh(scores / softcap)
 
 
-@dataclass
-class FrequencyLogits:
+@dataclass(repr=False)
+class FrequencyLogits(ResultIO):
     """Per-frequency attention-logit terms of one layer, for chosen heads and query rows.
 
     Attributes:
@@ -88,18 +90,63 @@ class FrequencyLogits:
     heads: list[int]
     query_positions: Int[Tensor, "query_pos"]
     mask: Bool[Tensor, "query_pos key_pos"]
-    spec: RopeSpec
+    spec: RopeSpec = field(repr=False)
     cos_terms: Float[Tensor, "batch head_index query_pos key_pos freq"] | None = None
     sin_terms: Float[Tensor, "batch head_index query_pos key_pos freq"] | None = None
     max_abs_error: float = float("nan")
     checked_against: str | None = None
     model_scores: Tensor | None = field(default=None, repr=False)
     model_pattern: Tensor | None = field(default=None, repr=False)
-    model_dtype: torch.dtype | None = None
+    model_dtype: torch.dtype | None = field(default=None, repr=False)
+
+    FORMAT = "lens-possym/frequency-logits@1"
 
     @property
     def layer(self) -> int:
         return self.spec.layer
+
+    # ---- tables, files, repr (ResultIO) --------------------------------------------------
+
+    def _table(self):
+        """Long format: one row per ``(batch, head, query_pos, key_pos, frequency)`` visible
+        entry, ``score`` = ``"term"`` (and ``"cos_term"``/``"sin_term"`` when computed);
+        ``query_pos`` holds the query's position, masked keys are left out."""
+        visible = self.mask.to(self.terms.device)[None, None, :, :, None]
+        tensors = {name: None if t is None else t.masked_fill(~visible, float("nan"))
+                   for name, t in (("term", self.terms), ("cos_term", self.cos_terms),
+                                   ("sin_term", self.sin_terms))}
+        frame = head_frame(tensors, self.angles,
+                           dims=("batch", "head", "query_pos", "key_pos", "frequency"),
+                           heads=self.heads, layer=self.layer)
+        frame["query_pos"] = self.query_positions.cpu().numpy()[frame["query_pos"].to_numpy()]
+        first = ["layer", "head", "frequency", "angle", "batch", "query_pos", "key_pos"]
+        return frame[first + ["score", "value"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the model's own scores/pattern (kept for :meth:`check` only)."""
+        spec = {f.name: getattr(self.spec, f.name) for f in dataclasses.fields(self.spec)}
+        return {"layer": self.layer, "heads": list(self.heads), "terms": self.terms,
+                "cos_terms": self.cos_terms, "sin_terms": self.sin_terms,
+                "query_positions": self.query_positions, "mask": self.mask, "spec": spec,
+                "max_abs_error": self.max_abs_error, "checked_against": self.checked_against,
+                "model_dtype": None if self.model_dtype is None
+                else str(self.model_dtype).removeprefix("torch.")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FrequencyLogits":
+        spec = dict(data["spec"])
+        spec["inv_freq"] = torch.as_tensor(spec["inv_freq"])
+        dtype = data.get("model_dtype")
+        return cls(terms=data["terms"], heads=list(data["heads"]),
+                   query_positions=data["query_positions"], mask=data["mask"],
+                   spec=RopeSpec(**spec), cos_terms=data.get("cos_terms"),
+                   sin_terms=data.get("sin_terms"),
+                   max_abs_error=_float(data.get("max_abs_error")),
+                   checked_against=data.get("checked_against"),
+                   model_dtype=None if dtype is None else getattr(torch, dtype))
+
+    def _headline(self) -> list[str]:
+        return [f"layer={self.layer}", f"n_freqs={self.spec.n_freqs}"]
 
     @property
     def angles(self) -> Float[Tensor, "freq"]:
@@ -327,8 +374,8 @@ def frequency_logits_all(
     return out
 
 
-@dataclass
-class FrequencyNorms:
+@dataclass(repr=False)
+class FrequencyNorms(ResultIO):
     """Per-frequency query and key norms ("frequency usage", Barbero et al. 2024).
 
     Attributes:
@@ -348,6 +395,30 @@ class FrequencyNorms:
     layers: list[int]
     q_tokens: Tensor | None = None
     k_tokens: Tensor | None = None
+
+    FORMAT = "lens-possym/frequency-norms@1"
+
+    def _table(self):
+        """Long format: ``score`` = ``"q_norm"``/``"k_norm"``, one row per layer, head and
+        frequency (per-token norms are not tabulated; they stay in ``q_tokens``)."""
+        return head_frame({"q_norm": self.q, "k_norm": self.k}, self.angles, layers=self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"q": self.q, "k": self.k, "angles": self.angles, "layers": list(self.layers),
+                "q_tokens": self.q_tokens, "k_tokens": self.k_tokens}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FrequencyNorms":
+        return cls(q=data["q"], k=data["k"], angles=data["angles"], layers=list(data["layers"]),
+                   q_tokens=data.get("q_tokens"), k_tokens=data.get("k_tokens"))
+
+    def _headline(self) -> list[str]:
+        share = self.q / self.q.sum(-1, keepdim=True)
+        return [f"top_q_freq={int(share.mean(dim=(0, 1)).argmax())}"]
+
+
+def _float(value: Any) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def _pair_norms(x: Tensor, spec: RopeSpec) -> Tensor:

@@ -52,7 +52,7 @@ def test_figures_and_report(profiled, tmp_path):
     model, tokens, scores = profiled
     figures = save_profile_figures(model, scores, tokens, tmp_path, dpi=40)
     assert set(figures) == {"plane", "heatmaps", "frequency_scores", "frequency_plane",
-                            "logit_norms", "swap_attention"}
+                            "frequency_atlas", "logit_norms", "swap_attention"}
     for path in figures.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     view = attention_view_html(model, tokens, [(0, 1), (2, 3)])
@@ -61,8 +61,72 @@ def test_figures_and_report(profiled, tmp_path):
     text = report.read_text()
     assert text.count("data:image/png;base64,") == len(figures)
     assert "L2H3" in text and "Most symbolic heads" in text
-    # self-contained: no resource is loaded from anywhere
+    # self-contained: no resource is loaded from anywhere (the real check, in a browser
+    # with the network cut off, is tests/test_report_browser.py)
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
+    assert "sym_low_minus_high_freq" not in text  # keys are shown by their label
+    assert "s_SYM: slow minus fast frequencies" in text
+
+
+def test_profile_report_explorer_data(profiled):
+    """The explorer's data: every scored head's numbers, profile and attention, and the
+    logit shares sum to 1 per head."""
+    model, tokens, scores = profiled
+    from lens_possym.report.explorer import explorer_data, logit_shares
+
+    share = logit_shares(model, tokens, scores)
+    assert torch.allclose(share.sum(-1), torch.ones(scores.n_layers, scores.n_heads,
+                                                    dtype=share.dtype))
+    data = explorer_data(model, scores, tokens, share)
+    assert len(data["attention"]) == int(scores.pos.isfinite().sum())
+    row = data["attention"]["2:3"]
+    assert sum(row["before"]) == pytest.approx(1, abs=1e-3)
+    assert sum(row["after"]) == pytest.approx(1, abs=1e-3)
+    assert data["pos_freq"][2][3] == pytest.approx(scores.pos_freq[2, 3].tolist(), abs=1e-4)
+    assert len(data["words"]) == tokens.shape[1]
+
+
+def test_report_builder(tmp_path):
+    """Plotly's JavaScript is inlined once, and only when a plotly figure is on the page;
+    text is escaped; glossary keys get labels and explanations."""
+    import plotly.graph_objects as go
+
+    from lens_possym.report import TERMS, Report
+
+    plain = Report("a <b> report").key_values([("tau", 1e-4), ("unknown_key", None)])
+    html = plain.to_html()
+    assert "a &lt;b&gt; report" in html and "plotly" not in html.lower()
+    assert TERMS["tau"][0] in html and TERMS["tau"][1] in html and "unknown key" in html
+    page = Report("r").plotly(go.Figure(go.Scatter(x=[1], y=[2]))).plotly(go.Figure())
+    html = page.script("void 0;", data={"x": [1.5]}).save(tmp_path / "r.html").read_text()
+    assert html.count("<script type='text/javascript'>") == 1
+    assert "const DATA = {\"x\": [1.5]};" in html
+
+
+def test_settings_shown_only_where_they_apply(profiled):
+    from lens_possym.report.profile import settings_rows
+
+    _, _, scores = profiled
+    token = dict(settings_rows(scores))
+    assert "n_blocks" not in token and "batch_size" not in token and token["swap"] == "token"
+    block = dict(settings_rows(lp.PosSymScores(
+        pos=scores.pos, sym=scores.sym, angles=scores.angles, layers=scores.layers,
+        config=scores.config.replace(swap="block", n_blocks=4))))
+    assert block["n_blocks"] == 4
+
+
+def test_frequency_atlas_rows_are_heads(profiled):
+    _, _, scores = profiled
+    ax = viz.plot_frequency_atlas(scores, "sym-pos")
+    grid = ax.images[0].get_array()
+    assert grid.shape == (scores.n_layers * scores.n_heads, scores.pos_freq.shape[-1])
+    expected = (scores.sym_freq - scores.pos_freq).reshape(grid.shape)
+    assert torch.allclose(torch.as_tensor(grid.filled(float("nan")), dtype=torch.float64),
+                          expected, equal_nan=True)
+    with pytest.raises(ValueError, match="needs the logit share"):
+        viz.plot_frequency_atlas(scores, "share")
+    with pytest.raises(ValueError, match="atlas view 'nope' unknown"):
+        viz.plot_frequency_atlas(scores, "nope")
 
 
 def test_plots_reject_scores_without_frequencies(profiled):
@@ -84,3 +148,21 @@ def test_figures_take_tensors_that_need_grad():
     assert to_numpy([1.0, 2.0]).tolist() == [1.0, 2.0]
     ax = viz.plot_frequency_profile(values, torch.logspace(0, -3, 8))
     assert ax.lines[0].get_ydata().tolist() == pytest.approx(to_numpy(values).tolist())
+
+
+def test_plane_labels_do_not_overlap(profiled):
+    """Heads close on the plane share one label; every labelled head appears once."""
+    import math
+
+    from lens_possym.viz.scores import _label_groups
+
+    _, _, scores = profiled
+    groups = _label_groups(scores, 4, radius=0.2)
+    anchors = list(groups)
+    assert all(math.dist(a, b) >= 0.2 for i, a in enumerate(anchors) for b in anchors[i + 1:])
+    labels = [name for names in groups.values() for name in names if name != "+"]
+    assert len(labels) == len(set(labels))
+    wanted = set(scores.ranked_heads("pos", 4) + scores.ranked_heads("sym", 4))
+    assert len(labels) <= len(wanted)
+    ax = viz.plot_plane(scores, annotate=4)
+    assert len(ax.texts) == len(_label_groups(scores, 4))

@@ -19,10 +19,12 @@ import json
 import time
 from pathlib import Path
 
+from .._json import dumps
 from ..interventions.modes import MODES, SIDES
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._types import freq_ids_text, layers_text, positive_int
+from .profile import command_line
 
 
 def register(sub) -> None:
@@ -66,6 +68,11 @@ def _table(rows: list[tuple[str, float, float]]) -> str:
     for label, before, after in rows:
         lines.append(f"  {label:<20} {before:>8.3f} {after:>8.3f} {after - before:>+8.3f}")
     return "\n".join(lines)
+
+
+def _task_info(task, args) -> dict:
+    return {"n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
+            "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
 
 
 def run(args) -> int:
@@ -120,9 +127,16 @@ def run(args) -> int:
                           "candidate_accuracy": after.candidate_accuracy,
                           "logit_diff": after.logit_diff},
             }
-            with staged_dir(out) as stage:
+            from ..report import ablation_report
+
+            report = ablation_report(
+                model=args.model, selection=payload["selection"], mode=args.mode, side=args.side,
+                before=payload["before"], after=payload["after"], task=_task_info(task, args),
+                command=command_line(args))
+            with staged_dir(out) as stage:  # both files, or neither
                 (stage / "ablate.json").write_text(json.dumps(payload, indent=1))
-            print(f"wrote {out / 'ablate.json'}")
+                report.save(stage / "report.html")
+            print(f"wrote {out / 'ablate.json'} and {out / 'report.html'}")
         return 0
 
     start = time.perf_counter()
@@ -146,7 +160,8 @@ def run(args) -> int:
     print("mean Δ logit difference per band: " + ", ".join(
         f"{name} {float(v):+.3f}" for name, v in zip(sweep.band_names, mean_effect)))
     if out:
-        payload = {"model": args.model, "task": "binding", "n_prompts": task.n_prompts,
+        payload = {"format": sweep.FORMAT,  # BandSweep.load reads it
+                   "model": args.model, "task": "binding", "n_prompts": task.n_prompts,
                    "n_pairs": task.n_pairs, "seed": args.seed, "seconds": seconds,
                    **sweep.to_dict()}
         from matplotlib.figure import Figure  # no pyplot: no global backend state
@@ -154,13 +169,18 @@ def run(args) -> int:
         from ..viz import plot_band_sweep
 
         n_layers = len(sweep.layers)
-        with staged_dir(out) as stage:
-            (stage / "sweep.json").write_text(json.dumps(payload, indent=1))
+        from ..report import band_sweep_report
+
+        with staged_dir(out) as stage:  # every file, or none
+            (stage / "sweep.json").write_text(dumps(payload, indent=1))
             for metric in ("logit_diff", "accuracy"):
                 fig = Figure(figsize=(2.0 + 2.2 * len(sweep.band_names), 1.2 + 0.28 * n_layers),
                              constrained_layout=True)
                 axes = fig.subplots(1, len(sweep.band_names), sharey=True, squeeze=False)[0]
                 plot_band_sweep(sweep, metric, axes=axes)
                 fig.savefig(stage / f"sweep_{metric}.png", dpi=120)
-        print(f"wrote {out / 'sweep.json'} and {out}/sweep_*.png")
+            band_sweep_report(sweep, model=args.model, task=_task_info(task, args),
+                              seconds=seconds, command=command_line(args)
+                              ).save(stage / "report.html")
+        print(f"wrote {out / 'sweep.json'}, {out / 'report.html'} and {out}/sweep_*.png")
     return 0

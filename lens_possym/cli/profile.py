@@ -85,23 +85,28 @@ def run(args) -> int:
     with staged_dir(out) as stage:  # all of scores.json, figures and report, or none
         written = [scores.save(stage / "scores.json")]
         if not args.no_report:
-            written += _write_report(model, scores, tokens, first_prompt, stage)
+            from ..report import profile_report, save_profile_figures
+
+            figures = save_profile_figures(model, scores, tokens, stage)
+            written += list(figures.values())
+            report = profile_report(model, scores, tokens, command=command_line(args),
+                                    prompt=first_prompt, figures=figures)
+            written.append(report.save(stage / "report.html"))
     _print_summary(scores, time.perf_counter() - start)
     print("wrote " + ", ".join(str(out / p.relative_to(stage)) for p in written))
     return 0
 
 
-def _write_report(model, scores, tokens, first_prompt: str, folder: Path) -> list[Path]:
-    from ..report import attention_view_html, save_profile_figures, write_report
-    from ..viz import pick_example_heads
-
-    figures = save_profile_figures(model, scores, tokens, folder)
-    heads = list(dict.fromkeys(pick_example_heads(scores).values()))
-    view = attention_view_html(model, tokens, heads)
-    command = "lens-possym " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    report = write_report(folder / "report.html", scores, figures, attention_html=view,
-                          prompt=first_prompt, command=command)
-    return [*figures.values(), report]
+def command_line(args) -> str:
+    """The command that reproduces this run, every option spelled out (for the report's
+    header): rebuilt from the parsed ``args``, so it is right however ``main`` was called."""
+    words = ["lens-possym", args.command]
+    for dest, value in vars(args).items():
+        if dest in ("command", "func", "verbose") or value is None or value is False:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        words += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _print_summary(scores, seconds: float) -> None:

@@ -14,6 +14,7 @@ from ._toy_args import (
     train_config_from,
 )
 from ._types import freq_ids_text, int_list, non_negative_int
+from .profile import command_line
 
 
 def register(sub) -> None:
@@ -23,7 +24,7 @@ def register(sub) -> None:
         description="Train one toy model per frequency id (or per pair: --pair-with ID) on a "
         "canonical task and report test accuracy against frequency id and angle, accuracy by "
         "answer position, and the trained heads' positional/symbolic scores. Writes "
-        "sweep.json, table.md, accuracy_vs_freq.png, accuracy_by_position.png and "
+        "sweep.json, table.md, report.html, accuracy_vs_freq.png, accuracy_by_position.png and "
         "scores_vs_freq.png to --out.",
     )
     add_task_args(parser)
@@ -50,6 +51,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    from ..report import toy_sweep_report
     from ..synthetic import pairs_with, single_ids, sweep, toy_config_for
     from ..viz.synthetic import save_sweep_figures
 
@@ -68,8 +70,9 @@ def _run(args) -> int:
                        model_kwargs=model_kwargs, scores=not args.no_scores, out_dir=stage,
                        log=print)
         paths = save_sweep_figures(result, stage)
+        toy_sweep_report(result, paths, command=command_line(args)).save(stage / "report.html")
     print()
     print(result.table())
     print(f"\nwall time {result.wall_time_s:.1f} s; wrote {args.out}/sweep.json, table.md, "
-          + ", ".join(p.name for p in paths))
+          + ", ".join(p.name for p in paths) + ", report.html")
     return 0

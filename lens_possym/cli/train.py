@@ -60,9 +60,13 @@ def _run(args) -> int:
         result = train(model, task, config, log=print if args.verbose_train else None)
         result.train_config["out_dir"] = str(args.out)  # where the files end up
         result.save(stage / "metrics.json")
+        from ..report import train_report
+        from .profile import command_line
+
+        train_report(result, command=command_line(args), freq_ids=ids).save(stage / "report.html")
     print(f"test accuracy {result.test_accuracy:.4f} after {result.steps_run} steps "
           f"({result.train_time_s:.1f} s on {next(model.parameters()).device})")
     print("by answer position: " + " ".join(
         f"{p}:{a:.2f}" for p, a in zip(result.answer_positions, result.test_accuracy_by_position)))
-    print(f"wrote {args.out}/metrics.json and {args.out}/model.pt")
+    print(f"wrote {args.out}/metrics.json, {args.out}/model.pt and {args.out}/report.html")
     return 0

@@ -17,6 +17,7 @@ import torch
 from .._inputs import ModelInput, as_tokens
 from .._json import JsonConfig, to_jsonable
 from ..errors import InvalidSelectionError
+from ..results_io import ResultIO
 from ..rope import rope_specs
 from ..typing import HookedModel
 from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
@@ -66,8 +67,8 @@ class HeadSetConfig(JsonConfig):
             raise InvalidSelectionError(f"n_random must be a count >= 0, got {self.n_random!r}")
 
 
-@dataclass
-class HeadSetComparison:
+@dataclass(repr=False)
+class HeadSetComparison(ResultIO):
     """Result of :func:`compare_with_random_heads`.
 
     Attributes:
@@ -85,6 +86,8 @@ class HeadSetComparison:
     heads: list[tuple[int, int]]
     random_heads: list[list[tuple[int, int]]]
     config: "HeadSetConfig" = field(default_factory=lambda: HeadSetConfig())
+
+    FORMAT = "lens-possym/head-set-comparison@1"
 
     @property
     def bands(self) -> list[str]:
@@ -143,10 +146,48 @@ class HeadSetComparison:
                             per_position=self.config.per_position and mode == "mean")
 
     def to_dict(self) -> dict:
+        """JSON data; ``chosen``/``random`` as ``[band, mode, values]`` lists (JSON has no
+        tuple keys), ``rows`` as :meth:`rows` gives them."""
         return to_jsonable({"baseline": self.baseline, "heads": self.heads,
                             "random_heads": self.random_heads, "bands": self.bands,
                             "modes": self.modes, "config": self.config.to_dict(),
+                            "chosen": [[b, m, v] for (b, m), v in self.chosen.items()],
+                            "random": [[b, m, v] for (b, m), v in self.random.items()],
                             "rows": self.rows()})
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HeadSetComparison":
+        def pairs(items):
+            return [tuple(h) for h in items]
+
+        return cls(baseline=dict(data["baseline"]),
+                   chosen={(b, m): dict(v) for b, m, v in data["chosen"]},
+                   random={(b, m): [dict(x) for x in v] for b, m, v in data["random"]},
+                   heads=pairs(data["heads"]),
+                   random_heads=[pairs(s) for s in data["random_heads"]],
+                   config=HeadSetConfig.from_dict(data["config"]))
+
+    def _table(self):
+        """Long format: one row per (condition, metric): ``heads`` is ``"chosen"``,
+        ``"random"`` (one row per draw, ``draw`` its index) or ``"baseline"``; ``band``,
+        ``mode``; ``score`` the metric and ``value`` its value."""
+        import pandas as pd
+
+        rows = [{"heads": "baseline", "draw": None, "band": None, "mode": None, "score": m,
+                 "value": v} for m, v in self.baseline.items()]
+        for (band, mode), values in self.chosen.items():
+            rows += [{"heads": "chosen", "draw": None, "band": band, "mode": mode, "score": m,
+                      "value": v} for m, v in values.items()]
+        for (band, mode), draws in self.random.items():
+            rows += [{"heads": "random", "draw": i, "band": band, "mode": mode, "score": m,
+                      "value": v} for i, values in enumerate(draws) for m, v in values.items()]
+        frame = pd.DataFrame.from_records(rows)
+        frame["draw"] = frame["draw"].astype("Int64")
+        return frame
+
+    def _headline(self) -> list[str]:
+        return [f"n_heads={len(self.heads)}", f"n_random={len(self.random_heads)}",
+                f"conditions={len(self.chosen)}"]
 
 
 def compare_with_random_heads(

@@ -29,6 +29,7 @@ from torch import Tensor
 from .._ids import check_ids_text
 from .._inputs import ModelInput, as_heads, as_layers, as_tokens
 from .._json import JsonConfig, to_jsonable
+from ..results_io import ResultIO, head_frame, number
 from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
 from ..rope import RopeSpec, rope_specs
@@ -109,8 +110,8 @@ def _normalise_bands(bands: Any) -> int | tuple[tuple[str, str], ...]:
     )
 
 
-@dataclass
-class BandSweep:
+@dataclass(repr=False)
+class BandSweep(ResultIO):
     """Result of :func:`band_sweep`.
 
     Attributes:
@@ -131,6 +132,8 @@ class BandSweep:
     layers: list[int]
     heads: dict[int, list[int]] = field(default_factory=dict)
     config: BandSweepConfig = field(default_factory=BandSweepConfig)
+
+    FORMAT = "lens-possym/band-sweep@1"
 
     @property
     def mode(self) -> str:
@@ -167,12 +170,46 @@ class BandSweep:
                             per_position=self.config.per_position)
 
     def to_dict(self) -> dict:
-        return to_jsonable({
-            "mode": self.mode, "band_names": self.band_names, "layers": self.layers,
-            "bands": self.bands, "heads": self.heads, "config": self.config.to_dict(),
-            "baseline": self.baseline, "values": self.values,
-            "effect": {k: self.effect(k) for k in self.values},
-        })
+        """JSON data: settings, baseline, ``values`` and ``effect`` (tensors stay tensors;
+        :func:`lens_possym._json.dumps` writes them)."""
+        return {"mode": self.mode, "band_names": self.band_names, "layers": self.layers,
+                "bands": to_jsonable(self.bands), "heads": to_jsonable(self.heads),
+                "config": self.config.to_dict(), "baseline": self.baseline,
+                "values": self.values, "effect": {k: self.effect(k) for k in self.values}}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BandSweep":
+        return cls(values=dict(data["values"]), baseline=dict(data["baseline"]),
+                   band_names=list(data["band_names"]),
+                   bands={int(k): v for k, v in data["bands"].items()},
+                   layers=list(data["layers"]),
+                   heads={int(k): v for k, v in data["heads"].items()},
+                   config=BandSweepConfig.from_dict(data["config"]))
+
+    def _table(self):
+        """Long format: one row per (metric, layer, head, band): ``score`` is the metric,
+        ``value`` its value with the band ablated, ``effect`` minus the baseline; a band
+        spans several frequencies, so ``frequency``/``angle`` are left out for ``band``."""
+        import pandas as pd
+
+        frames = []
+        for metric, values in self.values.items():
+            frame = head_frame({metric: values}, None, dims=("layer", "head", "band"))
+            frame["band"] = [self.band_names[b] for b in frame["band"]]
+            frame["effect"] = frame["value"] - self.baseline[metric]
+            frames.append(frame.drop(columns=["frequency", "angle"]))
+        return pd.concat(frames, ignore_index=True)
+
+    def _headline(self) -> list[str]:
+        if not self.values:
+            return []
+        metric = self.metrics[0]
+        top = self.top(1, metric)
+        out = [f"baseline {metric}={number(self.baseline[metric])}"]
+        if top:
+            layer, head, band, value = top[0]
+            out.append(f"largest drop {layer}.{head} {band} {value:+.3g}")
+        return out
 
 
 def resolve_bands(spec: RopeSpec, bands: int | Sequence[Any] | Mapping[str, Any]

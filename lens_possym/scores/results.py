@@ -10,19 +10,18 @@ with the :class:`~lens_possym.scores.ScoreConfig` the scores were computed with.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .._json import dumps, tensor_from_json, to_jsonable
+from .._json import tensor_from_json, to_jsonable
 from ..bands import band_partition
 from ..errors import InvalidSelectionError, ResultsFileError
+from ..results_io import ResultIO, head_frame, number
 from .config import ScoreConfig
 
 __all__ = ["PosSymScores", "pearson_r"]
@@ -43,8 +42,8 @@ def pearson_r(a: Tensor, b: Tensor) -> float:
     return (x @ y).item() / denom if denom > 0 else math.nan
 
 
-@dataclass
-class PosSymScores:
+@dataclass(repr=False)
+class PosSymScores(ResultIO):
     """Positional and symbolic scores of a model's heads on a set of prompts.
 
     Attributes:
@@ -84,6 +83,8 @@ class PosSymScores:
     n_tokens: int = 0
     task: dict[str, Any] | None = None
     model_name: str = ""
+
+    FORMAT = FORMAT
 
     @property
     def n_layers(self) -> int:
@@ -182,24 +183,24 @@ class PosSymScores:
         return cls(layers=list(data["layers"]), config=config, n_tokens=n_tokens,
                    task=data.get("task"), model_name=data.get("model_name", ""), **tensors)
 
-    def save(self, path: str | Path) -> Path:
-        """Write ``scores.json`` (or any path); returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dumps(self.to_dict()))
-        return path
+    # ``save``/``load`` (one JSON file), ``to_dataframe`` and the repr: ResultIO
 
-    @classmethod
-    def load(cls, path: str | Path) -> "PosSymScores":
-        text = Path(path).read_text()
-        try:
-            return cls.from_dict(json.loads(text))
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            if isinstance(exc, ResultsFileError):
-                raise
-            # any unreadable content is the same problem for the user: not a scores file
-            raise ResultsFileError(f"{path} is not a readable lens-possym scores file "
-                                   f"({type(exc).__name__}: {exc})") from exc
+    def _table(self):
+        """Long format: ``pos``/``sym``/``exclusion_ratio``/``balance`` per head (no
+        frequency), ``pos_freq``/``sym_freq``/``exclusion_ratio_freq``/``balance_freq``
+        per frequency (``score`` names the tensor)."""
+        names = ("pos", "sym", "exclusion_ratio", "balance", "pos_freq", "sym_freq",
+                 "exclusion_ratio_freq", "balance_freq")
+        return head_frame({name: getattr(self, name) for name in names}, self.angles)
+
+    def _headline(self) -> list[str]:
+        n_freqs = 0 if self.pos_freq is None else self.pos_freq.shape[-1]
+        out = [f"heads={int(self.pos.isfinite().sum())} of {self.n_layers}x{self.n_heads}",
+               f"n_freqs={n_freqs}", f"n_prompts={self.n_prompts}",
+               f"median_pos={number(_median(self.pos))}",
+               f"median_sym={number(_median(self.sym))}",
+               f"r(pos,sym)={number(pearson_r(self.pos.flatten(), self.sym.flatten()))}"]
+        return out
 
 
 def _median(t: Tensor) -> float:

@@ -15,7 +15,6 @@ optimiser, and differ only in the frequencies the head may use.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,8 +25,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import TrainingError
+from ..results_io import ResultIO
 from .models.toy import ToyTransformer, toy_config_for
-from .runs import write_json
 from .tasks import Task, make_task
 from .trajectories import head_scores
 from .training import TrainConfig, TrainResult, train
@@ -75,8 +74,8 @@ class SweepRun:
         return "+".join(str(f) for f in self.freq_ids)
 
 
-@dataclass
-class SweepResult:
+@dataclass(repr=False)
+class SweepResult(ResultIO):
     """All runs of a :func:`sweep`, with tables and arrays over frequency sets × seeds.
 
     Attributes:
@@ -95,6 +94,9 @@ class SweepResult:
     answer_positions: list[int]
     runs: list[SweepRun]
     wall_time_s: float = 0.0
+
+    FORMAT = "lens-possym/toy-sweep@1"
+    UNTAGGED_OK = True  # sweep.json files written before the tag
 
     @property
     def freq_sets(self) -> list[tuple[int, ...]]:
@@ -176,18 +178,53 @@ class SweepResult:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def save(self, path: str | Path) -> Path:
-        return write_json(self.to_dict(), path)
-
     @classmethod
-    def load(cls, path: str | Path) -> "SweepResult":
-        data = json.loads(Path(path).read_text())
+    def from_dict(cls, data: dict) -> "SweepResult":
+        data = {k: v for k, v in data.items() if k != "format"}
         runs = []
         for r in data.pop("runs"):
+            r = dict(r)
             r["accuracy_by_position"] = [float("nan") if a is None else a
                                          for a in r["accuracy_by_position"]]
             runs.append(SweepRun(**r))
         return cls(runs=runs, **data)
+
+    def _table(self):
+        """Long format: one row per (run, number). ``frequency`` is the run's frequency set
+        (``"3"`` or ``"3+16"``), ``angle`` its first id's angle, ``seed`` the run's seed;
+        ``score`` is ``test_accuracy``, ``pos``, ``sym``, ``pos_freq``/``sym_freq`` (with
+        ``freq_id`` the id scored) or ``accuracy_at`` (with ``answer_pos``)."""
+        import pandas as pd
+
+        rows = []
+        for r in self.runs:
+            base = {"frequency": "+".join(map(str, r.freq_ids)),
+                    "angle": self.angles[r.freq_ids[0]] if r.freq_ids else float("nan"),
+                    "seed": r.seed}
+            rows.append({**base, "score": "test_accuracy", "value": r.test_accuracy})
+            for name, value in (("pos", r.pos_score), ("sym", r.sym_score)):
+                if value is not None:
+                    rows.append({**base, "score": name, "value": value})
+            for name, values in (("pos_freq", r.pos_freq), ("sym_freq", r.sym_freq)):
+                for fid, value in enumerate(values or []):
+                    rows.append({**base, "score": name, "freq_id": fid, "value": value})
+            for p, value in zip(self.answer_positions, r.accuracy_by_position):
+                rows.append({**base, "score": "accuracy_at", "answer_pos": p, "value": value})
+        frame = pd.DataFrame.from_records(rows)
+        for column in ("freq_id", "answer_pos"):
+            if column in frame:
+                frame[column] = frame[column].astype("Int64")
+        return frame
+
+    def _headline(self) -> list[str]:
+        acc = self.accuracy()
+        best = int(acc.nanmean(-1).nan_to_num(-1).argmax()) if acc.numel() else None
+        out = [f"task={self.task!r}", f"freq_sets={len(self.freq_sets)}",
+               f"seeds={self.seeds}"]
+        if best is not None:
+            out.append(f"best={'+'.join(map(str, self.freq_sets[best]))} "
+                       f"acc {float(acc[best].nanmean()):.3f}")
+        return out
 
 
 def _fmt_angle(theta: float) -> str:

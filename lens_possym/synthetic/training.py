@@ -38,6 +38,7 @@ import torch
 
 from .._inputs import resolve_device
 from ..errors import TrainingError
+from ..results_io import ResultIO
 from .models import TrainableModel
 from .runs import (
     Checkpoint,
@@ -45,7 +46,6 @@ from .runs import (
     latest_checkpoint,
     read_checkpoint,
     save_checkpoint,
-    write_json,
 )
 from .tasks import Task, TaskBatch
 
@@ -154,8 +154,8 @@ class EvalRecord:
     elapsed_s: float
 
 
-@dataclass
-class TrainResult:
+@dataclass(repr=False)
+class TrainResult(ResultIO):
     """What :func:`train` returns (and writes to ``metrics.json``).
 
     Attributes:
@@ -194,8 +194,44 @@ class TrainResult:
         out["test_accuracy_by_position"] = self.test_accuracy_by_position
         return out
 
-    def save(self, path: str | Path) -> Path:
-        return write_json(self.to_dict(), path)
+    # ``save``/``load`` (``metrics.json``), ``to_dataframe`` and the repr: ResultIO
+    FORMAT = "lens-possym/train@1"
+    UNTAGGED_OK = True  # metrics.json files written before the tag
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainResult":
+        names = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in names}
+        history = []
+        for record in data.pop("history"):
+            record = dict(record)
+            record["test_accuracy_by_position"] = [
+                float("nan") if a is None else a for a in record["test_accuracy_by_position"]]
+            history.append(EvalRecord(**{k: float("nan") if v is None else v
+                                         for k, v in record.items()}))
+        return cls(history=history, **data)
+
+    def _table(self):
+        """Long format: one row per evaluation and number: ``step``, ``score``
+        (``train_loss``, ``test_accuracy``, ..., or ``accuracy_at`` with ``answer_pos``)
+        and ``value``."""
+        import pandas as pd
+
+        rows = []
+        for record in self.history:
+            for name in ("train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr"):
+                rows.append({"step": record.step, "score": name,
+                             "value": getattr(record, name)})
+            for p, value in zip(self.answer_positions, record.test_accuracy_by_position):
+                rows.append({"step": record.step, "score": "accuracy_at", "answer_pos": p,
+                             "value": value})
+        frame = pd.DataFrame.from_records(rows)
+        if "answer_pos" in frame:
+            frame["answer_pos"] = frame["answer_pos"].astype("Int64")
+        return frame
+
+    def _headline(self) -> list[str]:
+        return [f"test_accuracy={self.test_accuracy:.3g}" if self.history else "no evaluations"]
 
 
 @torch.no_grad()

@@ -1,8 +1,14 @@
-"""Figures (matplotlib) and attention views (circuitsvis), grouped by what they show.
+"""Figures (matplotlib), interactive figures (plotly) and attention views (circuitsvis).
 
-Every function takes an optional ``ax`` to draw into and returns the ``Axes`` (or
-``Figure``) it drew, so figures compose in notebooks and can be saved by the caller.
+Every matplotlib function takes an optional ``ax`` to draw into and returns the ``Axes``
+(or ``Figure``) it drew, so figures compose in notebooks and can be saved by the caller.
+The plotly functions (``*_figure``, :mod:`lens_possym.viz.interactive`) return a
+``plotly.graph_objects.Figure``; :func:`attention_view_html` returns a circuitsvis view
+with its JavaScript inlined.
 """
+
+from .atlas import ATLAS_VIEWS, atlas_values, logit_share, plot_frequency_atlas
+from .attention import attention_view_html
 
 from .frequency import (
     frequency_axis,
@@ -10,6 +16,13 @@ from .frequency import (
     plot_logit_norms,
     plot_usage,
     plot_usage_heatmap,
+)
+from .interactive import (
+    atlas_figure,
+    head_profile_figure,
+    heatmaps_figure,
+    plane_figure,
+    swap_attention_figure,
 )
 from .interventions import plot_ablation_comparison, plot_band_sweep
 from .scores import (
@@ -19,6 +32,7 @@ from .scores import (
     plot_plane,
     plot_score_heatmaps,
     plot_swap_attention,
+    top_swap_attention,
 )
 from .schemes import plot_toeplitz_terms
 from .synthetic import (
@@ -44,6 +58,19 @@ __all__ = [
     "plot_frequency_plane",
     "plot_swap_attention",
     "pick_example_heads",
+    "top_swap_attention",
+    # the whole model per frequency
+    "plot_frequency_atlas",
+    "atlas_values",
+    "logit_share",
+    "ATLAS_VIEWS",
+    # interactive (plotly) and attention views (circuitsvis)
+    "plane_figure",
+    "heatmaps_figure",
+    "atlas_figure",
+    "head_profile_figure",
+    "swap_attention_figure",
+    "attention_view_html",
     "plot_band_sweep",
     "plot_ablation_comparison",
     # synthetic experiments: canonical tasks, toy models, training

@@ -6,10 +6,12 @@ returns what it drew into.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from .._ids import as_int
 from ..errors import InvalidSelectionError
@@ -53,13 +55,29 @@ def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = 
     plt.colorbar(points, ax=ax, label="layer", shrink=0.8)
     _square(ax)
     ax.plot([0, 1], [1, 0], color="0.8", lw=0.8, zorder=0)
-    for by in ("pos", "sym"):
-        for layer, head in scores.ranked_heads(by, annotate):
-            ax.annotate(f"{layer}:{head}", (float(scores.pos[layer, head]),
-                                            float(scores.sym[layer, head])),
-                        fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+    for (x, y), names in _label_groups(scores, annotate).items():
+        ax.annotate(", ".join(names), (x, y), fontsize="x-small", xytext=(3, 3),
+                    textcoords="offset points")
     ax.set_title(f"positional-symbolic plane ({int(keep.sum())} heads)", fontsize="medium")
     return ax
+
+
+def _label_groups(scores: PosSymScores, k: int, radius: float = 0.06
+                  ) -> dict[tuple[float, float], list[str]]:
+    """The ``k`` most positional and ``k`` most symbolic heads' labels, heads closer than
+    ``radius`` on the plane sharing one label (``"3:1, 4:2"``), so labels do not overlap."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    heads = list(dict.fromkeys(scores.ranked_heads("pos", k) + scores.ranked_heads("sym", k)))
+    for layer, head in heads:
+        x, y = float(scores.pos[layer, head]), float(scores.sym[layer, head])
+        near = next((p for p in groups if math.hypot(p[0] - x, p[1] - y) < radius), None)
+        if near is None:
+            groups[(x, y)] = [f"{layer}:{head}"]
+        elif len(groups[near]) < 3:
+            groups[near].append(f"{layer}:{head}")
+        elif not groups[near][-1].startswith("+"):
+            groups[near].append("+")
+    return groups
 
 
 def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = None):
@@ -164,9 +182,7 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
 
     from .._inputs import as_tokens
     from ..capture import capture_attention_inputs
-    from ..scores.crosslogits import cross_logit_factors
     from ..scores.profile import resolve_exclude_bos
-    from ..scores.swaps import swap_set
 
     tokens = as_tokens(model, tokens)[:1]
     drop_bos = resolve_exclude_bos(model, tokens, exclude_bos)
@@ -178,14 +194,9 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
         axes = axes[:, 0]
     n_pos = tokens.shape[1]
     for ax, (label, (layer, head)) in zip(axes, heads.items()):
-        factors = cross_logit_factors(captured[layer], [head])
-        swaps = swap_set(swap, factors.query_position, factors.visible, exclude_bos=drop_bos,
-                         n_blocks=n_blocks)
-        clean = torch.softmax(factors.head_diagonal(), -1)[0, 0]
-        weight = (clean[swaps.first].mean(-1) - clean[swaps.second].mean(-1)).abs()
-        top = int(weight.argmax())
-        first, second = swaps.first[top], swaps.second[top]
-        before, after = (to_numpy(t[0, 0]) for t in factors.attention_after_swap(first, second))
+        before, after, first, second = top_swap_attention(
+            captured[layer], [head], swap=swap, n_blocks=n_blocks, exclude_bos=drop_bos)[head]
+        before, after = to_numpy(before), to_numpy(after)
         x = np.arange(n_pos)
         ax.bar(x - 0.2, before, width=0.4, color="0.6", label="clean")
         ax.bar(x + 0.2, after, width=0.4, color="tab:blue", label="after swap")
@@ -199,6 +210,38 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
         ax.legend(fontsize="x-small", loc="upper left")
     axes[-1].set_xlabel("key position")
     return axes
+
+
+def top_swap_attention(inputs, heads: Sequence[int], *, swap: str = "token", n_blocks: int = 8,
+                       exclude_bos: bool = False
+                       ) -> dict[int, tuple[Tensor, Tensor, Tensor, Tensor]]:
+    """The query row's attention before and after the swap that weighs most, per head.
+
+    Args:
+        inputs: one layer's captured :class:`~lens_possym.capture.AttentionInputs` (the
+            first prompt is used).
+        heads: query heads of that layer.
+        swap, n_blocks, exclude_bos: the swap set (as in :class:`ScoreConfig`, BOS resolved).
+
+    Returns:
+        ``{head: (before [key_pos], after [key_pos], first, second)}``: the clean and swapped
+        attention rows and the key positions of the two swapped groups.
+    """
+    from ..scores.crosslogits import cross_logit_factors
+    from ..scores.swaps import swap_set
+
+    factors = cross_logit_factors(inputs, list(heads))
+    swaps = swap_set(swap, factors.query_position, factors.visible, exclude_bos=exclude_bos,
+                     n_blocks=n_blocks)
+    clean = torch.softmax(factors.head_diagonal(), -1)[0]  # [head, key_pos]
+    out = {}
+    for i, head in enumerate(heads):
+        weight = (clean[i][swaps.first].mean(-1) - clean[i][swaps.second].mean(-1)).abs()
+        top = int(weight.argmax())
+        first, second = swaps.first[top], swaps.second[top]
+        before, after = factors.attention_after_swap(first, second)
+        out[head] = (before[0, i].detach().cpu(), after[0, i].detach().cpu(), first, second)
+    return out
 
 
 def _span(group: torch.Tensor) -> str:

@@ -92,6 +92,42 @@ viz.plot_frequency_plane(scores, *examples["positional"], ax=axes[1])
 plt.show()
 """),
 ("md", r"""
+## Every head, every frequency: the frequency atlas
+
+Three example heads are a sample; the scores cover every head. The atlas puts them in one
+view: one row per head (layer by layer), one column per frequency id (θ on the top axis),
+coloured by s_SYM − s_POS (red: that frequency, alone, makes the head symbolic; blue:
+positional). `view="sym"`, `"pos"` or `"share"` (the logit share, with `share=...`) show
+the other quantities; `viz.atlas_figure(scores)` is the interactive (plotly) version that
+the report shows.
+"""),
+("code", r"""
+ax = viz.plot_frequency_atlas(scores, "sym-pos")
+ax.figure.set_size_inches(12, 6)
+plt.show()
+"""),
+("md", r"""
+## Scores as a table
+
+Every result converts to a long-format pandas DataFrame (`layer, head, frequency, angle,
+score, value`: one row per number), the form `pivot_table`, `groupby` and plotting
+libraries take. Here: mean s_SYM per layer over the fast, middle and slow thirds of the
+frequency ids. `scores.save(path)` / `lp.PosSymScores.load(path)` keep the same numbers in
+one JSON file, and printing a result shows its shapes and headline numbers.
+"""),
+("code", r"""
+import pandas as pd
+
+print(scores)
+df = scores.to_dataframe()
+print(df.head())
+per_freq = df[df.score == "sym_freq"]
+per_freq = per_freq.assign(third=pd.cut(per_freq.frequency.astype(int), 3,
+                                        labels=["fast", "middle", "slow"]))
+per_freq.pivot_table(index="layer", columns="third", values="value", aggfunc="mean",
+                     observed=True).round(2)
+"""),
+("md", r"""
 ## What a swap does to the attention
 
 The swap that weighs most for each example head: a positional head keeps its mass where
@@ -181,6 +217,8 @@ plt.show()
 """),
 ("md", r"""
 Everything above is in `lens-possym profile --model NAME --out DIR`, which also writes
-`scores.json` (reload it with `lp.PosSymScores.load`) and a self-contained `report.html`.
+`scores.json` (reload it with `lp.PosSymScores.load`) and a self-contained `report.html`:
+open it offline, hover a head on the plane, the heatmaps or the frequency atlas for its
+numbers, click it for its per-frequency profile and its attention before and after a swap.
 """),
 ]

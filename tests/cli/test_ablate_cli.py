@@ -36,6 +36,8 @@ def test_ablate_reports_before_and_after(tmp_path, capsys):
     with torch.no_grad(), replay.apply(model):
         again = evaluate_binding(model, task, logits=model(task.tokens))
     assert again.logit_diff == pytest.approx(after.logit_diff, abs=1e-6)
+    report = (tmp_path / "report.html").read_text()
+    assert "Binding task before and after" in report and "1.0" in report
 
 
 def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
@@ -52,6 +54,9 @@ def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
     assert torch.isnan(effect[0]).all() and torch.isfinite(effect[1:]).all()
     for metric in ("logit_diff", "accuracy"):
         assert (tmp_path / f"sweep_{metric}.png").stat().st_size > 1000
+    assert lp.interventions.BandSweep.load(tmp_path / "sweep.json").layers == [1, 2]
+    report = (tmp_path / "report.html").read_text()
+    assert "Largest drops in logit_diff" in report and 'id="sweep-accuracy"' in report
 
 
 @pytest.mark.parametrize("argv, message", [

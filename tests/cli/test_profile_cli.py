@@ -24,7 +24,8 @@ def test_profile_writes_scores_figures_and_report(tmp_path, capsys):
     assert scores.task["name"] == "binding" and 0 <= scores.task["accuracy"] <= 1
     assert scores.pos[[0, 5, 17]].isfinite().all() and scores.pos[1].isnan().all()
     html = (out / "report.html").read_text()
-    assert "gemma-3-270m" in html and html.count("<img") == 6
+    assert "gemma-3-270m" in html and html.count("<img") == 7  # the PNGs, in the report too
+    assert "id=\"explore-atlas\"" in html and "const DATA = " in html  # the explorer
     assert json.loads((out / "scores.json").read_text())["config"]["swap"] == "token"
 
 

@@ -19,6 +19,8 @@ def test_cli_train(tmp_path, capsys):
     assert "test accuracy" in out and "id 0 (θ=1)" in out
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["steps_run"] == 30 and (tmp_path / "model.pt").is_file()
+    report = (tmp_path / "report.html").read_text()
+    assert "Accuracy by answer position" in report and "--freq-ids 0" in report
 
 
 def test_cli_sweep(tmp_path, capsys):
@@ -28,7 +30,8 @@ def test_cli_sweep(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "| 4+0 |" in out and "| 4+1 |" in out
-    for name in ("sweep.json", "table.md", "accuracy_vs_freq.png", "accuracy_by_position.png"):
+    for name in ("sweep.json", "table.md", "accuracy_vs_freq.png", "accuracy_by_position.png",
+                 "report.html"):
         assert (tmp_path / name).is_file(), name
 
 

@@ -64,7 +64,7 @@ def test_json_keeps_nan(llama, tmp_path):
     partial = swap_scores(llama, PROMPT, layers=[0], per_frequency=False, exclusion=False)
     back = PosSymScores.load(partial.save(tmp_path / "s.json"))
     assert back.pos[1].isnan().all() and back.pos_freq is None and back.exclusion_ratio is None
-    with pytest.raises(ValueError, match="not a lens-possym scores file"):
+    with pytest.raises(ValueError, match="not a PosSymScores file"):
         (tmp_path / "bad.json").write_text("{}")
         PosSymScores.load(tmp_path / "bad.json")
 

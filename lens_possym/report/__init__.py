@@ -1,0 +1,35 @@
+"""Self-contained HTML reports: one builder, one report per kind of result.
+
+:class:`Report` builds a page (sections, explained key/value tables, tables, PNGs,
+interactive plotly figures with their JavaScript inlined once, a glossary) and saves it as
+one file that opens with no network. Every command that writes results writes its
+``report.html`` with it:
+
+* :func:`profile_report`: ``lens-possym profile`` (scores, explorer, frequency atlas);
+* :func:`ablation_report`, :func:`band_sweep_report`: ``lens-possym ablate``;
+* :func:`toy_sweep_report`, :func:`train_report`: ``lens-possym sweep`` and ``train`` (a
+  new kind of result, e.g. paper B and C experiments, adds one function that fills a
+  :class:`Report`).
+"""
+
+from ..viz.attention import attention_view_html
+from .builder import Report, format_value
+from .glossary import TERMS, describe
+from .interventions import ablation_report, band_sweep_report
+from .profile import profile_report, save_profile_figures, write_report
+from .synthetic import toy_sweep_report, train_report
+
+__all__ = [
+    "Report",
+    "format_value",
+    "TERMS",
+    "describe",
+    "profile_report",
+    "ablation_report",
+    "band_sweep_report",
+    "toy_sweep_report",
+    "train_report",
+    "save_profile_figures",
+    "attention_view_html",
+    "write_report",
+]

@@ -1,0 +1,228 @@
+"""The profile report: what ``lens-possym profile`` writes beside ``scores.json``.
+
+:func:`profile_report` builds it (:class:`~lens_possym.report.Report`): the command line,
+a summary and the settings (each number explained, settings only where they apply), the
+most positional and symbolic heads, the explorer (plane, heatmaps and frequency atlas,
+interactive, wired to one head's per-frequency profile and attention), the circuitsvis
+attention of three example heads, a glossary, and the static figures.
+:func:`save_profile_figures` writes the PNGs; :func:`write_report` is the static report of
+earlier versions (summary, tables, PNGs), kept for callers without a model at hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..scores.results import PosSymScores
+from ..typing import HookedModel
+from ..viz.attention import attention_view_html
+from .builder import Report
+
+__all__ = ["profile_report", "save_profile_figures", "attention_view_html", "write_report",
+           "summary_rows", "settings_rows"]
+
+
+def save_profile_figures(model: HookedModel, scores: PosSymScores, tokens: torch.Tensor,
+                         out_dir: str | Path, *, dpi: int = 110) -> dict[str, Path]:
+    """Write the profile's figures as PNGs into ``out_dir``; returns ``{name: path}``.
+
+    ``tokens`` are the prompts the scores were computed on (the first one is drawn).
+    """
+    import matplotlib.pyplot as plt
+
+    from .. import viz
+    from ..decompose import frequency_logits_all
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+
+    def save(name: str, figure) -> None:
+        path = out / f"{name}.png"
+        figure.savefig(path, dpi=dpi)
+        plt.close(figure)
+        paths[name] = path
+
+    save("plane", viz.plot_plane(scores, annotate=2).figure)
+    save("heatmaps", viz.plot_score_heatmaps(scores)[0].figure)
+    examples = viz.pick_example_heads(scores)
+    if scores.pos_freq is not None:
+        fig, axes = plt.subplots(len(examples), 1, figsize=(8, 2.8 * len(examples)),
+                                 constrained_layout=True)
+        for ax, (label, (layer, head)) in zip(axes, examples.items()):
+            viz.plot_frequency_scores(scores, layer, head, ax=ax)
+            ax.set_title(f"{label} example: " + ax.get_title(), fontsize="small")
+        save("frequency_scores", fig)
+        save("frequency_plane", viz.plot_frequency_plane(scores, *examples["symbolic"]).figure)
+        save("frequency_atlas", viz.plot_frequency_atlas(scores, "sym").figure)
+    first = tokens[:1]
+    layers = sorted({layer for layer, _ in examples.values()})
+    decomposed = frequency_logits_all(model, first, layers)
+    fig, axes = plt.subplots(len(examples), 1, figsize=(8, 2.6 * len(examples)),
+                             constrained_layout=True)
+    for ax, (label, (layer, head)) in zip(axes, examples.items()):
+        viz.plot_logit_norms(decomposed[layer], heads=[head], ax=ax, share=True)
+        ax.set_title(f"{label} head {layer}:{head}: share of the logit row per frequency",
+                     fontsize="small")
+    save("logit_norms", fig)
+    config = scores.config
+    save("swap_attention", viz.plot_swap_attention(
+        model, first, examples, swap=config.swap, n_blocks=config.n_blocks,
+        exclude_bos=config.exclude_bos)[0].figure)
+    return paths
+
+
+def summary_rows(scores: PosSymScores) -> list[tuple[str, Any]]:
+    """The summary as ``(glossary key, value)`` rows, layer ranges written ``a–b``."""
+    summary = scores.summary()
+    task = summary.pop("task", None) or {}
+    rows = []
+    for key, value in summary.items():
+        if isinstance(value, list):
+            value = f"{value[0]}–{value[1]}" if len(value) == 2 else format_list(value)
+        rows.append((key, value))
+    rows += [(f"task {k}", v) for k, v in task.items()]
+    return rows
+
+
+def format_list(values: list) -> str:
+    return ", ".join(map(str, values)) or "–"
+
+
+def settings_rows(scores: PosSymScores) -> list[tuple[str, Any]]:
+    """The settings that apply to this run (``n_blocks`` only for block swaps, the re-run
+    batch only for the re-run, the exact method's dtype and memory bound only for it)."""
+    config = scores.config.to_dict()
+    skip = {"per_frequency", "exclusion", "check"}
+    if config["swap"] != "block":
+        skip.add("n_blocks")
+    if config["method"] != "rerun":
+        skip.add("batch_size")
+    else:
+        skip |= {"dtype", "max_elements"}
+    rows = [(k, v) for k, v in config.items() if k not in skip]
+    return rows + [("n_prompts", scores.n_prompts), ("n_tokens", scores.n_tokens)]
+
+
+def _heads_rows(scores: PosSymScores, by: str, k: int = 8) -> list[dict[str, Any]]:
+    rows = []
+    for layer, head in scores.ranked_heads(by, k):
+        row = {"head": f"{layer}:{head}", "s_POS": float(scores.pos[layer, head]),
+               "s_SYM": float(scores.sym[layer, head])}
+        if scores.exclusion_ratio is not None:
+            row["exclusion_ratio"] = float(scores.exclusion_ratio[layer, head])
+        if scores.balance is not None:
+            row["balance"] = float(scores.balance[layer, head])
+        rows.append(row)
+    return rows
+
+
+_INTRO = ("Each head's attention from the last token is compared before and after swapping "
+          "the contents of two key positions (the positions themselves stay where they are): "
+          "s_POS is high when the attention stays with the positions, s_SYM when it moves "
+          "with the content (paper A). Every number is explained beside it or in the "
+          "glossary at the end.")
+
+_CAPTIONS = {
+    "plane": "Every head on the positional-symbolic plane.",
+    "heatmaps": "Scores per layer and head.",
+    "frequency_scores": "Scores of each frequency id scored as a 2-D head, for a "
+                        "positional, a symbolic and a mixed head.",
+    "frequency_plane": "The symbolic example head, one point per frequency.",
+    "logit_norms": "Which frequencies carry each example head's logits (first prompt).",
+    "swap_attention": "Attention before and after the swap that weighs most.",
+    "frequency_atlas": "Frequency atlas: s_SYM of every head (rows) and frequency id "
+                       "(columns).",
+}
+
+
+def _settings_section(report: Report, scores: PosSymScores) -> None:
+    report.section("Settings", caption="How the scores were computed (only the settings "
+                   "that apply to this run).").key_values(settings_rows(scores))
+
+
+def _head_sections(report: Report, scores: PosSymScores) -> None:
+    report.section("Summary", caption="Medians are over the heads of each half of the "
+                   "scored layers.").key_values(summary_rows(scores))
+    report.raw("<div class='cols'><div>")
+    report.section("Most positional heads").table(_heads_rows(scores, "pos"))
+    report.raw("</div><div>")
+    report.section("Most symbolic heads").table(_heads_rows(scores, "sym"))
+    report.raw("</div></div>")
+    report.caption("Var/bound: the head's logit variance over Theorem 1's bound (near 1: it "
+                   "uses both position and content; near 0: near-uniform). Balance: 1 = the "
+                   "logits depend on position only, 0 = on content only. Hover a column "
+                   "header for its definition.")
+
+
+GLOSSARY = ["s_POS", "s_SYM", "per_frequency", "frequency_id", "theta", "logit_share",
+            "exclusion_ratio", "balance", "pearson_pos_sym", "sym_low_minus_high_freq",
+            "pos_low_minus_high_freq", "tau", "swap", "n_blocks", "exclude_bos", "method"]
+
+
+def profile_report(model: HookedModel, scores: PosSymScores, tokens: torch.Tensor, *,
+                   command: str = "", prompt: str = "",
+                   figures: dict[str, Path] | None = None,
+                   attention_html: str | None = None) -> Report:
+    """The profile report (not yet saved: call ``.save(path)``).
+
+    Args:
+        model, tokens: the model and prompts the scores were computed on (the explorer's
+            per-frequency logit shares and attention use the first prompt).
+        command: the command line that made it, shown at the top.
+        prompt: the first prompt as text, shown above the attention view.
+        figures: PNGs from :func:`save_profile_figures`, added in a closed section.
+        attention_html: a circuitsvis view (default: the three example heads).
+    """
+    from ..viz import pick_example_heads
+    from .explorer import add_explorer
+
+    report = Report(f"lens-possym profile: {scores.model_name or 'model'}", command=command,
+                    intro=_INTRO)
+    _head_sections(report, scores)
+    add_explorer(report, model, scores, tokens)
+    if attention_html is None:
+        heads = list(dict.fromkeys(pick_example_heads(scores).values()))
+        attention_html = attention_view_html(model, tokens, heads)
+    report.section("Attention patterns of the example heads", caption=(
+        "The whole attention pattern (every query, every key) of the positional, symbolic "
+        "and mixed example heads on the first prompt (circuitsvis: hover a token)."))
+    if prompt:
+        report.raw(f"<p class='caption'>Prompt: <code>{_escape(prompt)}</code></p>")
+    report.raw(attention_html)
+    _settings_section(report, scores)
+    report.glossary(GLOSSARY)
+    if figures:
+        report.details("Static figures (the PNGs written beside this report)")
+        for name, path in figures.items():
+            report.image(path, caption=_CAPTIONS.get(name, name), alt=name)
+        report.end_details()
+    return report
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def write_report(path: str | Path, scores: PosSymScores, figures: dict[str, Path], *,
+                 attention_html: str = "", prompt: str = "", command: str = "") -> Path:
+    """A static report (summary, settings, top heads, the PNGs, an attention view): for
+    callers without the model; :func:`profile_report` is the interactive one."""
+    report = Report(f"lens-possym profile: {scores.model_name or 'model'}", command=command,
+                    intro=_INTRO)
+    _head_sections(report, scores)
+    for name, figure in figures.items():
+        report.section(_CAPTIONS.get(name, name)).image(figure, alt=name)
+    if attention_html:
+        report.section("Attention patterns of the example heads (first prompt)")
+        if prompt:
+            report.raw(f"<p class='caption'>Prompt: <code>{_escape(prompt)}</code></p>")
+        report.raw(attention_html)
+    _settings_section(report, scores)
+    report.glossary(GLOSSARY)
+    return report.save(path)

@@ -1,0 +1,245 @@
+"""Results as tables and files: one mixin gives every result type the same three things.
+
+* :meth:`ResultIO.to_dataframe`: a long-format ``pandas.DataFrame``, one row per number,
+  with the columns ``layer, head, frequency, angle, score, value`` where they apply (a
+  per-head number has ``frequency``/``angle`` missing; a result that is not per head, such
+  as a toy-model sweep, names its own columns). Long format is what ``pivot_table``,
+  ``groupby`` and plotting libraries take; ``df.pivot_table(index=["layer", "head"],
+  columns="frequency", values="value")`` gives back the ``[layer × head, freq]`` grid.
+* :meth:`ResultIO.save` / :meth:`ResultIO.load`: one JSON file holding ``to_dict()``
+  (tensors as nested lists, ``nan`` as ``null``, their dtypes noted so that a float32
+  tensor loads as float32, bit for bit), tagged with a ``format`` so that ``load`` refuses
+  another type's file with a clear error.
+* ``__repr__``: the type, its tensors' shapes and dtypes and a few headline numbers, never
+  the tensors themselves (a printed :class:`~lens_possym.scores.PosSymScores` was 326 lines).
+
+A result class supplies ``to_dict``/``from_dict`` (its file format), ``_table`` (its rows)
+and ``_headline`` (a few ``name=value`` strings); it is a ``@dataclass(repr=False)`` so that
+the dataclass does not write over the mixin's ``__repr__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence, TypeVar
+
+import torch
+from torch import Tensor
+
+from ._json import dumps, tensor_from_json
+from .errors import LensPossymError
+
+__all__ = ["ResultIO", "ResultFileError", "head_frame", "tensor_dtypes", "restore_dtypes",
+           "LONG_COLUMNS"]
+
+LONG_COLUMNS = ["layer", "head", "frequency", "angle", "score", "value"]
+
+R = TypeVar("R", bound="ResultIO")
+
+
+class ResultFileError(LensPossymError, ValueError):
+    """A file is not a saved result of the type asked to load it."""
+
+
+def head_frame(tensors: dict[str, Tensor | None], angles: Tensor | None,
+               layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
+               dims: Sequence[str] = ("layer", "head", "frequency"), **extra: Any):
+    """Long-format rows of per-head ``[layer, head]`` and per-frequency ``[layer, head, freq]``
+    tensors: one row per finite entry, columns ``layer, head, frequency, angle, score, value``.
+
+    Args:
+        tensors: ``{score name: tensor}``; ``None`` entries are skipped. A tensor's last
+            axis is the frequency when it has ``len(dims)`` axes, otherwise there is none.
+        angles: ``[layer, freq]`` (or ``[freq]``, shared by all layers) angle per position
+            of each frequency id, for the ``angle`` column.
+        layers: the layer index of each row of the tensors (default ``0..``); entries that
+            are ``nan`` (unscored layers and heads) give no rows.
+        heads: the head index of each column (default ``0..``).
+        dims: the axis names, frequency last (e.g. ``("batch", "head", "query_pos",
+            "key_pos", "frequency")`` for one layer's logit terms).
+        extra: constant columns added to every row (e.g. ``layer=3``).
+    """
+    import numpy as np
+    import pandas as pd
+
+    frames = []
+    for score, tensor in tensors.items():
+        if tensor is None:
+            continue
+        values = tensor.detach().double().cpu().numpy()
+        names = list(dims) if values.ndim == len(dims) else [d for d in dims if d != "frequency"]
+        if values.ndim != len(names):
+            raise ValueError(f"{score}: {values.ndim} axes, expected {len(dims)} or "
+                             f"{len(dims) - 1} ({', '.join(dims)})")
+        index = np.nonzero(np.isfinite(values))
+        columns: dict[str, Any] = {name: idx for name, idx in zip(names, index)}
+        if layers is not None and "layer" in columns:
+            columns["layer"] = np.asarray(layers)[columns["layer"]]
+        if heads is not None and "head" in columns:
+            columns["head"] = np.asarray(heads)[columns["head"]]
+        frame = pd.DataFrame(columns)
+        if "frequency" in columns:
+            freq = index[names.index("frequency")]
+            if angles is None:
+                frame["angle"] = np.nan
+            elif angles.dim() == 1:
+                frame["angle"] = angles.double().cpu().numpy()[freq]
+            else:
+                frame["angle"] = angles.double().cpu().numpy()[index[0], freq]
+            frame["frequency"] = pd.array(freq, dtype="Int64")
+        else:
+            frame["frequency"] = pd.array([pd.NA] * len(frame), dtype="Int64")
+            frame["angle"] = np.nan
+        for key, value in extra.items():
+            frame[key] = value
+        frame["score"] = score
+        frame["value"] = values[index]
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=LONG_COLUMNS)
+    frame = pd.concat(frames, ignore_index=True)
+    first = [c for c in ("layer", "head", "frequency", "angle") if c in frame]
+    rest = [c for c in frame if c not in first + ["score", "value"]]
+    return frame[first + rest + ["score", "value"]]
+
+
+def tensor_dtypes(obj: Any, prefix: str = "") -> dict[str, str]:
+    """``{dotted key: dtype name}`` of every tensor inside ``obj`` (dicts and dataclass fields)."""
+    out: dict[str, str] = {}
+    items = obj.items() if isinstance(obj, dict) else ()
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, Tensor):
+            out[name] = str(value.dtype).removeprefix("torch.")
+        elif isinstance(value, dict):
+            out.update(tensor_dtypes(value, name + "."))
+    return out
+
+
+def restore_dtypes(data: dict[str, Any], dtypes: dict[str, str]) -> dict[str, Any]:
+    """Turn the lists named in ``dtypes`` (as :func:`tensor_dtypes` wrote them) back into
+    tensors of those dtypes, in place; returns ``data``."""
+    for key, dtype in dtypes.items():
+        *path, last = key.split(".")
+        node = data
+        for part in path:
+            node = node[part]
+        if node.get(last) is not None:
+            node[last] = tensor_from_json(node[last]).to(getattr(torch, dtype))
+    return data
+
+
+class ResultIO:
+    """Mixin: ``to_dataframe``, ``save``/``load`` and a short ``__repr__`` for a result.
+
+    Subclasses define ``FORMAT`` (e.g. ``"lens-possym/scores@1"``), ``to_dict()`` (JSON
+    data; tensors may stay tensors, they are encoded here), ``from_dict(data)``,
+    ``_table()`` (the long-format frame) and optionally ``_headline()``.
+    """
+
+    FORMAT: str = ""
+    #: accept files without a ``format`` tag (written before results carried one)
+    UNTAGGED_OK: bool = False
+
+    # ---- tables ------------------------------------------------------------------------
+
+    def _table(self):  # pragma: no cover - every result defines it
+        """The long-format ``DataFrame`` (built with :func:`head_frame` where it applies)."""
+        raise NotImplementedError
+
+    def to_dataframe(self):
+        """Long format: one row per number (columns ``layer, head, frequency, angle, score,
+        value`` where they apply; see the module docstring)."""
+        return self._table()
+
+    # ---- files -------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result as one JSON file (parents created); returns the path."""
+        data = self.to_dict()  # type: ignore[attr-defined]
+        data = {"format": self.FORMAT, **{k: v for k, v in data.items() if k != "format"}}
+        dtypes = tensor_dtypes(data)
+        if dtypes:
+            data["tensor_dtypes"] = dtypes
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dumps(data))
+        return path
+
+    @classmethod
+    def load(cls: type[R], path: str | Path) -> R:
+        """Read a file written by :meth:`save`."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as exc:
+            raise ResultFileError(f"{path} is not JSON ({exc}); pass a file written by "
+                                  f"{cls.__name__}.save") from None
+        return cls.from_data(data, source=str(path))
+
+    @classmethod
+    def from_data(cls: type[R], data: dict[str, Any], source: str = "the data") -> R:
+        """Check the ``format`` tag, restore tensor dtypes and call ``from_dict``."""
+        untagged = isinstance(data, dict) and "format" not in data and cls.UNTAGGED_OK
+        if not untagged and (not isinstance(data, dict) or data.get("format") != cls.FORMAT):
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise ResultFileError(f"{source} is not a {cls.__name__} file (format {found!r}, "
+                                  f"expected {cls.FORMAT!r})")
+        data = restore_dtypes(dict(data), data.get("tensor_dtypes", {}))
+        data.pop("tensor_dtypes", None)
+        return cls.from_dict(data)  # type: ignore[attr-defined]
+
+    # ---- printing ----------------------------------------------------------------------
+
+    def _headline(self) -> list[str]:
+        return []
+
+    def __repr__(self) -> str:
+        parts = []
+        fields = dataclasses.fields(self) if dataclasses.is_dataclass(self) else []
+        for f in fields:
+            if not f.repr:
+                continue
+            text = _short(getattr(self, f.name))
+            if text is not None:
+                parts.append(f"{f.name}={text}")
+        parts += self._headline()
+        return f"{type(self).__name__}(" + ", ".join(parts) + ")"
+
+
+def _short(value: Any) -> str | None:
+    """A few characters for one field (``None``: leave it out of the repr)."""
+    if value is None:
+        return None
+    if isinstance(value, Tensor):
+        return f"[{', '.join(map(str, value.shape))}] {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, dict):
+        if not value:
+            return None
+        if all(isinstance(v, Tensor) for v in value.values()):
+            first = next(iter(value.values()))
+            return "{" + ", ".join(map(str, value)) + "}: " + _short(first)  # type: ignore
+        keys = list(value)
+        shown = ", ".join(map(str, keys[:4])) + (", ..." if len(keys) > 4 else "")
+        return f"{{{shown}}}"
+    if isinstance(value, (list, tuple)):
+        if len(value) <= 6 and all(isinstance(v, (int, float, str)) for v in value):
+            return repr(list(value))
+        return f"<{len(value)} items>"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (int, bool, str)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "...'"
+    if hasattr(value, "to_dict") and hasattr(value, "replace"):  # a JsonConfig
+        return f"{type(value).__name__}(...)"
+    text = repr(value)
+    return text if len(text) <= 60 else f"<{type(value).__name__}>"
+
+
+def number(value: float) -> str:
+    """A headline number: 3 significant digits, ``nan`` as ``–``."""
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else f"{value:.3g}"
