@@ -30,18 +30,14 @@ import torch
 from torch import Tensor
 
 from ._json import dumps, tensor_from_json
-from .errors import LensPossymError
+from .errors import InvalidSelectionError, LensPossymError, ResultsFileError
 
-__all__ = ["ResultIO", "ResultFileError", "head_frame", "tensor_dtypes", "restore_dtypes",
+__all__ = ["ResultIO", "head_frame", "tensor_dtypes", "restore_dtypes",
            "LONG_COLUMNS"]
 
 LONG_COLUMNS = ["layer", "head", "frequency", "angle", "score", "value"]
 
 R = TypeVar("R", bound="ResultIO")
-
-
-class ResultFileError(LensPossymError, ValueError):
-    """A file is not a saved result of the type asked to load it."""
 
 
 def head_frame(tensors: dict[str, Tensor | None], angles: Tensor | None,
@@ -72,8 +68,8 @@ def head_frame(tensors: dict[str, Tensor | None], angles: Tensor | None,
         values = tensor.detach().double().cpu().numpy()
         names = list(dims) if values.ndim == len(dims) else [d for d in dims if d != "frequency"]
         if values.ndim != len(names):
-            raise ValueError(f"{score}: {values.ndim} axes, expected {len(dims)} or "
-                             f"{len(dims) - 1} ({', '.join(dims)})")
+            raise InvalidSelectionError(f"{score}: {values.ndim} axes, expected {len(dims)} or "
+                                        f"{len(dims) - 1} ({', '.join(dims)})")
         index = np.nonzero(np.isfinite(values))
         columns: dict[str, Any] = {name: idx for name, idx in zip(names, index)}
         if layers is not None and "layer" in columns:
@@ -175,7 +171,7 @@ class ResultIO:
         try:
             data = json.loads(Path(path).read_text())
         except json.JSONDecodeError as exc:
-            raise ResultFileError(f"{path} is not JSON ({exc}); pass a file written by "
+            raise ResultsFileError(f"{path} is not JSON ({exc}); pass a file written by "
                                   f"{cls.__name__}.save") from None
         return cls.from_data(data, source=str(path))
 
@@ -185,11 +181,18 @@ class ResultIO:
         untagged = isinstance(data, dict) and "format" not in data and cls.UNTAGGED_OK
         if not untagged and (not isinstance(data, dict) or data.get("format") != cls.FORMAT):
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
-            raise ResultFileError(f"{source} is not a {cls.__name__} file (format {found!r}, "
+            raise ResultsFileError(f"{source} is not a {cls.__name__} file (format {found!r}, "
                                   f"expected {cls.FORMAT!r})")
-        data = restore_dtypes(dict(data), data.get("tensor_dtypes", {}))
-        data.pop("tensor_dtypes", None)
-        return cls.from_dict(data)  # type: ignore[attr-defined]
+        try:
+            data = restore_dtypes(dict(data), data.get("tensor_dtypes", {}))
+            data.pop("tensor_dtypes", None)
+            return cls.from_dict(data)  # type: ignore[attr-defined]
+        except LensPossymError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            # a tagged file with missing or malformed fields: the same problem for the user
+            raise ResultsFileError(f"{source} is a damaged {cls.__name__} file "
+                                   f"({type(exc).__name__}: {exc})") from exc
 
     # ---- printing ----------------------------------------------------------------------
 

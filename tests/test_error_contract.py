@@ -311,16 +311,7 @@ CASE_NAMES = [
 # ``(function, argument): (a value that shows it, where it fails)``. Each is left out of the
 # draws above and shown by test_known_gap, a strict xfail: once fixed, that test passes
 # unexpectedly and fails the run, and the entry is removed here.
-KNOWN_GAPS = {
-    ("swap_scores", "query_position"):
-        (0, "scores/profile.py: a query position with no earlier keys reaches torch.arange"),
-    ("tiny_model", "n_heads"):
-        (0, "models/tiny.py: head counts are not checked before the HF config is built"),
-    ("tiny_model", "n_kv_heads"):
-        (0, "models/tiny.py: head counts are not checked before the HF config is built"),
-    ("tiny_model", "d_head"):
-        (0, "models/tiny.py: d_head is not checked before the HF config is built"),
-}
+KNOWN_GAPS: dict = {}
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import lens_possym as lp
 from lens_possym._json import dumps
 from lens_possym.decompose import frequency_norms
 from lens_possym.interventions import compare_with_random_heads
-from lens_possym.results_io import LONG_COLUMNS, ResultFileError
+from lens_possym.errors import ResultsFileError
+from lens_possym.results_io import LONG_COLUMNS
 from lens_possym.synthetic.sweeps import SweepResult, SweepRun
 
 PROMPTS = ["the cat sat on the mat and the dog sat on the log", "one two three four five six "
@@ -100,7 +101,7 @@ def test_repr_is_short(results, kind):
 def test_another_types_file_is_refused(results, kind, tmp_path):
     other = results["norms"] if kind != "norms" else results["scores"]
     path = other.save(tmp_path / "other.json")
-    with pytest.raises(ResultFileError, match=f"not a {type(results[kind]).__name__} file"):
+    with pytest.raises(ResultsFileError, match=f"not a {type(results[kind]).__name__} file"):
         type(results[kind]).load(path)
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="is not JSON"):

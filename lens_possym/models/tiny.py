@@ -205,7 +205,7 @@ _FAMILIES: dict[str, _Family] = {
                           "Ministral 3: YaRN by default"),
     "gpt-oss": _Family("GptOssConfig", "GptOssForCausalLM",
                        "attention sinks (spec.extra['attention_sinks']; the closed-form "
-                       "per-head swap scores ignore them), window 4 on sliding layers",
+                       "swap scores refuse them: use the re-run), window 4 on sliding layers",
                        {"num_local_experts": 2, "num_experts_per_tok": 1,
                         "sliding_window": _WINDOW},
                        moe=True),
@@ -323,6 +323,16 @@ def tiny_model(
     from .loading import from_hf
 
     spec = _family(family)
+    for name, value in (("n_heads", n_heads), ("d_head", d_head), ("d_model", d_model),
+                        ("n_ctx", n_ctx), ("n_kv_heads", n_kv_heads), ("n_layers", n_layers)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise InvalidSelectionError(f"{name} must be a positive integer, got {value!r}")
+    if n_kv_heads is not None and n_heads % n_kv_heads:
+        raise InvalidSelectionError(
+            f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads})")
+    if d_head % 2:
+        raise InvalidSelectionError(f"d_head must be even (RoPE rotates pairs), got {d_head}")
     if n_layers is None:
         n_layers = spec.n_layers
     no_gqa = spec.n_kv_heads is None
@@ -335,9 +345,13 @@ def tiny_model(
         raise InvalidSelectionError(
             f"{family} derives d_head from d_model / n_heads; pass d_model={n_heads * d_head}"
         )
-    config = _hf_config(family, n_layers=n_layers, d_model=d_model, n_heads=n_heads,
-                        n_kv_heads=n_kv_heads, d_head=d_head, n_ctx=n_ctx,
-                        init_range=init_range, overrides=config_overrides)
+    try:
+        config = _hf_config(family, n_layers=n_layers, d_model=d_model, n_heads=n_heads,
+                            n_kv_heads=n_kv_heads, d_head=d_head, n_ctx=n_ctx,
+                            init_range=init_range, overrides=config_overrides)
+    except Exception as exc:  # noqa: BLE001 - Hugging Face validates configs with its own errors
+        raise InvalidSelectionError(
+            f"these sizes do not make a {family} model: {' '.join(str(exc).split())}") from exc
     config.architectures = [spec.model]
     cls = getattr(transformers, spec.model)
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched

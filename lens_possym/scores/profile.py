@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
-from ..errors import InvalidSelectionError
+from ..errors import InvalidSelectionError, UnsupportedModelError
 from ..rope import rope_specs
 from ..typing import HookedModel
 from .config import ScoreConfig
@@ -154,6 +154,12 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
                  config: ScoreConfig) -> LayerScores:
     """Scores of ``heads`` of one layer, from its captured queries and keys."""
     spec = inputs.spec
+    if config.method == "exact" and spec.extra.get("attention_sinks"):
+        # GPT-OSS: a learned per-head sink logit joins the softmax; the closed form's
+        # post-swap normaliser has no term for it (per head it would be off by ~1e-2)
+        raise UnsupportedModelError(
+            f"layer {spec.layer} ({spec.family}) has attention sinks, which the closed-form "
+            "swap scores do not model; score it with method='rerun'")
     if config.check:
         decompose_inputs(inputs, heads).check()
     factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype)

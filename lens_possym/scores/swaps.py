@@ -118,7 +118,8 @@ class SwapSet:
 
 
 def _eligible(query_position: int, exclude_bos: bool) -> Tensor:
-    return torch.arange(int(exclude_bos), query_position)
+    # a query at (or before) the first swappable position has no keys to swap: empty
+    return torch.arange(int(exclude_bos), max(query_position, int(exclude_bos)))
 
 
 def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], *,

@@ -14,6 +14,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, axes_or_new, to_numpy
 
@@ -44,13 +45,15 @@ def atlas_values(scores: PosSymScores, view: str,
     for ``view="share"`` only.
     """
     if view not in ATLAS_VIEWS:
-        raise ValueError(f"atlas view {view!r} unknown; choose one of {', '.join(ATLAS_VIEWS)}")
+        raise InvalidSelectionError(
+            f"atlas view {view!r} unknown; choose one of {', '.join(ATLAS_VIEWS)}")
     if view == "share":
         if share is None:
-            raise ValueError("view='share' needs the logit share (pass share=...)")
+            raise InvalidSelectionError("view='share' needs the logit share (pass share=...)")
         return share
     if scores.pos_freq is None or scores.sym_freq is None:
-        raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+        raise InvalidSelectionError("these scores have no per-frequency part (per_frequency="
+                                    "False); compute them with per_frequency=True")
     return {"sym": scores.sym_freq, "pos": scores.pos_freq,
             "sym-pos": scores.sym_freq - scores.pos_freq}[view]
 

@@ -15,6 +15,7 @@ from typing import Sequence
 from jaxtyping import Float
 from torch import Tensor
 
+from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, to_numpy
 from .atlas import ATLAS_VIEWS, atlas_values
@@ -163,7 +164,8 @@ def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
     """One head's s_POS and s_SYM per frequency id (and its logit share on a second axis)."""
     go = _go()
     if scores.pos_freq is None or scores.sym_freq is None:
-        raise ValueError("these scores have no per-frequency part (per_frequency=False)")
+        raise InvalidSelectionError("these scores have no per-frequency part (per_frequency="
+                                    "False); compute them with per_frequency=True")
     n_freqs = scores.pos_freq.shape[-1]
     theta = [angle_label(float(t)) for t in scores.angles[layer]]
     x = list(range(n_freqs))

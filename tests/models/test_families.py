@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import lens_possym as lp
+from lens_possym.errors import UnsupportedModelError
 from lens_possym.models.tiny import ALL_TINY_FAMILIES
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -78,22 +79,29 @@ def test_family(family):
             runs.append(dict(swap="token", per_frequency=True, layers=windowed))
         if open_layers:
             runs.append(dict(swap="block", per_frequency=True, layers=open_layers))
+        if specs[0].extra.get("attention_sinks"):  # see test_gpt_oss_sinks
+            continue
         for run in runs:
             common = dict(n_blocks=4, tau=1e-2, exclusion=False, **run)
             exact = lp.swap_scores(model, tokens, method="exact", **common)
             rerun = lp.swap_scores(model, tokens, method="rerun", **common)
             if run["per_frequency"]:
                 assert _max_diff(exact, rerun, ("pos_freq", "sym_freq")) <= FREQ_TOL, (family, run)
-            if not specs[0].extra.get("attention_sinks"):  # see test_gpt_oss_sinks
-                assert _max_diff(exact, rerun, ("pos", "sym")) <= HEAD_TOL, (family, run)
+            assert _max_diff(exact, rerun, ("pos", "sym")) <= HEAD_TOL, (family, run)
 
 
-def test_gpt_oss_sinks_are_flagged():
+def test_gpt_oss_sinks_are_flagged_and_the_closed_form_refuses_them():
     """GPT-OSS's sink logits join the softmax: its scores still split per frequency, but the
-    closed-form per-head swap scores do not see the sinks, so they are flagged."""
-    specs = lp.rope_specs(lp.tiny_model("gpt-oss", dtype=torch.float64))
+    closed-form swap scores have no term for the sinks, so they refuse; the re-run works."""
+    model = lp.tiny_model("gpt-oss", dtype=torch.float64)
+    specs = lp.rope_specs(model)
     assert all(spec.extra.get("attention_sinks") for spec in specs)
     assert not lp.rope_specs(lp.tiny_model("llama"))[0].extra.get("attention_sinks")
+    tokens = model.to_tokens("Alice likes red . Bob likes blue . What color")
+    with pytest.raises(UnsupportedModelError, match="attention sinks.*method='rerun'"):
+        lp.swap_scores(model, tokens, layers=[0], per_frequency=False)
+    rerun = lp.swap_scores(model, tokens, layers=[0], method="rerun", per_frequency=False)
+    assert rerun.pos[0].isfinite().all()
 
 
 @pytest.mark.parametrize("family", ["olmo2", "phi3-longrope"])
