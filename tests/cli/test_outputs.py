@@ -111,7 +111,7 @@ def test_interrupted_profile_keeps_the_previous_report(tmp_path, monkeypatch, ca
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report, "write_report", interrupted)
+    monkeypatch.setattr(report, "profile_report", interrupted)
     code = main(["profile", *TINY, "--n-prompts", "2", "--n-pairs", "3", "--out", str(out)])
     assert code == 130
     err = capsys.readouterr().err
