@@ -30,6 +30,7 @@ from torch import Tensor
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens, is_activation_cache
 from .errors import InvalidSelectionError, UnsupportedModelError
 from .rope import RopeSpec, heads_view, rope_specs, visible_keys
+from .typing import HookedModel, HookFn
 
 __all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names"]
 
@@ -78,13 +79,13 @@ class AttentionInputs:
 
 
 def capture_attention_inputs(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,
     query_positions: int | Sequence[int] | Tensor | None = -1,
     model_scores: bool = True,
-    fwd_hooks: Sequence[tuple[str, Any]] = (),
+    fwd_hooks: Sequence[tuple[str, HookFn]] = (),
 ) -> dict[int, AttentionInputs]:
     """Run ``model`` once on ``input`` and keep, per layer, what attention analyses need.
 
@@ -184,7 +185,7 @@ def capture_attention_inputs(
     return out
 
 
-def cache_hook_names(model: Any, layers: int | Sequence[int] | None = None, *,
+def cache_hook_names(model: HookedModel, layers: int | Sequence[int] | None = None, *,
                      model_scores: bool = True) -> list[str]:
     """The hook names an activation cache needs for :func:`capture_attention_inputs`.
 

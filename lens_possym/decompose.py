@@ -49,6 +49,7 @@ from .capture import AttentionInputs, capture_attention_inputs
 from .errors import DecompositionMismatchError, InvalidSelectionError
 from .results_io import ResultIO, head_frame
 from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
+from .typing import HookedModel
 
 __all__ = [
     "FrequencyLogits",
@@ -306,7 +307,7 @@ def _attach_check(result: FrequencyLogits, inputs: AttentionInputs, heads: list[
 
 
 def frequency_logits(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layer: int,
     *,
@@ -353,7 +354,7 @@ def frequency_logits(
 
 
 def frequency_logits_all(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,
@@ -430,7 +431,7 @@ def _pair_norms(x: Tensor, spec: RopeSpec) -> Tensor:
 
 
 def frequency_norms(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor
 
 from ..errors import UnsupportedModelError
+from ..typing import HookedModel, HookFn
 
 __all__ = ["run_capturing", "keys_for_heads"]
 
@@ -16,8 +17,8 @@ class _Stop(Exception):
     """Raised by the last capturing hook to end the pass early."""
 
 
-def run_capturing(model: Any, tokens: Tensor, names: Sequence[str],
-                  fwd_hooks: Sequence[tuple[str, Callable]] = ()) -> dict[str, Tensor]:
+def run_capturing(model: HookedModel, tokens: Tensor, names: Sequence[str],
+                  fwd_hooks: Sequence[tuple[str, HookFn]] = ()) -> dict[str, Tensor]:
     """Run ``model`` on ``tokens`` with ``fwd_hooks`` and return the tensors of ``names``.
 
     The pass stops once every name is captured. ``run_with_hooks`` removes the hooks when

@@ -50,6 +50,7 @@ from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_tokens
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
+from ..typing import HookedModel
 from ._bridge import keys_for_heads, run_capturing
 from .absolute import Absolute
 from .base import causal_visible
@@ -98,7 +99,7 @@ class ToeplitzTerms:
                 for name, t in self.terms.items()}
 
 
-def _ln_and_projections(model: Any, layer: int):
+def _ln_and_projections(model: HookedModel, layer: int):
     """``(ln, q_affine, k_affine)`` of an absolute-PE family's attention at ``layer``."""
     hf = model.original_model
     kind = hf.config.model_type
@@ -124,7 +125,7 @@ def _ln_and_projections(model: Any, layer: int):
     raise UnsupportedModelError(f"no Toeplitz split for the absolute-PE family {kind!r}")
 
 
-def _absolute_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+def _absolute_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int]):
     if ls.layer != 0:
         raise InvalidSelectionError(
             f"an absolute-PE model's logits split into content and position terms only at "
@@ -157,7 +158,7 @@ def _absolute_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int
     return terms
 
 
-def _mla_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+def _mla_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int]):
     """MLA's per-frequency terms of every query row (the diagonals of ``C_f`` per row)."""
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     q, k = got[ls.q_hook][:, heads], got[ls.k_hook][:, heads]
@@ -171,7 +172,7 @@ def _mla_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
     return {name: terms[:, :, i] for i, name in enumerate(names)}
 
 
-def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
+def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
                    heads: int | Sequence[int] | None = None, *, check: bool = True
                    ) -> ToeplitzTerms:
     """Split ``layer``'s logits (all query rows) into content and position terms.
@@ -287,7 +288,7 @@ class TermMagnitudes:
     scheme: str
 
 
-def toeplitz_magnitudes(model: Any, input: ModelInput,
+def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
                         layers: int | Sequence[int] | None = None) -> TermMagnitudes:
     """:meth:`ToeplitzTerms.magnitudes` of every layer that has a split, in one tensor.
 

@@ -9,7 +9,7 @@ computed per prompt and averaged over prompts (paper C's ``scores.mean(axis=0)``
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import torch
 from jaxtyping import Float

@@ -41,6 +41,7 @@ from ..positions._bridge import keys_for_heads, run_capturing
 from ..positions.absolute import Absolute
 from ..positions.mla import MLA, mla_parts
 from ..positions.rope import Rope
+from ..typing import HookedModel
 from .config import ScoreConfig
 from .exclusion import exclusion_from_matrix
 from .swaps import SwapSet, WeightedCosines, swap_set
@@ -49,8 +50,8 @@ __all__ = ["site_swap_scores", "site_cross_logits", "matrix_swap_scores",
            "frequency_matrix_swap_scores", "rerun_site_scores"]
 
 
-def _content_site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
-                               qpos: int) -> Tensor:
+def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme,
+                               heads: list[int], qpos: int) -> Tensor:
     """``C[b, h, p, c]`` at layer 0 of an absolute-PE model: content ``c``'s token embedding
     plus position ``p``'s embedding, through the layer's own norm and key projection."""
     names = ["hook_embed", "hook_pos_embed", ls.q_hook]
@@ -80,14 +81,14 @@ def _visible(ls: LayerScheme, qpos: int, n_pos: int) -> Tensor:
     return causal_visible(qpos, n_pos, ls.scheme.window)
 
 
-def _mla_inputs(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
+def _mla_inputs(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     return mla_parts(got[ls.q_hook][:, heads], got[ls.k_hook][:, heads], ls.d_content,
                      ls.scheme, qpos)
 
 
-def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int,
-                      site: str, dtype: torch.dtype = torch.float64
+def site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int],
+                      qpos: int, site: str, dtype: torch.dtype = torch.float64
                       ) -> Float[Tensor, "batch head_index pos pos"]:
     """The cross-logit matrix whose entries the swaps at ``site`` produce (rows: position,
     columns: content; ``-inf`` where the query cannot see).
@@ -128,7 +129,7 @@ def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
 PATTERN_TOLERANCE = 1e-5
 
 
-def _check_against_model(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
+def _check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int],
                          qpos: int, cross: Tensor) -> None:
     """The clean row of ``C`` must give the model's own attention: a wrong scheme (slopes,
     scale, window) shows here before any score is computed."""
@@ -189,7 +190,7 @@ def _add(acc: WeightedCosines, after: Tensor, clean: Tensor, first: Tensor, seco
     acc.add((d1 - d2).abs() / tau, pos, sym)
 
 
-def rerun_site_scores(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
+def rerun_site_scores(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int],
                       swaps: SwapSet, site: str, *, tau: float = 1e-4, batch_size: int = 64
                       ) -> tuple[Tensor, Tensor]:
     """``(s_POS, s_SYM)`` (``[1, head_index]``) of one prompt by re-running every swap at ``site``:
@@ -222,7 +223,7 @@ def rerun_site_scores(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
     return acc.result()
 
 
-def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None = None, *,
+def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | None = None, *,
                      layers: int | Sequence[int] | None = None,
                      heads: int | Sequence[int] | None = None, progress: bool = False,
                      **settings: Any):

@@ -66,6 +66,7 @@ from torch import Tensor
 
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
+from ..typing import HookedModel
 
 __all__ = [
     "BindingTemplate",
@@ -498,7 +499,7 @@ def _draw_entities(rng: random.Random, ents: list[str], starters: set[str], n_pa
 
 
 def binding_task(
-    model: Any,
+    model: HookedModel,
     *,
     n_prompts: int = 32,
     n_pairs: int = 4,
@@ -672,7 +673,7 @@ def binding_logit_diff(task: BindingTask, logits: Float[Tensor, "batch pos d_voc
     return correct - others
 
 
-def evaluate_binding(model: Any, task: BindingTask,
+def evaluate_binding(model: HookedModel, task: BindingTask,
                      logits: Float[Tensor, "batch pos d_vocab"] | None = None) -> BindingResult:
     """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks)."""
     if logits is None:
@@ -704,7 +705,7 @@ def _ordinary_token_ids(tokenizer: Any) -> list[int]:
                   if len(word) >= 2 and word.isascii() and word.isalpha())
 
 
-def random_token_prompts(model: Any, *, n_prompts: int = 8, n_tokens: int = 64,
+def random_token_prompts(model: HookedModel, *, n_prompts: int = 8, n_tokens: int = 64,
                          seed: int = 0) -> Int[Tensor, "batch pos"]:
     """Task-free prompts: ``n_tokens`` ordinary word tokens drawn at random, BOS first.
 

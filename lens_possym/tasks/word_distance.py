@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from jaxtyping import Int
@@ -40,6 +40,7 @@ from torch import Tensor
 
 from .._inputs import as_tokens
 from ..errors import TaskConfigError
+from ..typing import HookedModel
 from .binding import single_token_words
 
 __all__ = ["DEFAULT_WORDS", "WordDistanceTask", "WordDistanceResult", "word_distance_task",
@@ -114,7 +115,7 @@ def _check(n_prompts: int, n_words: int, n_cue: int, distance: int) -> None:
             f"list words, more than n_words={n_words}; raise n_words or lower n_cue/distance")
 
 
-def word_distance_task(model: Any, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
+def word_distance_task(model: HookedModel, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
                        distance: int = 1, seed: int = 0,
                        words: Sequence[str] = DEFAULT_WORDS, separator: str = "."
                        ) -> WordDistanceTask:
@@ -189,7 +190,7 @@ class WordDistanceResult:
                 "chance": self.chance}
 
 
-def evaluate_word_distance(model: Any, task: WordDistanceTask,
+def evaluate_word_distance(model: HookedModel, task: WordDistanceTask,
                            logits: Tensor | None = None) -> WordDistanceResult:
     """Score ``model`` (or ``logits`` already computed) on ``task``'s last position."""
     if logits is None:
