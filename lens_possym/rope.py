@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -825,7 +826,8 @@ def _probe_disagreement(spec: RopeSpec, seen: dict, positions: Tensor) -> str | 
     kpos = positions.to(q.device)
     qr = rotate(q, kpos, spec).double()
     kr = rotate(k, kpos, spec).double()[:, :, spec.kv_index().to(k.device)]
-    scores = torch.einsum("bqhd,bkhd->bhqk", qr, kr) * spec.scale
+    scores = einsum(qr, kr, "batch query_pos head_index d_head, batch key_pos head_index d_head"
+                    " -> batch head_index query_pos key_pos") * spec.scale
     if spec.softcap:
         scores = spec.softcap * torch.tanh(scores / spec.softcap)
     mask = visible_keys(spec, kpos, kpos)

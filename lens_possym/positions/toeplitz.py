@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float
 from torch import Tensor
 
@@ -99,6 +100,14 @@ class ToeplitzTerms:
                 for name, t in self.terms.items()}
 
 
+def _logits(q: Float[Tensor, "batch query_pos head_index d_head"],
+            k: Float[Tensor, "batch key_pos head_index d_head"]
+            ) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+    """``⟨q_n, k_m⟩`` for every query row ``n`` and key row ``m`` (unscaled)."""
+    return einsum(q, k, "batch query_pos head_index d_head, batch key_pos head_index d_head"
+                  " -> batch head_index query_pos key_pos")
+
+
 def _ln_and_projections(model: HookedModel, layer: int):
     """``(ln, q_affine, k_affine)`` of an absolute-PE family's attention at ``layer``."""
     hf = model.original_model
@@ -151,7 +160,7 @@ def _absolute_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: 
     k = {n: split(k_aff, t) for n, t in parts.items()}
     q["b"] = (q_aff(zero + ln.bias)).unflatten(-1, (h, d))[:, :, heads].expand_as(q["c"])
     k["b"] = (k_aff(zero + ln.bias)).unflatten(-1, (h, d))[:, :, heads].expand_as(k["c"])
-    dot = lambda a, b: torch.einsum("bnhd,bmhd->bhnm", a, b) * ls.scheme.scale  # noqa: E731
+    dot = lambda a, b: _logits(a, b) * ls.scheme.scale  # noqa: E731
     terms = {"cc": dot(q["c"], k["c"]), "cp": dot(q["c"], k["p"]), "pc": dot(q["p"], k["c"]),
              "pp": dot(q["p"], k["p"]),
              "bias": dot(q["b"], k["c"] + k["p"] + k["b"]) + dot(q["c"] + q["p"], k["b"])}
@@ -214,7 +223,7 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
         got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
         q = got[ls.q_hook][:, :, heads]
         k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads)
-        terms = {"content": torch.einsum("bnhd,bmhd->bhnm", q, k) * scheme.scale}
+        terms = {"content": _logits(q, k) * scheme.scale}
         if isinstance(scheme, AdditiveBias):
             positions = torch.arange(n_pos)
             terms["bias"] = scheme.bias(positions, positions)[heads][None].to(q)
@@ -266,14 +275,15 @@ def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torc
     k_pairs, k_tail = to_pairs(k, spec)
     zq = torch.complex(q_pairs[..., 0], q_pairs[..., 1])               # [b, n, h, F]
     zk = torch.complex(k_pairs[..., 0], k_pairs[..., 1])               # [b, m, h, F]
-    content = torch.einsum("bnhf,bmhf->bhnmf", zq, zk.conj())
+    content = einsum(zq, zk.conj(), "batch query_pos head_index freq, "
+                     "batch key_pos head_index freq -> batch head_index query_pos key_pos freq")
     theta = spec.inv_freq.to(dtype)
     offset = (inputs.query_positions[:, None] - inputs.key_positions[None, :]).to(dtype)
     kernel = torch.polar(torch.ones_like(offset)[..., None] * spec.attention_scaling ** 2,
                          offset[..., None] * theta)                    # [n, m, F]
     terms = (content * kernel.to(content.device)).real * spec.scale
     if spec.has_tail:
-        tail = torch.einsum("bnhd,bmhd->bhnm", q_tail, k_tail) * spec.scale
+        tail = _logits(q_tail, k_tail) * spec.scale
         terms = torch.cat([terms, tail[..., None]], dim=-1)
     return terms
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import torch
+from einops import einsum
 import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
@@ -69,7 +70,9 @@ def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerSche
         keys = run_capturing(model, tokens[b : b + 1].expand(n_pos, -1), [ls.k_hook],
                              fwd_hooks=[(f"blocks.{ls.layer}.hook_resid_pre", place)])[ls.k_hook]
         keys = keys_for_heads(keys, heads, ls.n_heads)                    # [c, p, h, d]
-        out.append(torch.einsum("hd,cphd->hpc", q[b], keys) * ls.scheme.scale)
+        logits = einsum(q[b], keys, "head_index d_head, content pos head_index d_head"
+                        " -> head_index pos content")
+        out.append(logits * ls.scheme.scale)
     full = torch.stack(out)
     visible = _visible(ls, qpos, n_pos).to(full.device)
     return full.masked_fill(~visible[:, None], float("-inf"))
