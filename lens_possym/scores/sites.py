@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
+from .._inputs import ModelInput, as_heads, as_layers
 from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
 from ..positions._bridge import keys_for_heads, run_capturing
@@ -242,15 +242,13 @@ def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig 
         InvalidSelectionError: ``per_frequency=True`` at a site other than ``"layer"``;
             ``method="exact"`` where the site has no closed form; other bad settings.
     """
-    from .profile import LayerScores, _assemble, resolve_exclude_bos
+    from .profile import LayerScores, _assemble, resolve_for_input
 
     config = (config or ScoreConfig()).replace(**settings)
     layer_schemes = schemes(model)
     chosen = as_layers(layers, len(layer_schemes))
-    tokens = as_tokens(model, input)
-    qpos = int(as_positions(config.query_position, tokens.shape[1])[0])
-    config = config.replace(query_position=qpos,
-                            exclude_bos=resolve_exclude_bos(model, tokens, config.exclude_bos))
+    tokens, config = resolve_for_input(model, input, config)
+    qpos = config.query_position
     if config.per_frequency:
         for layer in chosen:
             scheme = layer_schemes[layer].scheme
