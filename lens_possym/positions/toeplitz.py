@@ -50,9 +50,10 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_tokens
+from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
 from ..typing import HookedModel
-from ._bridge import keys_for_heads, run_capturing
+from ._bridge import keys_for_heads
 from .absolute import Absolute
 from .base import causal_visible
 from .bias import AdditiveBias
@@ -204,8 +205,6 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
     n_pos = tokens.shape[1]
     scheme = ls.scheme
     if isinstance(scheme, Rope):
-        from ..capture import capture_attention_inputs
-
         inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=None)[ls.layer]
         per_freq = rope_hadamard_terms(inputs, heads)
         terms = {f"f{f}": per_freq[..., f] for f in range(per_freq.shape[-1])}

@@ -36,9 +36,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_layers
+from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
-from ..positions._bridge import keys_for_heads, run_capturing
+from ..positions._bridge import keys_for_heads
 from ..positions.absolute import Absolute
 from ..positions.mla import MLA, mla_parts
 from ..positions.rope import Rope
@@ -117,7 +118,6 @@ def site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads
     if isinstance(scheme, MLA):
         return scheme.mla_cross_logits(*_mla_inputs(model, tokens, ls, heads, qpos), qpos).to(dtype)
     if isinstance(scheme, Rope):
-        from ..capture import capture_attention_inputs
         from .crosslogits import cross_logit_factors
 
         inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=qpos)[ls.layer]
