@@ -673,13 +673,23 @@ def binding_logit_diff(task: BindingTask, logits: Float[Tensor, "batch pos d_voc
     return correct - others
 
 
+def last_position_logits(model: HookedModel, tokens: Int[Tensor, "batch pos"],
+                         logits: Float[Tensor, "batch pos d_vocab"] | None = None, *,
+                         last_only: bool = False) -> Float[Tensor, "batch d_vocab"]:
+    """The float logits at the last position: of ``logits`` when given (``[batch, pos,
+    d_vocab]``, or already ``[batch, d_vocab]``), else of ``model`` run on ``tokens`` without
+    gradients (``last_only``: a bridge unembeds the last position only)."""
+    if logits is None:
+        with torch.no_grad():
+            kwargs = {"logits_to_keep": 1} if last_only and hasattr(model, "original_model") else {}
+            logits = model(tokens, **kwargs)
+    return (logits[:, -1] if logits.ndim == 3 else logits).detach().float()
+
+
 def evaluate_binding(model: HookedModel, task: BindingTask,
                      logits: Float[Tensor, "batch pos d_vocab"] | None = None) -> BindingResult:
     """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks)."""
-    if logits is None:
-        with torch.no_grad():
-            logits = model(task.tokens)
-    last = logits[:, -1].detach().float()
+    last = last_position_logits(model, task.tokens, logits)
     answers = task.answers.to(last.device)
     correct = last.argmax(-1) == answers
     cand = task.candidate_mask(last.shape[-1]).to(last.device)

@@ -41,7 +41,7 @@ from torch import Tensor
 from .._inputs import as_tokens
 from ..errors import TaskConfigError
 from ..typing import HookedModel
-from .binding import single_token_words
+from .binding import last_position_logits, single_token_words
 
 __all__ = ["DEFAULT_WORDS", "WordDistanceTask", "WordDistanceResult", "word_distance_task",
            "evaluate_word_distance"]
@@ -193,11 +193,7 @@ class WordDistanceResult:
 def evaluate_word_distance(model: HookedModel, task: WordDistanceTask,
                            logits: Tensor | None = None) -> WordDistanceResult:
     """Score ``model`` (or ``logits`` already computed) on ``task``'s last position."""
-    if logits is None:
-        with torch.no_grad():
-            kwargs = {"logits_to_keep": 1} if hasattr(model, "original_model") else {}
-            logits = model(task.tokens, **kwargs)
-    last = (logits[:, -1] if logits.ndim == 3 else logits).detach().float()
+    last = last_position_logits(model, task.tokens, logits, last_only=True)
     answers = task.answers.to(last.device)
     top = last.argmax(-1) == answers
     candidates = torch.cat([task.answers[:, None], task.distractors], 1).to(last.device)
