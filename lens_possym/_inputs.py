@@ -153,6 +153,14 @@ def as_heads(heads: int | Sequence[int] | str | None, n_heads: int, layer: int) 
     return out
 
 
+def as_layer(layer: int, n_layers: int) -> int:
+    """One layer index (negatives count from the end), as a non-negative index."""
+    if not -n_layers <= layer < n_layers:
+        raise InvalidSelectionError(
+            f"layer {layer} out of range: the model has {n_layers} layers (0..{n_layers - 1})")
+    return layer % n_layers
+
+
 def as_layers(layers: int | Sequence[int] | str | None, n_layers: int) -> list[int]:
     """Layer indices (negatives count from the end), all by default.
 

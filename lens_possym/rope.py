@@ -49,6 +49,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from ._inputs import as_layer
 from .errors import InvalidSelectionError, NotRopeModelError, RopeGeometryError, UnsupportedModelError
 from .typing import HookedModel
 
@@ -403,11 +404,7 @@ def rope_specs(model: HookedModel, *, refresh: bool = False) -> list[RopeSpec]:
 def rope_spec(model: HookedModel, layer: int) -> RopeSpec:
     """The :class:`RopeSpec` of one layer (negative indices count from the end)."""
     specs = rope_specs(model)
-    if not -len(specs) <= layer < len(specs):
-        raise InvalidSelectionError(
-            f"layer {layer} out of range: the model has {len(specs)} layers (0..{len(specs) - 1})"
-        )
-    return specs[layer]
+    return specs[as_layer(layer, len(specs))]
 
 
 def _hf_model(model: HookedModel) -> Any:

@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidSelectionError, NotRopeModelError, UnsupportedModelError
+from .._inputs import as_layer
+from ..errors import NotRopeModelError, UnsupportedModelError
 from ..typing import HookedModel
 from .absolute import Absolute
 from .base import PositionalScheme
@@ -134,11 +135,7 @@ def _mla_layers(model: HookedModel, config: Any, pairing: str) -> list[LayerSche
 def positional_scheme(model: HookedModel, layer: int) -> PositionalScheme:
     """The scheme of one layer (negative indices count from the end)."""
     layers = schemes(model)
-    if not -len(layers) <= layer < len(layers):
-        raise InvalidSelectionError(
-            f"layer {layer} out of range: the model has {len(layers)} layers "
-            f"(0..{len(layers) - 1})")
-    return layers[layer].scheme
+    return layers[as_layer(layer, len(layers))].scheme
 
 
 def _scale(kind: str, config: Any, d_head: int) -> float:
