@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ._ids import read_ids
 from .errors import InvalidSelectionError
+from .typing import HookedModel
 
 __all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
            "is_activation_cache"]
@@ -58,14 +59,14 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return resolved
 
 
-def _context_length(model: Any) -> int | None:
+def _context_length(model: HookedModel) -> int | None:
     n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
     if _extends_its_context(model):
         return None
     return int(n_ctx) if n_ctx else None
 
 
-def _extends_its_context(model: Any) -> bool:
+def _extends_its_context(model: HookedModel) -> bool:
     """Dynamic-NTK RoPE recomputes its angles for inputs longer than the context."""
     config = getattr(getattr(model, "original_model", None), "config", None)
     params = getattr(config, "rope_parameters", None) or {}
@@ -74,7 +75,7 @@ def _extends_its_context(model: Any) -> bool:
     return any("dynamic" in str(t) for t in types)
 
 
-def as_tokens(model: Any, input: ModelInput) -> Int[Tensor, "batch pos"]:
+def as_tokens(model: HookedModel, input: ModelInput) -> Int[Tensor, "batch pos"]:
     """Token ids ``[batch, pos]`` on the model's device, with BOS prepended for text.
 
     Raises ``InvalidSelectionError`` for an empty prompt, prompts of different token
@@ -150,6 +151,14 @@ def as_heads(heads: int | Sequence[int] | str | None, n_heads: int, layer: int) 
     if not out:
         raise InvalidSelectionError(f"no heads selected for layer {layer}")
     return out
+
+
+def as_layer(layer: int, n_layers: int) -> int:
+    """One layer index (negatives count from the end), as a non-negative index."""
+    if not -n_layers <= layer < n_layers:
+        raise InvalidSelectionError(
+            f"layer {layer} out of range: the model has {n_layers} layers (0..{n_layers - 1})")
+    return layer % n_layers
 
 
 def as_layers(layers: int | Sequence[int] | str | None, n_layers: int) -> list[int]:

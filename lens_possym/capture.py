@@ -21,7 +21,7 @@ float32), the captured rotated dims carry the same rounding.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -30,12 +30,58 @@ from torch import Tensor
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens, is_activation_cache
 from .errors import InvalidSelectionError, UnsupportedModelError
 from .rope import RopeSpec, heads_view, rope_specs, visible_keys
+from .typing import HookedModel, HookFn
 
-__all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names"]
+__all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names", "run_capturing"]
 
 
 class _Captured(Exception):
     """Raised by the last capturing hook to end the forward pass early."""
+
+
+def run_capturing(model: HookedModel, tokens: Int[Tensor, "batch pos"],
+                  names: Sequence[str] | Mapping[str, Callable[[Tensor], Tensor]],
+                  fwd_hooks: Sequence[tuple[str, HookFn]] = (), *,
+                  stop_after: Collection[str] | None = None) -> dict[str, Tensor]:
+    """Run ``model`` on ``tokens`` with ``fwd_hooks`` and keep the tensors of ``names``.
+
+    ``names`` may map each hook name to what to keep of its tensor (e.g. some rows); what is
+    kept is a detached copy, stored under the name it was asked by (on a bridge
+    ``hook.name`` is the canonical name, not the ``blocks.L.attn.hook_q`` alias). The pass
+    stops as soon as every name of ``stop_after`` (all of ``names`` by default) is kept: the
+    rest of it is of no use, and ``fwd_hooks`` on later hook points do not run.
+    ``fwd_hooks`` run before the capturing hook of the same hook point. ``run_with_hooks``
+    removes the hooks when it returns or raises.
+
+    Raises:
+        UnsupportedModelError: a hook of ``stop_after`` did not fire.
+    """
+    takes = dict(names) if isinstance(names, Mapping) else dict.fromkeys(names, _whole)
+    last = set(takes) if stop_after is None else set(stop_after)
+    store: dict[str, Tensor] = {}
+
+    def keep(name: str, take: Callable[[Tensor], Tensor]) -> HookFn:
+        def hook(tensor: Tensor, hook) -> Tensor:
+            store[name] = take(tensor).detach().clone()
+            if last <= store.keys():
+                raise _Captured
+            return tensor
+        return hook
+
+    hooks = list(fwd_hooks) + [(name, keep(name, take)) for name, take in takes.items()]
+    with torch.no_grad():
+        try:
+            model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None)
+        except _Captured:
+            pass
+        else:
+            missing = sorted(last - store.keys())
+            raise UnsupportedModelError(f"the hooks {missing} did not fire during the forward pass")
+    return store
+
+
+def _whole(tensor: Tensor) -> Tensor:
+    return tensor
 
 
 @dataclass
@@ -78,13 +124,13 @@ class AttentionInputs:
 
 
 def capture_attention_inputs(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,
     query_positions: int | Sequence[int] | Tensor | None = -1,
     model_scores: bool = True,
-    fwd_hooks: Sequence[tuple[str, Any]] = (),
+    fwd_hooks: Sequence[tuple[str, HookFn]] = (),
 ) -> dict[int, AttentionInputs]:
     """Run ``model`` once on ``input`` and keep, per layer, what attention analyses need.
 
@@ -128,22 +174,10 @@ def capture_attention_inputs(
     specs = [spec.at_length(n_pos) for spec in rope_specs(model)]
     chosen = as_layers(layers, len(specs))
     qpos = as_positions(query_positions, n_pos).to(tokens.device)
-    store: dict[str, Tensor] = {}
     last = specs[max(chosen)]
     wanted_last = {last.q_hook, last.k_hook}
     if model_scores:
         wanted_last |= {last.pattern_hook} | ({last.scores_hook} if last.scores_hook else set())
-
-    def keep(name: str, take):
-        # Stored under the name we registered it by (on the bridge ``hook.name`` is the
-        # canonical name, not the ``blocks.L.attn.hook_q`` alias). Once the last layer's
-        # tensors are in, the rest of the forward pass is of no use: stop it.
-        def hook(tensor: Tensor, hook) -> Tensor:
-            store[name] = take(tensor).detach().clone()
-            if wanted_last <= store.keys():
-                raise _Captured
-            return tensor
-        return hook
 
     def query_rows(spec: RopeSpec):
         return lambda t: spec.round_rotary(heads_view(t, spec)[:, qpos])
@@ -151,22 +185,15 @@ def capture_attention_inputs(
     def all_rows(spec: RopeSpec):
         return lambda t: spec.round_rotary(heads_view(t, spec))
 
-    hooks = list(fwd_hooks)
+    takes = {}
     for layer in chosen:
         spec = specs[layer]
-        hooks.append((spec.q_hook, keep(spec.q_hook, query_rows(spec))))
-        hooks.append((spec.k_hook, keep(spec.k_hook, all_rows(spec))))
+        takes[spec.q_hook] = query_rows(spec)
+        takes[spec.k_hook] = all_rows(spec)
         if model_scores:
             for name in filter(None, (spec.scores_hook, spec.pattern_hook)):
-                hooks.append((name, keep(name, lambda t: t[:, :, qpos])))
-    with torch.no_grad():
-        try:
-            model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None)
-        except _Captured:
-            pass
-        else:
-            missing = sorted(wanted_last - store.keys())
-            raise UnsupportedModelError(f"the hooks {missing} did not fire during the forward pass")
+                takes[name] = lambda t: t[:, :, qpos]
+    store = run_capturing(model, tokens, takes, fwd_hooks, stop_after=wanted_last)
 
     key_positions = torch.arange(n_pos, device=tokens.device)
     out = {}
@@ -184,7 +211,7 @@ def capture_attention_inputs(
     return out
 
 
-def cache_hook_names(model: Any, layers: int | Sequence[int] | None = None, *,
+def cache_hook_names(model: HookedModel, layers: int | Sequence[int] | None = None, *,
                      model_scores: bool = True) -> list[str]:
     """The hook names an activation cache needs for :func:`capture_attention_inputs`.
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -49,6 +50,7 @@ from .capture import AttentionInputs, capture_attention_inputs
 from .errors import DecompositionMismatchError, InvalidSelectionError
 from .results_io import ResultIO, head_frame
 from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
+from .typing import HookedModel
 
 __all__ = [
     "FrequencyLogits",
@@ -248,9 +250,11 @@ def decompose_inputs(
     qpos, kpos = inputs.query_positions, inputs.key_positions
     q_pairs, q_tail = _rotated_pairs(q, qpos, spec, dtype)
     k_pairs, k_tail = _rotated_pairs(k, kpos, spec, dtype)
-    terms = torch.einsum("bqhfc,bkhfc->bhqkf", q_pairs, k_pairs)
+    terms = einsum(q_pairs, k_pairs, "batch query_pos head_index freq pair, "
+                   "batch key_pos head_index freq pair -> batch head_index query_pos key_pos freq")
     if spec.has_tail:
-        tail = torch.einsum("bqhd,bkhd->bhqk", q_tail, k_tail)
+        tail = einsum(q_tail, k_tail, "batch query_pos head_index tail, "
+                      "batch key_pos head_index tail -> batch head_index query_pos key_pos")
         terms = torch.cat([terms, tail[..., None]], dim=-1)
     terms = terms * spec.scale
 
@@ -271,8 +275,10 @@ def _relative_terms(q, k, qpos, kpos, spec: RopeSpec, dtype):
     qp, qt = to_pairs(q.to(dtype), spec)
     kp, kt = to_pairs(k.to(dtype), spec)
     qa, qb, ka, kb = qp[..., 0], qp[..., 1], kp[..., 0], kp[..., 1]
-    re = torch.einsum("bqhf,bkhf->bhqkf", qa, ka) + torch.einsum("bqhf,bkhf->bhqkf", qb, kb)
-    im = torch.einsum("bqhf,bkhf->bhqkf", qb, ka) - torch.einsum("bqhf,bkhf->bhqkf", qa, kb)
+    by_pair = ("batch query_pos head_index freq, batch key_pos head_index freq"
+               " -> batch head_index query_pos key_pos freq")
+    re = einsum(qa, ka, by_pair) + einsum(qb, kb, by_pair)
+    im = einsum(qb, ka, by_pair) - einsum(qa, kb, by_pair)
     # cos/sin of (j - n)θ from the model's own tables, so the two forms agree to rounding.
     qc, qs = (t.to(dtype) for t in cos_sin(spec, qpos.to(q.device)))
     kc, ks = (t.to(dtype) for t in cos_sin(spec, kpos.to(k.device)))
@@ -281,7 +287,9 @@ def _relative_terms(q, k, qpos, kpos, spec: RopeSpec, dtype):
     cos_terms = re * cos_phi * spec.scale
     sin_terms = im * sin_phi * spec.scale
     if spec.has_tail:
-        tail = torch.einsum("bqhd,bkhd->bhqk", qt.to(dtype), kt.to(dtype)) * spec.scale
+        tail = einsum(qt.to(dtype), kt.to(dtype), "batch query_pos head_index tail, "
+                      "batch key_pos head_index tail -> batch head_index query_pos key_pos")
+        tail = tail * spec.scale
         cos_terms = torch.cat([cos_terms, tail[..., None]], dim=-1)
         sin_terms = torch.cat([sin_terms, torch.zeros_like(tail)[..., None]], dim=-1)
     return cos_terms, sin_terms
@@ -306,7 +314,7 @@ def _attach_check(result: FrequencyLogits, inputs: AttentionInputs, heads: list[
 
 
 def frequency_logits(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layer: int,
     *,
@@ -353,7 +361,7 @@ def frequency_logits(
 
 
 def frequency_logits_all(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,
@@ -430,7 +438,7 @@ def _pair_norms(x: Tensor, spec: RopeSpec) -> Tensor:
 
 
 def frequency_norms(
-    model: Any,
+    model: HookedModel,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,

@@ -45,10 +45,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from ._inputs import as_layer
 from .errors import InvalidSelectionError, NotRopeModelError, RopeGeometryError, UnsupportedModelError
+from .typing import HookedModel
 
 __all__ = [
     "RopeSpec",
@@ -365,7 +368,7 @@ _REFUSED = {
 }
 
 
-def rope_specs(model: Any, *, refresh: bool = False) -> list[RopeSpec]:
+def rope_specs(model: HookedModel, *, refresh: bool = False) -> list[RopeSpec]:
     """The :class:`RopeSpec` of every layer of ``model``, checked on a probe input.
 
     The result is memoised per model object (weakly: it goes when the model goes) together
@@ -398,17 +401,13 @@ def rope_specs(model: Any, *, refresh: bool = False) -> list[RopeSpec]:
     return specs
 
 
-def rope_spec(model: Any, layer: int) -> RopeSpec:
+def rope_spec(model: HookedModel, layer: int) -> RopeSpec:
     """The :class:`RopeSpec` of one layer (negative indices count from the end)."""
     specs = rope_specs(model)
-    if not -len(specs) <= layer < len(specs):
-        raise InvalidSelectionError(
-            f"layer {layer} out of range: the model has {len(specs)} layers (0..{len(specs) - 1})"
-        )
-    return specs[layer]
+    return specs[as_layer(layer, len(specs))]
 
 
-def _hf_model(model: Any) -> Any:
+def _hf_model(model: HookedModel) -> Any:
     hf = getattr(model, "original_model", None)
     if hf is None:
         raise UnsupportedModelError(
@@ -424,7 +423,7 @@ def _hf_model(model: Any) -> Any:
 _ROTARY: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
-def _rotary_of(model: Any, hf: Any) -> Any | None:
+def _rotary_of(model: HookedModel, hf: Any) -> Any | None:
     if model not in _ROTARY:
         _ROTARY[model] = _find_rotary_module(hf)
     return _ROTARY[model]
@@ -461,7 +460,7 @@ def _live_buffers(rotary: Any) -> set[str]:
             if name.endswith("inv_freq") and not name.endswith("original_inv_freq")}
 
 
-def _fingerprint(model: Any, hf: Any) -> tuple:
+def _fingerprint(model: HookedModel, hf: Any) -> tuple:
     """What the geometry is read from, cheaply: equal fingerprints, equal geometry."""
     config = hf.config
     parts: list = [repr(getattr(config, "rope_parameters", None)),
@@ -595,7 +594,7 @@ def _read_window(attn: Any, config: Any, layer_type: str | None) -> int | None:
 # ---- the probe and the layer specs ------------------------------------------------------
 
 
-def _specs_from_bridge(model: Any) -> list[RopeSpec]:
+def _specs_from_bridge(model: HookedModel) -> list[RopeSpec]:
     hf = _hf_model(model)
     blocks = getattr(model, "blocks", None)
     if blocks is None:
@@ -708,7 +707,7 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
     )
 
 
-def _probe(model: Any) -> dict:
+def _probe(model: HookedModel) -> dict:
     """Run a short input once and record every attention hook that fires, per layer."""
     n_layers = len(model.blocks)
     wanted = ("hook_q", "hook_k", "hook_q_normed", "hook_k_normed", "hook_rot_q", "hook_rot_k",
@@ -824,7 +823,8 @@ def _probe_disagreement(spec: RopeSpec, seen: dict, positions: Tensor) -> str | 
     kpos = positions.to(q.device)
     qr = rotate(q, kpos, spec).double()
     kr = rotate(k, kpos, spec).double()[:, :, spec.kv_index().to(k.device)]
-    scores = torch.einsum("bqhd,bkhd->bhqk", qr, kr) * spec.scale
+    scores = einsum(qr, kr, "batch query_pos head_index d_head, batch key_pos head_index d_head"
+                    " -> batch head_index query_pos key_pos") * spec.scale
     if spec.softcap:
         scores = spec.softcap * torch.tanh(scores / spec.softcap)
     mask = visible_keys(spec, kpos, kpos)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from contextlib import contextmanager
+from typing import Callable
 
 from ._types import non_negative_int, positive_float, positive_int
 
@@ -77,6 +79,15 @@ def apply_threads(args):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command's ``run(args)`` under :func:`apply_threads` (``train`` and ``sweep``)."""
+    @functools.wraps(run)
+    def threaded(args: argparse.Namespace) -> int:
+        with apply_threads(args):
+            return run(args)
+    return threaded
 
 
 def train_config_from(args, **overrides):

@@ -7,11 +7,11 @@ from ._toy_args import (
     add_model_args,
     add_task_args,
     add_train_args,
-    apply_threads,
     make_task_from,
     model_kwargs_from,
     parse_ids,
     train_config_from,
+    with_threads,
 )
 from ._types import freq_ids_text
 
@@ -37,12 +37,8 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
+@with_threads
 def run(args) -> int:
-    with apply_threads(args):
-        return _run(args)
-
-
-def _run(args) -> int:
     from ..synthetic import ToyTransformer, toy_config_for, train
 
     check_output_dir(args.out)

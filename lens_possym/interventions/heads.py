@@ -38,7 +38,7 @@ from torch import Tensor
 
 from .._inputs import ModelInput, as_positions, as_tokens
 from ..errors import InvalidSelectionError
-from ..typing import HookFn
+from ..typing import HookedModel, HookFn
 from .selection import HeadsLike, parse_heads
 
 __all__ = [
@@ -65,7 +65,7 @@ def check_head_mode(mode: str) -> None:
         )
 
 
-def z_hook_names(model: Any) -> dict[int, str]:
+def z_hook_names(model: HookedModel) -> dict[int, str]:
     """``{layer: "blocks.{layer}.attn.hook_z"}`` for every layer the model has that hook in.
 
     Raises:
@@ -93,7 +93,7 @@ class _HeadCount:
     n_heads: int
 
 
-def head_counts(model: Any) -> list[_HeadCount]:
+def head_counts(model: HookedModel) -> list[_HeadCount]:
     """Query heads per layer, from ``model.cfg.n_heads`` and the model's ``hook_z`` layers."""
     layers = z_hook_names(model)
     n_heads = getattr(getattr(model, "cfg", None), "n_heads", None)
@@ -109,7 +109,7 @@ def head_counts(model: Any) -> list[_HeadCount]:
     return [_HeadCount(n_heads) for _ in layers]
 
 
-def _by_layer(model: Any, heads: HeadsLike) -> dict[int, list[int]]:
+def _by_layer(model: HookedModel, heads: HeadsLike) -> dict[int, list[int]]:
     """Parse ``heads`` (``"12.0,13.1"``, ``"12.*"``, ``[(12, 0)]``, ...) to ``{layer: [heads]}``."""
     out: dict[int, list[int]] = {}
     for layer, head in parse_heads(heads, head_counts(model)):
@@ -152,7 +152,7 @@ class HeadMeans:
         return mean
 
 
-def head_means(model: Any, reference: ModelInput | Mapping[str, Tensor],
+def head_means(model: HookedModel, reference: ModelInput | Mapping[str, Tensor],
                layers: int | Sequence[int] | None = None, *, per_position: bool = False
                ) -> HeadMeans:
     """Mean ``hook_z`` per query head over ``reference`` (prompts, tokens or a cache).
@@ -245,7 +245,7 @@ def ablate_heads_hook(heads: int | Sequence[int], mode: HeadAblationMode = "zero
     return hook
 
 
-def ablate_heads_hooks(model: Any, heads: HeadsLike, mode: HeadAblationMode = "zero", *,
+def ablate_heads_hooks(model: HookedModel, heads: HeadsLike, mode: HeadAblationMode = "zero", *,
                        reference: ModelInput | Mapping[str, Tensor] | None = None,
                        means: HeadMeans | None = None, per_position: bool = False,
                        positions: int | Sequence[int] | Tensor | None = None
@@ -284,7 +284,7 @@ def ablate_heads_hooks(model: Any, heads: HeadsLike, mode: HeadAblationMode = "z
 
 
 @contextmanager
-def ablate_heads(model: Any, heads: HeadsLike, mode: HeadAblationMode = "zero", *,
+def ablate_heads(model: HookedModel, heads: HeadsLike, mode: HeadAblationMode = "zero", *,
                  reference: ModelInput | Mapping[str, Tensor] | None = None,
                  means: HeadMeans | None = None, per_position: bool = False,
                  positions: int | Sequence[int] | Tensor | None = None) -> Iterator[Any]:

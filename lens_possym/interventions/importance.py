@@ -45,7 +45,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import torch
 from jaxtyping import Float, Int
@@ -53,7 +53,7 @@ from torch import Tensor
 
 from .._inputs import ModelInput, as_positions, as_tokens
 from ..errors import InvalidSelectionError
-from ..typing import HookFn
+from ..typing import HookedModel, HookFn
 from .heads import HeadMeans, check_head_mode, head_counts, head_means, z_hook_names
 
 __all__ = [
@@ -416,7 +416,7 @@ def _scalar(value: Any, name: str) -> float:
     return float(value)
 
 
-def _as_batch(model: Any, batch: Any) -> ImportanceBatch:
+def _as_batch(model: HookedModel, batch: Any) -> ImportanceBatch:
     if isinstance(batch, ImportanceBatch):
         return replace(batch, tokens=as_tokens(model, batch.tokens))
     if hasattr(batch, "attribute_ids") and hasattr(batch, "query_pair"):  # a BindingTask
@@ -441,7 +441,7 @@ def _chunk_hook(members: list[tuple[int, int]], n_prompts: int, replacement: Ten
     return hook
 
 
-def head_importance(model: Any, batch: ImportanceBatch | ModelInput | Any,
+def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | Any,
                     metric: str | MetricFn | None = None, *,
                     reference: ModelInput | Mapping[str, Tensor] | None = None,
                     means: HeadMeans | None = None, config: ImportanceConfig | None = None,

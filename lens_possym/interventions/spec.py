@@ -36,7 +36,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping
 
 from ..errors import InvalidSelectionError
 from ..rope import rope_specs

@@ -1,49 +1,14 @@
-"""Reading tensors from a bridge model for the non-RoPE schemes: one pass, hooks always removed."""
+"""Keys picked per query head for the non-RoPE schemes (multi-query and grouped-query
+attention), the counterpart of :meth:`~lens_possym.rope.RopeSpec.kv_index`. Their tensors
+are read by :func:`lens_possym.capture.run_capturing`: one pass, hooks always removed."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
-import torch
 from torch import Tensor
 
-from ..errors import UnsupportedModelError
-
-__all__ = ["run_capturing", "keys_for_heads"]
-
-
-class _Stop(Exception):
-    """Raised by the last capturing hook to end the pass early."""
-
-
-def run_capturing(model: Any, tokens: Tensor, names: Sequence[str],
-                  fwd_hooks: Sequence[tuple[str, Callable]] = ()) -> dict[str, Tensor]:
-    """Run ``model`` on ``tokens`` with ``fwd_hooks`` and return the tensors of ``names``.
-
-    The pass stops once every name is captured. ``run_with_hooks`` removes the hooks when
-    it returns or raises.
-    """
-    store: dict[str, Tensor] = {}
-    wanted = set(names)
-
-    def keep(name: str):
-        def hook(tensor: Tensor, hook) -> Tensor:
-            store[name] = tensor.detach().clone()
-            if wanted <= store.keys():
-                raise _Stop
-            return tensor
-        return hook
-
-    hooks = list(fwd_hooks) + [(name, keep(name)) for name in wanted]
-    with torch.no_grad():
-        try:
-            model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None)
-        except _Stop:
-            pass
-        else:
-            raise UnsupportedModelError(
-                f"the hooks {sorted(wanted - store.keys())} did not fire during the forward pass")
-    return store
+__all__ = ["keys_for_heads"]
 
 
 def keys_for_heads(k: Tensor, heads: Sequence[int], n_heads: int) -> Tensor:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -90,7 +91,8 @@ class PositionalScheme:
         ``p`` *with its position*: the layer-local swap (see :mod:`lens_possym.scores.sites`).
         """
         n_pos = k.shape[1]
-        content = torch.einsum("bhd,bchd->bhc", q, k) * self.scale           # [b, h, c]
+        content = einsum(q, k, "batch head_index d_head, batch content head_index d_head"
+                         " -> batch head_index content") * self.scale
         full = content[:, :, None, :].expand(-1, -1, n_pos, -1).clone()
         positions = torch.arange(n_pos)
         bias = self.bias(torch.tensor([query_position]), positions)

@@ -17,7 +17,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidSelectionError, NotRopeModelError, UnsupportedModelError
+from .._inputs import as_layer
+from ..errors import NotRopeModelError, UnsupportedModelError
+from ..typing import HookedModel
 from .absolute import Absolute
 from .base import PositionalScheme
 from .bias import AdditiveBias, alibi_slopes
@@ -49,7 +51,7 @@ class LayerScheme:
     d_content: int | None = None
 
 
-def _hf_config(model: Any) -> Any:
+def _hf_config(model: HookedModel) -> Any:
     hf = getattr(model, "original_model", None)
     return getattr(hf, "config", None)
 
@@ -61,7 +63,7 @@ def _bridge_layer(layer: int, scheme: PositionalScheme, n_heads: int, d_head: in
                        f"{attn}.hook_pattern", f"{attn}.hook_attn_scores" if pre_softmax else None)
 
 
-def schemes(model: Any) -> list[LayerScheme]:
+def schemes(model: HookedModel) -> list[LayerScheme]:
     """The :class:`LayerScheme` of every layer of ``model``.
 
     Raises:
@@ -106,7 +108,7 @@ def schemes(model: Any) -> list[LayerScheme]:
                         s.pattern_hook, s.scores_hook) for s in specs]
 
 
-def _mla_layers(model: Any, config: Any, pairing: str) -> list[LayerScheme]:
+def _mla_layers(model: HookedModel, config: Any, pairing: str) -> list[LayerScheme]:
     from .mla import MLA
 
     hf = model.original_model
@@ -130,14 +132,10 @@ def _mla_layers(model: Any, config: Any, pairing: str) -> list[LayerScheme]:
     return out
 
 
-def positional_scheme(model: Any, layer: int) -> PositionalScheme:
+def positional_scheme(model: HookedModel, layer: int) -> PositionalScheme:
     """The scheme of one layer (negative indices count from the end)."""
     layers = schemes(model)
-    if not -len(layers) <= layer < len(layers):
-        raise InvalidSelectionError(
-            f"layer {layer} out of range: the model has {len(layers)} layers "
-            f"(0..{len(layers) - 1})")
-    return layers[layer].scheme
+    return layers[as_layer(layer, len(layers))].scheme
 
 
 def _scale(kind: str, config: Any, d_head: int) -> float:

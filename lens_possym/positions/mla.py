@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
 
@@ -91,7 +92,9 @@ class MLA(PositionalScheme):
                              offset[:, None] * self.inv_freq.double().cpu()[None])  # [p, F]
         rope = (product[:, :, None] * kernel.to(product.device)[None, None, :, None]).real
         rope = rope.permute(0, 1, 4, 2, 3) * self.scale                   # [b, h, F, p, c]
-        content = torch.einsum("bhd,bchd->bhc", q_content.double(), k_content.double())
+        content = einsum(q_content.double(), k_content.double(),
+                         "batch head_index d_content, batch content head_index d_content"
+                         " -> batch head_index content")
         content = (content * self.scale)[:, :, None, None].expand(-1, -1, 1, n_pos, -1)
         terms = torch.cat([rope, content], dim=2)
         visible = causal_visible(query_position, n_pos, self.window).to(terms.device)

@@ -45,12 +45,15 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_tokens
+from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
-from ._bridge import keys_for_heads, run_capturing
+from ..typing import HookedModel
+from ._bridge import keys_for_heads
 from .absolute import Absolute
 from .base import causal_visible
 from .bias import AdditiveBias
@@ -98,7 +101,15 @@ class ToeplitzTerms:
                 for name, t in self.terms.items()}
 
 
-def _ln_and_projections(model: Any, layer: int):
+def _logits(q: Float[Tensor, "batch query_pos head_index d_head"],
+            k: Float[Tensor, "batch key_pos head_index d_head"]
+            ) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+    """``⟨q_n, k_m⟩`` for every query row ``n`` and key row ``m`` (unscaled)."""
+    return einsum(q, k, "batch query_pos head_index d_head, batch key_pos head_index d_head"
+                  " -> batch head_index query_pos key_pos")
+
+
+def _ln_and_projections(model: HookedModel, layer: int):
     """``(ln, q_affine, k_affine)`` of an absolute-PE family's attention at ``layer``."""
     hf = model.original_model
     kind = hf.config.model_type
@@ -124,7 +135,7 @@ def _ln_and_projections(model: Any, layer: int):
     raise UnsupportedModelError(f"no Toeplitz split for the absolute-PE family {kind!r}")
 
 
-def _absolute_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+def _absolute_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int]):
     if ls.layer != 0:
         raise InvalidSelectionError(
             f"an absolute-PE model's logits split into content and position terms only at "
@@ -150,14 +161,14 @@ def _absolute_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int
     k = {n: split(k_aff, t) for n, t in parts.items()}
     q["b"] = (q_aff(zero + ln.bias)).unflatten(-1, (h, d))[:, :, heads].expand_as(q["c"])
     k["b"] = (k_aff(zero + ln.bias)).unflatten(-1, (h, d))[:, :, heads].expand_as(k["c"])
-    dot = lambda a, b: torch.einsum("bnhd,bmhd->bhnm", a, b) * ls.scheme.scale  # noqa: E731
+    dot = lambda a, b: _logits(a, b) * ls.scheme.scale  # noqa: E731
     terms = {"cc": dot(q["c"], k["c"]), "cp": dot(q["c"], k["p"]), "pc": dot(q["p"], k["c"]),
              "pp": dot(q["p"], k["p"]),
              "bias": dot(q["b"], k["c"] + k["p"] + k["b"]) + dot(q["c"] + q["p"], k["b"])}
     return terms
 
 
-def _mla_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
+def _mla_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int]):
     """MLA's per-frequency terms of every query row (the diagonals of ``C_f`` per row)."""
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     q, k = got[ls.q_hook][:, heads], got[ls.k_hook][:, heads]
@@ -171,7 +182,7 @@ def _mla_terms(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int]):
     return {name: terms[:, :, i] for i, name in enumerate(names)}
 
 
-def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
+def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
                    heads: int | Sequence[int] | None = None, *, check: bool = True
                    ) -> ToeplitzTerms:
     """Split ``layer``'s logits (all query rows) into content and position terms.
@@ -194,8 +205,6 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
     n_pos = tokens.shape[1]
     scheme = ls.scheme
     if isinstance(scheme, Rope):
-        from ..capture import capture_attention_inputs
-
         inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=None)[ls.layer]
         per_freq = rope_hadamard_terms(inputs, heads)
         terms = {f"f{f}": per_freq[..., f] for f in range(per_freq.shape[-1])}
@@ -213,7 +222,7 @@ def toeplitz_terms(model: Any, input: ModelInput, layer: int = 0,
         got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
         q = got[ls.q_hook][:, :, heads]
         k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads)
-        terms = {"content": torch.einsum("bnhd,bmhd->bhnm", q, k) * scheme.scale}
+        terms = {"content": _logits(q, k) * scheme.scale}
         if isinstance(scheme, AdditiveBias):
             positions = torch.arange(n_pos)
             terms["bias"] = scheme.bias(positions, positions)[heads][None].to(q)
@@ -265,14 +274,15 @@ def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torc
     k_pairs, k_tail = to_pairs(k, spec)
     zq = torch.complex(q_pairs[..., 0], q_pairs[..., 1])               # [b, n, h, F]
     zk = torch.complex(k_pairs[..., 0], k_pairs[..., 1])               # [b, m, h, F]
-    content = torch.einsum("bnhf,bmhf->bhnmf", zq, zk.conj())
+    content = einsum(zq, zk.conj(), "batch query_pos head_index freq, "
+                     "batch key_pos head_index freq -> batch head_index query_pos key_pos freq")
     theta = spec.inv_freq.to(dtype)
     offset = (inputs.query_positions[:, None] - inputs.key_positions[None, :]).to(dtype)
     kernel = torch.polar(torch.ones_like(offset)[..., None] * spec.attention_scaling ** 2,
                          offset[..., None] * theta)                    # [n, m, F]
     terms = (content * kernel.to(content.device)).real * spec.scale
     if spec.has_tail:
-        tail = torch.einsum("bnhd,bmhd->bhnm", q_tail, k_tail) * spec.scale
+        tail = _logits(q_tail, k_tail) * spec.scale
         terms = torch.cat([terms, tail[..., None]], dim=-1)
     return terms
 
@@ -287,7 +297,7 @@ class TermMagnitudes:
     scheme: str
 
 
-def toeplitz_magnitudes(model: Any, input: ModelInput,
+def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
                         layers: int | Sequence[int] | None = None) -> TermMagnitudes:
     """:meth:`ToeplitzTerms.magnitudes` of every layer that has a split, in one tensor.
 

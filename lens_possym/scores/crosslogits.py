@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -185,7 +186,8 @@ def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row:
     positions = torch.arange(n_pos, device=device)
     cos, sin = (t.to(inputs.k.dtype).to(dtype) for t in cos_sin(spec, positions))
     if spec.has_tail:
-        tail = torch.einsum("bhd,bphd->bhp", q_tail[:, 0].to(dtype), k_tail.to(dtype))
+        tail = einsum(q_tail[:, 0].to(dtype), k_tail.to(dtype),
+                      "batch head_index tail, batch pos head_index tail -> batch head_index pos")
         x = torch.cat([x, tail[..., None]], dim=-1)
         y = torch.cat([y, torch.zeros_like(tail)[..., None]], dim=-1)
         cos = torch.cat([cos, cos.new_ones(n_pos, 1)], dim=-1)

@@ -45,7 +45,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -53,6 +52,7 @@ from torch import Tensor
 
 from ..decompose import apply_softcap, decompose_inputs
 from ..errors import InvalidSelectionError
+from ..typing import HookedModel
 from .crosslogits import CrossLogitFactors
 from .rerun import capture_with_layer_input, capture_with_rows
 
@@ -165,7 +165,7 @@ def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n
     return head, Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
 
 
-def exclusion_by_enumeration(model: Any, tokens: Tensor, layer: int, heads: list[int],
+def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
                              positions: Int[Tensor, "n"], *, query_position: int = -1
                              ) -> tuple[Exclusion, Exclusion]:
     """Theorem 1 by brute force: re-run ``layer`` on every permutation of the key rows.

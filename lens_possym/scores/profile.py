@@ -9,10 +9,10 @@ computed per prompt and averaged over prompts (paper C's ``scores.mean(axis=0)``
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -41,6 +41,16 @@ def resolve_exclude_bos(model: HookedModel, tokens: Tensor, exclude_bos: bool | 
     if not isinstance(exclude_bos, bool):
         raise InvalidSelectionError(f"exclude_bos must be True, False or 'auto', not {exclude_bos!r}")
     return exclude_bos
+
+
+def resolve_for_input(model: HookedModel, input: ModelInput, config: ScoreConfig
+                      ) -> tuple[Int[Tensor, "batch pos"], ScoreConfig]:
+    """``input``'s tokens, and ``config`` resolved for them: ``query_position`` an index,
+    ``exclude_bos`` a bool (what every swap-score path records in its result)."""
+    tokens = as_tokens(model, input)
+    qpos = int(as_positions(config.query_position, tokens.shape[1])[0])
+    return tokens, config.replace(
+        query_position=qpos, exclude_bos=resolve_exclude_bos(model, tokens, config.exclude_bos))
 
 
 @dataclass
@@ -126,11 +136,9 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
                                 progress=progress)
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
-    tokens = as_tokens(model, input)
-    qpos = int(as_positions(config.query_position, tokens.shape[1])[0])
-    config = config.replace(query_position=qpos,
-                            exclude_bos=resolve_exclude_bos(model, tokens, config.exclude_bos))
-    captured = capture_attention_inputs(model, tokens, chosen, query_positions=qpos)
+    tokens, config = resolve_for_input(model, input, config)
+    captured = capture_attention_inputs(model, tokens, chosen,
+                                        query_positions=config.query_position)
     results = [_score_layer(model, tokens, captured[layer],
                             as_heads(heads, specs[layer].n_heads, layer), config)
                for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False)]

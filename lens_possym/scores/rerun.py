@@ -19,8 +19,6 @@ groups below what the float attention can hold still has a direction, as in :mod
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -28,6 +26,7 @@ from torch import Tensor
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
+from ..typing import HookedModel
 from .exact import SwapScores
 from .swaps import Cosine, SwapSet, WeightedCosines, check_cosine, clamped_cosines, swap_cosines
 
@@ -51,7 +50,7 @@ def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, T
     return attention[..., swaps.first[sl]].mean(-1), attention[..., swaps.second[sl]].mean(-1)
 
 
-def capture_with_layer_input(model: Any, tokens: Tensor, layer: int, query_position: int
+def capture_with_layer_input(model: HookedModel, tokens: Tensor, layer: int, query_position: int
                              ) -> tuple[AttentionInputs, Tensor]:
     """The layer's captured inputs on ``tokens`` (``[1, pos]``) and its input residual."""
     store: dict[str, Tensor] = {}
@@ -65,7 +64,7 @@ def capture_with_layer_input(model: Any, tokens: Tensor, layer: int, query_posit
     return inputs[layer], store["resid"]
 
 
-def capture_with_rows(model: Any, tokens: Tensor, layer: int, query_position: int,
+def capture_with_rows(model: HookedModel, tokens: Tensor, layer: int, query_position: int,
                       residual: Tensor, rows: Tensor) -> AttentionInputs:
     """Re-run ``layer`` with its input rows reordered: copy ``b``'s position ``p`` holds
     row ``rows[b, p]`` of ``residual`` (``[1, pos, d_model]``); positions are unchanged."""
@@ -77,8 +76,8 @@ def capture_with_rows(model: Any, tokens: Tensor, layer: int, query_position: in
                                     fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
-def rerun_swap_scores(model: Any, tokens: Tensor, layer: int, heads: list[int], swaps: SwapSet,
-                      *, tau: float = 1e-4, per_frequency: bool = True,
+def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
+                      swaps: SwapSet, *, tau: float = 1e-4, per_frequency: bool = True,
                       cosine: Cosine = "clamped", batch_size: int = 64) -> SwapScores:
     """Swap scores of one prompt ``tokens`` (``[1, pos]``) by re-running block ``layer``.
 

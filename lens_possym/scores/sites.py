@@ -30,17 +30,20 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import torch
+from einops import einsum
 import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
+from .._inputs import ModelInput, as_heads, as_layers
+from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
-from ..positions._bridge import keys_for_heads, run_capturing
+from ..positions._bridge import keys_for_heads
 from ..positions.absolute import Absolute
 from ..positions.mla import MLA, mla_parts
 from ..positions.rope import Rope
+from ..typing import HookedModel
 from .config import ScoreConfig
 from .exclusion import exclusion_from_matrix
 from .swaps import SwapSet, WeightedCosines, swap_set
@@ -49,8 +52,8 @@ __all__ = ["site_swap_scores", "site_cross_logits", "matrix_swap_scores",
            "frequency_matrix_swap_scores", "rerun_site_scores"]
 
 
-def _content_site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
-                               qpos: int) -> Tensor:
+def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme,
+                               heads: list[int], qpos: int) -> Tensor:
     """``C[b, h, p, c]`` at layer 0 of an absolute-PE model: content ``c``'s token embedding
     plus position ``p``'s embedding, through the layer's own norm and key projection."""
     names = ["hook_embed", "hook_pos_embed", ls.q_hook]
@@ -68,7 +71,9 @@ def _content_site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, head
         keys = run_capturing(model, tokens[b : b + 1].expand(n_pos, -1), [ls.k_hook],
                              fwd_hooks=[(f"blocks.{ls.layer}.hook_resid_pre", place)])[ls.k_hook]
         keys = keys_for_heads(keys, heads, ls.n_heads)                    # [c, p, h, d]
-        out.append(torch.einsum("hd,cphd->hpc", q[b], keys) * ls.scheme.scale)
+        logits = einsum(q[b], keys, "head_index d_head, content pos head_index d_head"
+                        " -> head_index pos content")
+        out.append(logits * ls.scheme.scale)
     full = torch.stack(out)
     visible = _visible(ls, qpos, n_pos).to(full.device)
     return full.masked_fill(~visible[:, None], float("-inf"))
@@ -80,14 +85,14 @@ def _visible(ls: LayerScheme, qpos: int, n_pos: int) -> Tensor:
     return causal_visible(qpos, n_pos, ls.scheme.window)
 
 
-def _mla_inputs(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
+def _mla_inputs(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     return mla_parts(got[ls.q_hook][:, heads], got[ls.k_hook][:, heads], ls.d_content,
                      ls.scheme, qpos)
 
 
-def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int,
-                      site: str, dtype: torch.dtype = torch.float64
+def site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int],
+                      qpos: int, site: str, dtype: torch.dtype = torch.float64
                       ) -> Float[Tensor, "batch head_index pos pos"]:
     """The cross-logit matrix whose entries the swaps at ``site`` produce (rows: position,
     columns: content; ``-inf`` where the query cannot see).
@@ -113,7 +118,6 @@ def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
     if isinstance(scheme, MLA):
         return scheme.mla_cross_logits(*_mla_inputs(model, tokens, ls, heads, qpos), qpos).to(dtype)
     if isinstance(scheme, Rope):
-        from ..capture import capture_attention_inputs
         from .crosslogits import cross_logit_factors
 
         inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=qpos)[ls.layer]
@@ -128,7 +132,7 @@ def site_cross_logits(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
 PATTERN_TOLERANCE = 1e-5
 
 
-def _check_against_model(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
+def _check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int],
                          qpos: int, cross: Tensor) -> None:
     """The clean row of ``C`` must give the model's own attention: a wrong scheme (slopes,
     scale, window) shows here before any score is computed."""
@@ -189,7 +193,7 @@ def _add(acc: WeightedCosines, after: Tensor, clean: Tensor, first: Tensor, seco
     acc.add((d1 - d2).abs() / tau, pos, sym)
 
 
-def rerun_site_scores(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[int],
+def rerun_site_scores(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int],
                       swaps: SwapSet, site: str, *, tau: float = 1e-4, batch_size: int = 64
                       ) -> tuple[Tensor, Tensor]:
     """``(s_POS, s_SYM)`` (``[1, head_index]``) of one prompt by re-running every swap at ``site``:
@@ -222,7 +226,7 @@ def rerun_site_scores(model: Any, tokens: Tensor, ls: LayerScheme, heads: list[i
     return acc.result()
 
 
-def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None = None, *,
+def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | None = None, *,
                      layers: int | Sequence[int] | None = None,
                      heads: int | Sequence[int] | None = None, progress: bool = False,
                      **settings: Any):
@@ -238,15 +242,13 @@ def site_swap_scores(model: Any, input: ModelInput, config: ScoreConfig | None =
         InvalidSelectionError: ``per_frequency=True`` at a site other than ``"layer"``;
             ``method="exact"`` where the site has no closed form; other bad settings.
     """
-    from .profile import LayerScores, _assemble, resolve_exclude_bos
+    from .profile import LayerScores, _assemble, resolve_for_input
 
     config = (config or ScoreConfig()).replace(**settings)
     layer_schemes = schemes(model)
     chosen = as_layers(layers, len(layer_schemes))
-    tokens = as_tokens(model, input)
-    qpos = int(as_positions(config.query_position, tokens.shape[1])[0])
-    config = config.replace(query_position=qpos,
-                            exclude_bos=resolve_exclude_bos(model, tokens, config.exclude_bos))
+    tokens, config = resolve_for_input(model, input, config)
+    qpos = config.query_position
     if config.per_frequency:
         for layer in chosen:
             scheme = layer_schemes[layer].scheme

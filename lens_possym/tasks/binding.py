@@ -66,6 +66,7 @@ from torch import Tensor
 
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
+from ..typing import HookedModel
 
 __all__ = [
     "BindingTemplate",
@@ -498,7 +499,7 @@ def _draw_entities(rng: random.Random, ents: list[str], starters: set[str], n_pa
 
 
 def binding_task(
-    model: Any,
+    model: HookedModel,
     *,
     n_prompts: int = 32,
     n_pairs: int = 4,
@@ -672,13 +673,23 @@ def binding_logit_diff(task: BindingTask, logits: Float[Tensor, "batch pos d_voc
     return correct - others
 
 
-def evaluate_binding(model: Any, task: BindingTask,
-                     logits: Float[Tensor, "batch pos d_vocab"] | None = None) -> BindingResult:
-    """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks)."""
+def last_position_logits(model: HookedModel, tokens: Int[Tensor, "batch pos"],
+                         logits: Float[Tensor, "batch pos d_vocab"] | None = None, *,
+                         last_only: bool = False) -> Float[Tensor, "batch d_vocab"]:
+    """The float logits at the last position: of ``logits`` when given (``[batch, pos,
+    d_vocab]``, or already ``[batch, d_vocab]``), else of ``model`` run on ``tokens`` without
+    gradients (``last_only``: a bridge unembeds the last position only)."""
     if logits is None:
         with torch.no_grad():
-            logits = model(task.tokens)
-    last = logits[:, -1].detach().float()
+            kwargs = {"logits_to_keep": 1} if last_only and hasattr(model, "original_model") else {}
+            logits = model(tokens, **kwargs)
+    return (logits[:, -1] if logits.ndim == 3 else logits).detach().float()
+
+
+def evaluate_binding(model: HookedModel, task: BindingTask,
+                     logits: Float[Tensor, "batch pos d_vocab"] | None = None) -> BindingResult:
+    """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks)."""
+    last = last_position_logits(model, task.tokens, logits)
     answers = task.answers.to(last.device)
     correct = last.argmax(-1) == answers
     cand = task.candidate_mask(last.shape[-1]).to(last.device)
@@ -704,7 +715,7 @@ def _ordinary_token_ids(tokenizer: Any) -> list[int]:
                   if len(word) >= 2 and word.isascii() and word.isalpha())
 
 
-def random_token_prompts(model: Any, *, n_prompts: int = 8, n_tokens: int = 64,
+def random_token_prompts(model: HookedModel, *, n_prompts: int = 8, n_tokens: int = 64,
                          seed: int = 0) -> Int[Tensor, "batch pos"]:
     """Task-free prompts: ``n_tokens`` ordinary word tokens drawn at random, BOS first.
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from jaxtyping import Int
@@ -40,7 +40,8 @@ from torch import Tensor
 
 from .._inputs import as_tokens
 from ..errors import TaskConfigError
-from .binding import single_token_words
+from ..typing import HookedModel
+from .binding import last_position_logits, single_token_words
 
 __all__ = ["DEFAULT_WORDS", "WordDistanceTask", "WordDistanceResult", "word_distance_task",
            "evaluate_word_distance"]
@@ -114,7 +115,7 @@ def _check(n_prompts: int, n_words: int, n_cue: int, distance: int) -> None:
             f"list words, more than n_words={n_words}; raise n_words or lower n_cue/distance")
 
 
-def word_distance_task(model: Any, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
+def word_distance_task(model: HookedModel, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
                        distance: int = 1, seed: int = 0,
                        words: Sequence[str] = DEFAULT_WORDS, separator: str = "."
                        ) -> WordDistanceTask:
@@ -189,14 +190,10 @@ class WordDistanceResult:
                 "chance": self.chance}
 
 
-def evaluate_word_distance(model: Any, task: WordDistanceTask,
+def evaluate_word_distance(model: HookedModel, task: WordDistanceTask,
                            logits: Tensor | None = None) -> WordDistanceResult:
     """Score ``model`` (or ``logits`` already computed) on ``task``'s last position."""
-    if logits is None:
-        with torch.no_grad():
-            kwargs = {"logits_to_keep": 1} if hasattr(model, "original_model") else {}
-            logits = model(task.tokens, **kwargs)
-    last = (logits[:, -1] if logits.ndim == 3 else logits).detach().float()
+    last = last_position_logits(model, task.tokens, logits, last_only=True)
     answers = task.answers.to(last.device)
     top = last.argmax(-1) == answers
     candidates = torch.cat([task.answers[:, None], task.distractors], 1).to(last.device)

@@ -185,23 +185,19 @@ def save_sweep_figures(sweep, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    fig, ax = plt.subplots(figsize=(6.5, 3.8), constrained_layout=True)
-    plot_accuracy_vs_freq(sweep, ax=ax)
-    ax.set_title(f"{sweep.task}: test accuracy by frequency", fontsize="medium")
-    paths.append(out / "accuracy_vs_freq.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(9, 4), constrained_layout=True)
-    plot_accuracy_by_position(sweep, ax=ax)
-    paths.append(out / "accuracy_by_position.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
-    pos, _ = sweep.scores()
-    if bool(torch.isfinite(pos).any()):
-        fig, ax = plt.subplots(figsize=(6.5, 3.8), constrained_layout=True)
-        plot_scores_vs_freq(sweep, ax=ax)
-        ax.set_title(f"{sweep.task}: scores of the trained heads", fontsize="medium")
-        paths.append(out / "scores_vs_freq.png")
+
+    def save(name: str, plot, figsize: tuple[float, float], title: str | None = None) -> None:
+        fig, ax = plt.subplots(figsize=figsize, constrained_layout=True)
+        plot(sweep, ax=ax)
+        if title is not None:
+            ax.set_title(f"{sweep.task}: {title}", fontsize="medium")
+        paths.append(out / name)
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
+
+    save("accuracy_vs_freq.png", plot_accuracy_vs_freq, (6.5, 3.8), "test accuracy by frequency")
+    save("accuracy_by_position.png", plot_accuracy_by_position, (9, 4))
+    pos, _ = sweep.scores()
+    if bool(torch.isfinite(pos).any()):
+        save("scores_vs_freq.png", plot_scores_vs_freq, (6.5, 3.8), "scores of the trained heads")
     return paths

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 import torch
+from einops import einsum
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens import HookedRootModule
@@ -222,16 +223,21 @@ class _Attention(nn.Module):
     def forward(self, x: Float[Tensor, "batch pos d_model"], gate: Float[Tensor, "head_index d_head"]
                 ) -> Float[Tensor, "batch pos d_model"]:
         n = x.shape[1]
-        q = self.hook_q(torch.einsum("bpm,hmd->bphd", x, self.W_Q) * gate)
-        k = self.hook_k(torch.einsum("bpm,hmd->bphd", x, self.W_K) * gate)
-        v = self.hook_v(torch.einsum("bpm,hmd->bphd", x, self.W_V))
+        project = "batch pos d_model, head_index d_model d_head -> batch pos head_index d_head"
+        q = self.hook_q(einsum(x, self.W_Q, project) * gate)
+        k = self.hook_k(einsum(x, self.W_K, project) * gate)
+        v = self.hook_v(einsum(x, self.W_V, project))
         rq = self.hook_rot_q(self._rotate(q))
         rk = self.hook_rot_k(self._rotate(k))
-        scores = torch.einsum("bqhd,bkhd->bhqk", rq, rk) * self.cfg.scale
+        scores = einsum(rq, rk, "batch query_pos head_index d_head, "
+                        "batch key_pos head_index d_head -> batch head_index query_pos key_pos")
+        scores = scores * self.cfg.scale
         scores = self.hook_attn_scores(scores.masked_fill(self.future[:n, :n], float("-inf")))
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
-        z = self.hook_z(torch.einsum("bhqk,bkhd->bqhd", pattern, v))
-        result = self.hook_result(torch.einsum("bqhd,hdm->bqhm", z, self.W_O))
+        z = self.hook_z(einsum(pattern, v, "batch head_index query_pos key_pos, batch key_pos "
+                               "head_index d_head -> batch query_pos head_index d_head"))
+        result = self.hook_result(einsum(z, self.W_O, "batch pos head_index d_head, head_index "
+                                         "d_head d_model -> batch pos head_index d_model"))
         return result.sum(dim=2)
 
 
