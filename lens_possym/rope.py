@@ -624,7 +624,8 @@ def _specs_from_bridge(model: HookedModel) -> list[RopeSpec]:
     for layer, block in enumerate(blocks):
         spec = _read_layer(layer, block.attn.original_component, rotary, hf.config, probe[layer],
                            getattr(model, "cfg", None))
-        spec = _settle_on_probe(spec, probe[layer], block.attn.original_component, positions)
+        spec = _settle_on_probe(spec, probe[layer], block.attn.original_component, positions,
+                                rotary)
         specs.append(spec)
     return specs
 
@@ -661,7 +662,8 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
     if kind in _GPTJ_LIKE:
         rotary_dim, inv = _gptj_inv_freq(attn, d_head)
         scaling = 1.0
-        scale = 1.0 / float(attn.scale_attn)
+        # transformers >= 5.24 keeps the scale as `scaling`; earlier releases as `scale_attn`
+        scale = float(attn.scaling) if hasattr(attn, "scaling") else 1.0 / float(attn.scale_attn)
     elif rotary is not None:
         inv, scaling = _layer_inv_freq(rotary, layer_type)
         rule = _angle_rule(rotary, layer_type)
@@ -740,14 +742,16 @@ def _probe(model: HookedModel) -> dict:
     return seen
 
 
-def _settle_on_probe(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> RopeSpec:
+def _settle_on_probe(
+    spec: RopeSpec, seen: dict, attn: Any, positions: Tensor, rotary: Any = None
+) -> RopeSpec:
     """Check ``spec`` against everything the probe recorded; settle the pairing.
 
     The tables (``hook_cos``/``hook_sin``, GPT-J's ``embed_positions``) check the angles;
     the pairing is the one of ``"half"``/``"adjacent"`` (first guess first) that reproduces
     ``hook_rot_q`` where it fires and the probe's scores (or pattern).
     """
-    _check_tables(spec, seen, attn, positions)
+    _check_tables(spec, seen, _gptj_table(attn, rotary), positions)
     other: Pairing = "half" if spec.pairing == "adjacent" else "adjacent"
     first_problem = None
     for candidate in (spec, spec.with_(pairing=other)):
@@ -763,7 +767,17 @@ def _settle_on_probe(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -
     )
 
 
-def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> None:
+def _gptj_table(attn: Any, rotary: Any) -> Tensor | None:
+    """GPT-J's sinusoidal ``embed_positions`` table: on the attention module up to
+    transformers 5.23, on the model's shared ``GPTJRotaryEmbedding`` from 5.24."""
+    for owner in (attn, rotary):
+        table = getattr(owner, "embed_positions", None)
+        if isinstance(table, Tensor):
+            return table
+    return None
+
+
+def _check_tables(spec: RopeSpec, seen: dict, table: Tensor | None, positions: Tensor) -> None:
     cos, sin = cos_sin(spec, positions)
     prefix = f"blocks.{spec.layer}.attn."
     if spec.rotary_dim == 0:  # a NoPE layer: the shared tables are other layers' business
@@ -792,7 +806,6 @@ def _check_tables(spec: RopeSpec, seen: dict, attn: Any, positions: Tensor) -> N
                 + ("" if got_cos.shape[-1] != spec.rotary_dim else ", same shape, different values")
                 + "); this RoPE variant is not supported yet"
             )
-    table = getattr(attn, "embed_positions", None)
     if spec.family in _GPTJ_LIKE and table is not None:
         n = len(positions)
         expected = torch.cat([sin, cos], dim=-1)
