@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .base import ModelConfig, TrainableModel
 from .toy import ToyConfig, ToyTransformer, rope_schedule, toy_config_for
+from .encoder import EncoderConfig, SchemeEncoder, encoder_config_for
 
 __all__ = [
     "TrainableModel",
@@ -19,8 +20,12 @@ __all__ = [
     "rope_schedule",
     "toy_config_for",
     "MODELS",
+    "EncoderConfig",
+    "SchemeEncoder",
+    "encoder_config_for",
 ]
 
 MODELS: dict[str, type[TrainableModel]] = {
     ToyTransformer.kind: ToyTransformer,
+    SchemeEncoder.kind: SchemeEncoder,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...errors import TaskConfigError
 from .base import Split, SyntheticTask, Task, TaskBatch
 from .canonical import IndexTask, PartialInductionTask, RetrievalTask
+from .paper_b import CountTask, DistanceTask
 
 __all__ = [
     "Task",
@@ -22,12 +23,16 @@ __all__ = [
     "PartialInductionTask",
     "TASKS",
     "make_task",
+    "DistanceTask",
+    "CountTask",
 ]
 
 TASKS: dict[str, type[Task]] = {
     "index": IndexTask,
     "retrieval": RetrievalTask,
     "partial-induction": PartialInductionTask,
+    "distance": DistanceTask,
+    "count": CountTask,
 }
 
 
