@@ -1,0 +1,241 @@
+"""Paper B reproduced: train the grid of scheme encoders, then write docs/paper_b.md's tables.
+
+    python benchmarks/paper_b.py run [--preset cpu] [--seeds 0] [--tasks distance count]
+        [--only intended|faithful|k] [--root runs/paper_b] [--no-profile]
+    python benchmarks/paper_b.py report [--root runs/paper_b] [--out docs]
+
+``run`` walks :func:`lens_possym.synthetic.paper_b.grid_cells` (every scheme × both tasks ×
+intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads) and, per cell, trains
+the model through the shared loop and caches its analyses in
+``<root>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
+trained again, an interrupted one resumes from its checkpoint. ``report`` reads every
+``analysis.json`` and writes ``docs/paper_b_results.json``, ``docs/paper_b_tables.md``
+(included by docs/paper_b.md) and ``docs/figures/paper_b/*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from lens_possym.synthetic import paper_b as pb
+
+# the paper's numbers (paper B; seed 003 of the project): accuracy in %
+PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
+         ("count", "mla"): 97.41, ("distance", "mla"): 88.34}
+ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
+
+
+def run(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
+    preset = pb.PRESETS[args.preset]
+    cells = pb.grid_cells(seeds=tuple(args.seeds), tasks=tuple(args.tasks),
+                          n_heads=preset.model["n_heads"])
+    if args.only == "k":
+        cells = [c for c in cells if c.label.startswith("rope-k")]
+    elif args.only:
+        cells = [c for c in cells if c.variant == args.only and not c.label.startswith("rope-k")]
+    root = Path(args.root) / preset.name
+    for i, cell in enumerate(cells):
+        start = time.perf_counter()
+        data = pb.analyse_cell(preset, cell, root, profile=not args.no_profile)
+        print(f"[{i + 1}/{len(cells)}] {cell.key}: accuracy {data['baseline']:.4f}, top head "
+              f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s; "
+              f"training {data['train_time_s']:.0f} s)", flush=True)
+
+
+def _load(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(root.glob("**/analysis.json"))]
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def report(args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    root = Path(args.root) / args.preset
+    rows = _load(root)
+    if not rows:
+        sys.exit(f"no analysis.json under {root}; run `python benchmarks/paper_b.py run` first")
+    out, figs = Path(args.out), Path(args.out) / "figures" / "paper_b"
+    figs.mkdir(parents=True, exist_ok=True)
+    by = {}
+    for r in rows:
+        c = r["cell"]
+        by.setdefault((c["task"], c["variant"], c["label"]), []).append(r)
+    seeds = sorted({r["cell"]["seed"] for r in rows})
+
+    def acc(task, variant, label):
+        got = by.get((task, variant, label), [])
+        return _mean([r["baseline"] for r in got]), len(got)
+
+    lines = [f"<!-- written by `python benchmarks/paper_b.py report --preset {args.preset}`; "
+             "do not edit -->", "",
+             f"### Accuracy (test set, %), preset `{args.preset}`, seeds {seeds}", "",
+             "| scheme | distance (intended) | distance (faithful) | count (intended) | "
+             "count (faithful) |", "|---|---|---|---|---|"]
+    for label in ORDER + [f"rope-k{k}" for k in (0, 1, 2, 3, 8)]:
+        cells = []
+        for task in ("distance", "count"):
+            for variant in ("intended", "faithful"):
+                a, n = acc(task, variant, label)
+                cells.append(_pct(a) + (f" (n={n})" if n > 1 else ""))
+        if any(c != "—" for c in cells):
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "`rope-k0` is NoPE (intended: the `nope` row); `rope-k8` is RoPE on all 8 heads "
+              "(intended: the `rope` row; faithful: the official `partialrope.py` at k=all, "
+              "without the absolute encoding that the faithful `rope` row adds). The faithful "
+              "hybrid is not a separate model: the official RoPE model already adds an absolute "
+              "encoding (the faithful `rope` row).", ""]
+
+    # deposit table
+    lines += ["### Single-head ablation (seed 0): the deposit pattern", "",
+              "| task | variant | scheme | accuracy | top head | top drop | second drop | "
+              "top drop / accuracy | deposit? |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["cell"]["task"], r["cell"]["variant"],
+                                         (ORDER + [r["cell"]["label"]]).index(r["cell"]["label"]))):
+        c, d = r["cell"], r["deposit"]
+        if c["seed"] != seeds[0]:
+            continue
+        lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {_pct(r['baseline'])} | "
+                     f"{d['top_head'][0]}.{d['top_head'][1]} | {_pct(d['top_drop'])} | "
+                     f"{_pct(d['second_drop'])} | {100 * d['top_relative']:.0f}% | "
+                     f"{'yes' if d['deposit'] else 'no'} |")
+    lines.append("")
+
+    # probe
+    probe_rows = [r for r in rows if r.get("probe") and r["cell"]["seed"] == seeds[0]]
+    if probe_rows:
+        n_layers = len(probe_rows[0]["probe"]["r2"]) - 1
+        head = " | ".join(f"L{L}" for L in range(n_layers)) + " | out"
+        lines += ["### Positional probe (seed 0): share of residual variance along the input "
+                  "encoding's directions (R² of a linear readout of the encoding)", "",
+                  f"| task | variant | scheme | {head} |", "|---|---|---|" + "---|" * (n_layers + 1)]
+        for r in probe_rows:
+            c, p = r["cell"], r["probe"]
+            vals = " | ".join(f"{s:.2f} ({q:.2f})" for s, q in zip(p["share"], p["r2"]))
+            lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {vals} |")
+        lines.append("")
+
+    # profiles: mean s_POS / s_SYM per layer
+    prof_rows = [r for r in rows if r.get("profile") and r["cell"]["seed"] == seeds[0]]
+    if prof_rows:
+        lines += ["### Head profiles (seed 0): mean s_POS / s_SYM per layer (block swaps, query at "
+                  "the last position)", "", "| task | variant | scheme | site | per layer s_POS/s_SYM |",
+                  "|---|---|---|---|---|"]
+        for r in prof_rows:
+            c, p = r["cell"], r["profile"]
+            per = "; ".join(f"L{L} {sum(pl) / len(pl):.2f}/{sum(sl) / len(sl):.2f}"
+                            for L, (pl, sl) in enumerate(zip(p["pos"], p["sym"])))
+            lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {p['site']} | {per} |")
+        lines.append("")
+
+    (out / "paper_b_tables.md").write_text("\n".join(lines))
+    (out / "paper_b_results.json").write_text(json.dumps(
+        [{k: r[k] for k in ("cell", "preset", "baseline", "test_accuracy", "train_time_s",
+                            "deposit", "probe", "ablation", "steps")} for r in rows], indent=1))
+
+    # figures: ablation heatmaps per task and variant
+    for task in ("distance", "count"):
+        for variant in ("intended", "faithful"):
+            chosen = [r for r in rows if r["cell"]["task"] == task and r["cell"]["variant"] ==
+                      variant and r["cell"]["seed"] == seeds[0]]
+            chosen.sort(key=lambda r: (ORDER + [r["cell"]["label"]]).index(r["cell"]["label"]))
+            if not chosen:
+                continue
+            cols = 4
+            rows_n = (len(chosen) + cols - 1) // cols
+            fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.4 * rows_n),
+                                     squeeze=False)
+            for ax in axes.flat:
+                ax.axis("off")
+            for ax, r in zip(axes.flat, chosen):
+                drop = torch.tensor(r["ablation"]).neg().add(r["baseline"]) * 100
+                ax.axis("on")
+                im = ax.imshow(drop, cmap="Reds", vmin=0, vmax=max(10.0, float(drop.max())))
+                ax.set_title(f"{r['cell']['label']} (acc {100 * r['baseline']:.0f}%)", fontsize=9)
+                ax.set_xlabel("head", fontsize=8)
+                ax.set_ylabel("layer", fontsize=8)
+                fig.colorbar(im, ax=ax, fraction=0.046)
+            fig.suptitle(f"{task}, {variant}: accuracy drop (points) when one head is ablated")
+            fig.tight_layout()
+            fig.savefig(figs / f"ablation_{task}_{variant}.png", dpi=110)
+            plt.close(fig)
+
+    # accuracy vs number of RoPE heads
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    n_heads = None
+    for task, marker in (("distance", "o"), ("count", "s")):
+        for variant, style in (("intended", "-"), ("faithful", "--")):
+            xs, ys = [], []
+            for k in range(0, 17):
+                label = {0: "nope" if variant == "intended" else "rope-k0"}.get(k, f"rope-k{k}")
+                a, _ = acc(task, variant, label)
+                if a is None and variant == "intended":
+                    a, _ = acc(task, variant, "rope") if k == 8 else (None, 0)
+                if a is not None:
+                    xs.append(k)
+                    ys.append(100 * a)
+            if xs:
+                ax.plot(xs, ys, style, marker=marker, label=f"{task}, {variant}")
+                n_heads = max(xs)
+    ax.set_xlabel("heads with RoPE (of 8 per layer)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.legend(fontsize=8)
+    ax.set_title("Accuracy vs number of RoPE heads")
+    fig.tight_layout()
+    fig.savefig(figs / "rope_heads.png", dpi=110)
+    plt.close(fig)
+
+    # probe figure
+    if probe_rows:
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        for r in probe_rows:
+            c = r["cell"]
+            ax.plot(r["probe"]["share"], marker="o",
+                    label=f"{c['task'][:4]} {c['variant'][:4]} {c['label']}")
+        ax.set_xlabel("layer (last point: after the last block)")
+        ax.set_ylabel("variance share along input PE")
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(figs / "probe.png", dpi=110)
+        plt.close(fig)
+    print(f"wrote {out / 'paper_b_tables.md'} and {len(list(figs.glob('*.png')))} figures "
+          f"from {len(rows)} cells")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
+    r.add_argument("--seeds", type=int, nargs="+", default=[0])
+    r.add_argument("--tasks", nargs="+", default=list(pb.TASK_NAMES), choices=pb.TASK_NAMES)
+    r.add_argument("--only", choices=["intended", "faithful", "k"])
+    r.add_argument("--root", default="runs/paper_b")
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--no-profile", action="store_true")
+    p = sub.add_parser("report")
+    p.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
+    p.add_argument("--root", default="runs/paper_b")
+    p.add_argument("--out", default="docs")
+    args = parser.parse_args(argv)
+    (run if args.command == "run" else report)(args)
+
+
+if __name__ == "__main__":
+    main()
