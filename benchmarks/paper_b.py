@@ -9,8 +9,9 @@ intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads) and, per cell
 the model through the shared loop and caches its analyses in
 ``<root>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
 trained again, an interrupted one resumes from its checkpoint. ``report`` reads every
-``analysis.json`` and writes ``docs/paper_b_results.json``, ``docs/paper_b_tables.md``
-(included by docs/paper_b.md) and ``docs/figures/paper_b/*.png``.
+``analysis.json`` and writes ``docs/paper_b_results.json``, the measured tables into
+``docs/paper_b.md`` (between its ``BEGIN/END MEASURED TABLES`` markers) and
+``docs/figures/paper_b/*.png``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from lens_possym.synthetic import paper_b as pb
 # the paper's numbers (paper B; seed 003 of the project): accuracy in %
 PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
          ("count", "mla"): 97.41, ("distance", "mla"): 88.34}
+BEGIN, END = "<!-- BEGIN MEASURED TABLES -->", "<!-- END MEASURED TABLES -->"
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 
@@ -144,7 +146,12 @@ def report(args: argparse.Namespace) -> None:
             lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {p['site']} | {per} |")
         lines.append("")
 
-    (out / "paper_b_tables.md").write_text("\n".join(lines))
+    page = out / "paper_b.md"
+    text = page.read_text() if page.exists() else f"{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        sys.exit(f"{page} lacks the markers {BEGIN} / {END} that say where the tables go")
+    head, rest = text.split(BEGIN, 1)
+    page.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + rest.split(END, 1)[1])
     (out / "paper_b_results.json").write_text(json.dumps(
         [{k: r[k] for k in ("cell", "preset", "baseline", "test_accuracy", "train_time_s",
                             "deposit", "probe", "ablation", "steps")} for r in rows], indent=1))
@@ -214,7 +221,7 @@ def report(args: argparse.Namespace) -> None:
         fig.tight_layout()
         fig.savefig(figs / "probe.png", dpi=110)
         plt.close(fig)
-    print(f"wrote {out / 'paper_b_tables.md'} and {len(list(figs.glob('*.png')))} figures "
+    print(f"wrote the tables into {page} and {len(list(figs.glob('*.png')))} figures "
           f"from {len(rows)} cells")
 
 

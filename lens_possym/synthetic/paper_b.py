@@ -205,8 +205,9 @@ def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
     Returns ``top_drop`` and ``second_drop`` (largest and second-largest single-head drop,
     accuracy points in [0, 1]), ``top_head`` ``[layer, head]``, ``top_relative`` (top drop as
     a share of the baseline: the paper's "about 60 %"), ``median_drop``, and ``deposit``:
-    True when one head carries the task, i.e. its drop is at least 0.25 of the baseline
-    **and** at least twice the second-largest drop (both thresholds stated in the docs).
+    True when one head carries a task the model has learned: the baseline is at least 0.5,
+    the top drop is at least 0.25 of the baseline **and** at least twice the second-largest
+    drop (the thresholds are stated in the docs beside every verdict).
     """
     drops = (baseline - grid).flatten()
     order = torch.argsort(drops, descending=True)
@@ -216,7 +217,8 @@ def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
     return {"top_drop": top, "second_drop": second,
             "top_head": [int(order[0]) // n_heads, int(order[0]) % n_heads],
             "top_relative": relative, "median_drop": float(drops.median()),
-            "deposit": bool(relative >= 0.25 and top >= 2 * max(second, 1e-9))}
+            "deposit": bool(baseline >= 0.5 and relative >= 0.25
+                           and top >= 2 * max(second, 1e-9))}
 
 
 @torch.no_grad()

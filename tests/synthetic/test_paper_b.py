@@ -82,6 +82,7 @@ def test_deposit_summary():
     d = pb.deposit_summary(grid, 0.9)
     assert d["top_head"] == [0, 1] and d["top_drop"] == pytest.approx(0.6)
     assert d["second_drop"] == pytest.approx(0.1) and d["deposit"]
+    assert not pb.deposit_summary(grid * 0.4, 0.36)["deposit"], "an unlearned task"
     grid[1, 2] = 0.5                               # a second head nearly as important
     assert not pb.deposit_summary(grid, 0.9)["deposit"]
 
