@@ -41,6 +41,8 @@ from .tasks import (
 )
 from .training import EvalRecord, EvalResult, TrainConfig, TrainResult, evaluate, resume, train
 from .trajectories import HeadScores, QKTrajectory, head_scores
+from .models import EncoderConfig, SchemeEncoder, encoder_config_for
+from .tasks import CountTask, DistanceTask
 
 __all__ = [
     # tasks
@@ -86,4 +88,10 @@ __all__ = [
     "w_max_by_position",
     "w_max_positional",
     "w_max_symbolic",
+    # paper B
+    "DistanceTask",
+    "CountTask",
+    "EncoderConfig",
+    "SchemeEncoder",
+    "encoder_config_for",
 ]
