@@ -51,6 +51,21 @@ def run(args: argparse.Namespace) -> None:
               f"training {data['train_time_s']:.0f} s)", flush=True)
 
 
+def refresh_probe(args: argparse.Namespace) -> None:
+    """Recompute the probe of every finished cell from its saved model (seconds each)."""
+    from lens_possym.synthetic.runs import load_checkpoint
+
+    root = Path(args.root) / args.preset
+    preset = pb.PRESETS[args.preset]
+    for path in sorted(root.glob("**/analysis.json")):
+        data = json.loads(path.read_text())
+        model, task, _ = load_checkpoint(path.parent / "model.pt")
+        batch = task.test_set(preset.analysis_size, seed=data["cell"]["seed"] + 1)
+        data["probe"] = pb.positional_probe(model.eval(), batch.tokens[:256])
+        path.write_text(json.dumps(data, indent=1))
+        print(f"{data['cell']}: probe {'none' if data['probe'] is None else 'refreshed'}")
+
+
 def _load(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root.glob("**/analysis.json"))]
 
@@ -61,6 +76,12 @@ def _pct(x: float | None) -> str:
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def _critical(row: dict, points: float = 10.0) -> int:
+    """Heads whose ablation alone costs more than ``points`` accuracy points."""
+    drops = (row["baseline"] - torch.tensor(row["ablation"])) * 100
+    return int((drops > points).sum())
 
 
 def report(args: argparse.Namespace) -> None:
@@ -106,8 +127,11 @@ def report(args: argparse.Namespace) -> None:
 
     # deposit table
     lines += ["### Single-head ablation (seed 0): the deposit pattern", "",
+              "Drops in accuracy points when one head is ablated; *heads > 10* counts the heads "
+              "whose ablation alone costs more than 10 points.", "",
               "| task | variant | scheme | accuracy | top head | top drop | second drop | "
-              "top drop / accuracy | deposit? |", "|---|---|---|---|---|---|---|---|---|"]
+              "top drop / accuracy | heads > 10 | deposit? |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["cell"]["task"], r["cell"]["variant"],
                                          (ORDER + [r["cell"]["label"]]).index(r["cell"]["label"]))):
         c, d = r["cell"], r["deposit"]
@@ -116,21 +140,28 @@ def report(args: argparse.Namespace) -> None:
         lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {_pct(r['baseline'])} | "
                      f"{d['top_head'][0]}.{d['top_head'][1]} | {_pct(d['top_drop'])} | "
                      f"{_pct(d['second_drop'])} | {100 * d['top_relative']:.0f}% | "
-                     f"{'yes' if d['deposit'] else 'no'} |")
+                     f"{_critical(r)} | {'yes' if d['deposit'] else 'no'} |")
     lines.append("")
 
     # probe
-    probe_rows = [r for r in rows if r.get("probe") and r["cell"]["seed"] == seeds[0]]
+    probe_rows = [r for r in rows if r.get("probe") and r["cell"]["seed"] == seeds[0]
+                  and "aligned" in r["probe"]]
     if probe_rows:
         n_layers = len(probe_rows[0]["probe"]["r2"]) - 1
         head = " | ".join(f"L{L}" for L in range(n_layers)) + " | out"
-        lines += ["### Positional probe (seed 0): share of residual variance along the input "
-                  "encoding's directions (R² of a linear readout of the encoding)", "",
-                  f"| task | variant | scheme | {head} |", "|---|---|---|" + "---|" * (n_layers + 1)]
+        lines += ["### Positional probe (seed 0)", "",
+                  "Per layer input (and after the last block): **aligned** share of the "
+                  "stream's positional part along the input encoding's principal directions "
+                  "(chance = rank / d_model in the last column) · share of the stream that is "
+                  "positional · R² of a linear readout of the encoding.", "",
+                  f"| task | variant | scheme | {head} | chance |",
+                  "|---|---|---|" + "---|" * (n_layers + 2)]
         for r in probe_rows:
             c, p = r["cell"], r["probe"]
-            vals = " | ".join(f"{s:.2f} ({q:.2f})" for s, q in zip(p["share"], p["r2"]))
-            lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {vals} |")
+            vals = " | ".join(f"{a:.2f} · {s:.2f} · {q:.2f}" for a, s, q in
+                              zip(p["aligned"], p["pos_share"], p["r2"]))
+            lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {vals} | "
+                         f"{p['chance']:.2f} |")
         lines.append("")
 
     # profiles: mean s_POS / s_SYM per layer
@@ -213,10 +244,10 @@ def report(args: argparse.Namespace) -> None:
         fig, ax = plt.subplots(figsize=(5, 3.4))
         for r in probe_rows:
             c = r["cell"]
-            ax.plot(r["probe"]["share"], marker="o",
+            ax.plot(r["probe"]["aligned"], marker="o",
                     label=f"{c['task'][:4]} {c['variant'][:4]} {c['label']}")
         ax.set_xlabel("layer (last point: after the last block)")
-        ax.set_ylabel("variance share along input PE")
+        ax.set_ylabel("positional part along input PE")
         ax.legend(fontsize=6)
         fig.tight_layout()
         fig.savefig(figs / "probe.png", dpi=110)
@@ -240,8 +271,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
     p.add_argument("--root", default="runs/paper_b")
     p.add_argument("--out", default="docs")
+    f = sub.add_parser("refresh-probe")
+    f.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
+    f.add_argument("--root", default="runs/paper_b")
     args = parser.parse_args(argv)
-    (run if args.command == "run" else report)(args)
+    {"run": run, "report": report, "refresh-probe": refresh_probe}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -223,22 +223,27 @@ def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
 
 @torch.no_grad()
 def positional_probe(model: SchemeEncoder, tokens: Tensor, *, rank: int | None = None
-                     ) -> dict[str, list[float]] | None:
-    r"""How much of the input positional encoding the residual stream still holds, per layer.
+                     ) -> dict[str, Any] | None:
+    r"""How much positional information the residual stream holds, per layer, and whether it
+    still lies along the input encoding's directions.
 
     Let :math:`P \in \mathbb{R}^{n\times d}` be the encoding added at the input (rows are
-    positions) and :math:`x^{(L)}_{b,p}` the residual stream entering block ``L`` (``L =
-    n_layers``: after the last block). Two numbers per ``L``:
+    positions), :math:`x^{(L)}_{b,p}` the residual stream entering block ``L`` (the last
+    entry: after the last block), and :math:`m_p = \mathbb{E}_b\,x^{(L)}_{b,p}` its
+    **positional part** (the mean over prompts at each position, centred over positions).
+    Per ``L``:
 
-    * ``r2``: the held-out :math:`R^2` of a least-squares linear readout of :math:`P_p`
-      from :math:`x^{(L)}_{b,p}` (fit on half the prompts, scored on the other half;
-      :math:`R^2 = 1 - \mathrm{SSE}/\mathrm{SST}` over all coordinates of :math:`P`): is the
-      position still *linearly decodable*?
-    * ``share``: the fraction of the residual's variance (over prompts and positions,
-      centred) that lies in the span of :math:`P`'s centred principal directions (the top
-      ``rank`` ones, default those holding 99 % of :math:`P`'s variance): does the stream
-      still *live along* the additive positional directions? At layer 0 it is what the
-      embedding's share is; "displaced" means this share falls while other directions grow.
+    * ``r2``: held-out :math:`R^2` of a least-squares linear readout of :math:`P_p` from
+      :math:`x^{(L)}_{b,p}` (fit on half the prompts, scored on the other half, over all
+      coordinates of :math:`P`): is position still *linearly decodable*?
+    * ``pos_share``: :math:`\sum_p\|m_p\|^2` over the stream's total centred variance: how
+      much of the stream is position at all.
+    * ``aligned``: the share of the positional part's variance lying in the span of the
+      top ``rank`` principal directions of :math:`P` (default: those holding 99 % of its
+      variance): does position still live along the **additive positional directions**?
+      ``chance = rank / d_model`` is what a random direction would give. "Displaced" means
+      ``aligned`` falls towards ``chance`` while ``pos_share`` or ``r2`` stay up (position
+      is carried, but elsewhere).
 
     Returns ``None`` for a model without an input encoding.
     """
@@ -246,8 +251,7 @@ def positional_probe(model: SchemeEncoder, tokens: Tensor, *, rank: int | None =
         return None
     n = tokens.shape[1]
     P = model.W_pos[:n].double().cpu()
-    Pc = P - P.mean(0)
-    _, S, Vh = torch.linalg.svd(Pc, full_matrices=False)
+    _, S, Vh = torch.linalg.svd(P - P.mean(0), full_matrices=False)
     if rank is None:
         energy = (S ** 2).cumsum(0) / (S ** 2).sum().clamp_min(1e-30)
         rank = int((energy < 0.99).sum()) + 1
@@ -257,21 +261,23 @@ def positional_probe(model: SchemeEncoder, tokens: Tensor, *, rank: int | None =
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
     half = tokens.shape[0] // 2
     target = P[None].expand(tokens.shape[0], -1, -1)
-    r2, share = [], []
+    out: dict[str, Any] = {"r2": [], "pos_share": [], "aligned": [], "rank": rank,
+                           "chance": rank / P.shape[1]}
     for name in names:
-        x = cache[name].double().cpu()
+        x = cache[name].double().cpu()                             # [b, p, d]
         xa = torch.cat([x, torch.ones_like(x[..., :1])], dim=-1)
         fit = torch.linalg.lstsq(xa[:half].reshape(-1, xa.shape[-1]),
                                  target[:half].reshape(-1, P.shape[-1])).solution
         pred = xa[half:].reshape(-1, xa.shape[-1]) @ fit
         truth = target[half:].reshape(-1, P.shape[-1])
-        sse = ((pred - truth) ** 2).sum()
         sst = ((truth - truth.mean(0)) ** 2).sum()
-        r2.append(float(1 - sse / sst))
-        xc = x.reshape(-1, x.shape[-1])
-        xc = xc - xc.mean(0)
-        share.append(float(((xc @ basis) ** 2).sum() / (xc ** 2).sum()))
-    return {"r2": r2, "share": share, "rank": rank}
+        out["r2"].append(float(1 - ((pred - truth) ** 2).sum() / sst))
+        total = ((x - x.mean((0, 1))) ** 2).sum() / x.shape[0]
+        m = x.mean(0)
+        m = m - m.mean(0)                                          # positional part [p, d]
+        out["pos_share"].append(float((m ** 2).sum() / total))
+        out["aligned"].append(float(((m @ basis) ** 2).sum() / (m ** 2).sum().clamp_min(1e-30)))
+    return out
 
 
 def profile_site(model: SchemeEncoder) -> tuple[str, str]:

@@ -96,9 +96,14 @@ def test_positional_probe():
     with torch.no_grad():
         model.W_E.zero_()                          # the stream is the encoding alone
     probe = pb.positional_probe(model, tokens)
-    assert probe["share"][0] >= 0.99 and probe["r2"][0] == pytest.approx(1.0)   # 99 % rank
-    assert pb.positional_probe(model, tokens, rank=12)["share"][0] == pytest.approx(1.0)
-    assert all(0 <= s <= 1 + 1e-9 for s in probe["share"])
+    assert probe["r2"][0] == pytest.approx(1.0) and probe["pos_share"][0] == pytest.approx(1.0)
+    assert probe["aligned"][0] >= 0.99 and probe["chance"] == probe["rank"] / 16
+    assert pb.positional_probe(model, tokens, rank=12)["aligned"][0] == pytest.approx(1.0)
+    assert all(0 <= a <= 1 + 1e-9 for a in probe["aligned"] + probe["pos_share"])
+    with torch.no_grad():                          # tokens back: position is a part only
+        model.W_E.normal_(generator=torch.Generator().manual_seed(0))
+    mixed = pb.positional_probe(model, tokens)
+    assert mixed["pos_share"][0] < 0.9 and mixed["r2"][0] < probe["r2"][0]
     rope = SchemeEncoder(encoder_config_for(task, "rope", n_layers=1, n_heads=2, d_model=16,
                                             d_head=4, d_ff=16))
     assert pb.positional_probe(rope, tokens) is None
