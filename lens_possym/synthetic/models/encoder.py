@@ -44,6 +44,9 @@ Schemes (:data:`SCHEMES`; where position enters):
 ``hybrid``      input and inside: sinusoids at the input and RoPE on every head
 ==============  ===========================================================================
 
+RoPE pairs dims ``f`` and ``f + d/2`` (``"half"``) in both variants; the official code pairs
+adjacent dims, which is the same model up to a fixed permutation of the learned projections.
+
 The scheme tables are :mod:`lens_possym.positions` objects (``AdditiveBias``, ``HeadwiseRope``,
 ``MLA``...): the model's own biases come from their ``bias`` method and its rotation angles
 from ``HeadwiseRope.head_angles``, and the tests check that the closed-form cross-logits of
