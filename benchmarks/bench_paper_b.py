@@ -8,7 +8,8 @@ For each task, scheme (and RoPE on 2 heads) and variant: the model of the ``cpu`
 (after 3 warm-up steps), and the script prints milliseconds per step, the projected time of
 the preset's full run (1,000 steps) and one forward pass over a batch of 64 sentences.
 With ``--root``, it also prints the measured training time of every finished cell of the
-grid (``benchmarks/paper_b.py run``), which is the number the docs quote.
+grid (``benchmarks/paper_b.py run``), which is the number the docs quote; with
+``--measured-only`` it prints only those (no training, seconds).
 
 Times depend on the machine and its load; compare numbers from one run only.
 """
@@ -56,14 +57,18 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["distance", "count"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--root", default=None, help="the grid's run folder (measured times)")
+    parser.add_argument("--measured-only", action="store_true",
+                        help="only print the grid's measured times (needs --root; no training)")
     args = parser.parse_args()
+    if args.measured_only and not args.root:
+        parser.error("--measured-only needs --root (the grid's run folder)")
     torch.set_num_threads(args.threads)
     preset = pb.PRESETS["cpu"]
     print(f"cpu preset: {preset.model}, batch {preset.batch_size}; torch threads "
           f"{torch.get_num_threads()}")
     print(f"{'task':9} {'variant':9} {'scheme':11} {'ms/step':>8} {'1000 steps (s)':>15} "
           f"{'forward (ms)':>13}")
-    for task in args.tasks:
+    for task in [] if args.measured_only else args.tasks:
         for variant in ("intended", "faithful"):
             for label in LABELS:
                 if variant == "faithful" and label == "hybrid":
