@@ -66,8 +66,9 @@ def main() -> None:
     preset = pb.PRESETS["cpu"]
     print(f"cpu preset: {preset.model}, batch {preset.batch_size}; torch threads "
           f"{torch.get_num_threads()}")
-    print(f"{'task':9} {'variant':9} {'scheme':11} {'ms/step':>8} {'1000 steps (s)':>15} "
-          f"{'forward (ms)':>13}")
+    if not args.measured_only:
+        print(f"{'task':9} {'variant':9} {'scheme':11} {'ms/step':>8} {'1000 steps (s)':>15} "
+              f"{'forward (ms)':>13}")
     for task in [] if args.measured_only else args.tasks:
         for variant in ("intended", "faithful"):
             for label in LABELS:
