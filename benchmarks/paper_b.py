@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> None:
         cells = [c for c in cells if c.label.startswith("rope-k")]
     elif args.only:
         cells = [c for c in cells if c.variant == args.only and not c.label.startswith("rope-k")]
+    if args.labels:
+        cells = [c for c in cells if c.label in args.labels]
     root = Path(args.root) / preset.name
     for i, cell in enumerate(cells):
         start = time.perf_counter()
@@ -264,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--seeds", type=int, nargs="+", default=[0])
     r.add_argument("--tasks", nargs="+", default=list(pb.TASK_NAMES), choices=pb.TASK_NAMES)
     r.add_argument("--only", choices=["intended", "faithful", "k"])
+    r.add_argument("--labels", nargs="+", default=None, help="only these schemes (rope-k2...)")
     r.add_argument("--root", default="runs/paper_b")
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--no-profile", action="store_true")
