@@ -206,7 +206,7 @@ def report(args: argparse.Namespace) -> None:
             for ax, r in zip(axes.flat, chosen):
                 drop = torch.tensor(r["ablation"]).neg().add(r["baseline"]) * 100
                 ax.axis("on")
-                im = ax.imshow(drop, cmap="Reds", vmin=0, vmax=max(10.0, float(drop.max())))
+                im = ax.imshow(drop, cmap="Reds", vmin=0, vmax=100)  # one scale: comparable
                 ax.set_title(f"{r['cell']['label']} (acc {100 * r['baseline']:.0f}%)", fontsize=9)
                 ax.set_xlabel("head", fontsize=8)
                 ax.set_ylabel("layer", fontsize=8)
