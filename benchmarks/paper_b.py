@@ -118,7 +118,10 @@ def report(args: argparse.Namespace) -> None:
         for task in ("distance", "count"):
             for variant in ("intended", "faithful"):
                 a, n = acc(task, variant, label)
-                cells.append(_pct(a) + (f" (n={n})" if n > 1 else ""))
+                seeds_of = sorted(by.get((task, variant, label), []),
+                                  key=lambda r: r["cell"]["seed"])
+                each = ", ".join(_pct(r["baseline"]) for r in seeds_of)
+                cells.append(_pct(a) + (f" (mean of seeds: {each})" if n > 1 else ""))
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "`rope-k0` is NoPE (intended: the `nope` row); `rope-k8` is RoPE on all 8 heads "
