@@ -110,7 +110,9 @@ def report(args: argparse.Namespace) -> None:
 
     lines = [f"<!-- written by `python benchmarks/paper_b.py report --preset {args.preset}`; "
              "do not edit -->", "",
-             f"### Accuracy (test set, %), preset `{args.preset}`, seeds {seeds}", "",
+             f"### Accuracy (test set, %), preset `{args.preset}`", "",
+             f"Seed {seeds[0]} everywhere; where a cell has more seeds ({seeds}), their mean "
+             "and each seed's number.", "",
              "| scheme | distance (intended) | distance (faithful) | count (intended) | "
              "count (faithful) |", "|---|---|---|---|---|"]
     for label in ORDER + [f"rope-k{k}" for k in (0, 1, 2, 3, 8)]:
