@@ -24,3 +24,9 @@ __all__ = [
 MODELS: dict[str, type[TrainableModel]] = {
     ToyTransformer.kind: ToyTransformer,
 }
+
+# paper C's GPT-J through transformers
+from .gptj import GPTJTaskConfig, GPTJTaskModel, gptj_config_for  # noqa: E402
+
+__all__ += ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"]
+MODELS[GPTJTaskModel.kind] = GPTJTaskModel
