@@ -13,8 +13,9 @@ Presets (paper_c.md §3; the paper gives no optimiser settings, so these are our
 
 ========  ==========================================================================
 ``cpu``   12 layers × 1 head, ``d_model = d_head = 64`` (full rotary: 32 frequencies),
-          MLP 256, no dropout; AdamW lr 1e-3, batch 128, warm-up 100, up to 3,000 steps,
-          stop at 99 % test accuracy, evaluation and checkpoint every 100 steps.
+          MLP 256, no dropout; AdamW lr 1e-3, batch 128, warm-up 100, cosine to 2,000
+          steps (both tasks pass 99 % well before: the rest shows the heads settle),
+          evaluation and checkpoint every 100 steps.
           Learns both tasks on 2 CPU cores in minutes (docs/paper_c.md gives the budget).
 ``paper`` 12 layers × 1 head × 128 (full rotary: 64 frequencies), MLP 512, dropout 0.1;
           AdamW lr 1e-4, betas (0.95, 0.999), weight decay 1e-4, batch 64, warm-up 750
@@ -60,10 +61,9 @@ PRESETS: dict[str, MultiHopPreset] = {
     "cpu": MultiHopPreset(
         "cpu",
         model=dict(n_layers=12, n_heads=1, d_model=64, d_mlp=256, dropout=0.0),
-        train=dict(steps=3000, batch_size=128, lr=1e-3, weight_decay=1e-4,
+        train=dict(steps=2000, batch_size=128, lr=1e-3, weight_decay=1e-4,
                    betas=(0.9, 0.98), warmup_steps=100, min_lr_ratio=0.1, grad_clip=1.0,
-                   eval_every=100, eval_size=2048, target_accuracy=0.99,
-                   checkpoint_every=100)),
+                   eval_every=100, eval_size=2048, checkpoint_every=100)),
     "paper": MultiHopPreset(
         "paper",
         model=dict(n_layers=12, n_heads=1, d_model=128, d_mlp=512, dropout=0.1),
