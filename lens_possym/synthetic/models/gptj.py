@@ -188,14 +188,22 @@ class GPTJTaskModel(nn.Module):
     def bridge(self, n_positions: int | None = None):
         """This model (same weights, shared) as a TransformerLens ``TransformerBridge``,
         ready for every lens-possym analysis; ``n_positions`` extends the sin/cos table
-        first for inputs longer than ``cfg.n_ctx``."""
+        first for inputs longer than ``cfg.n_ctx``.
+
+        Built once and kept (booting a bridge wraps the Hugging Face modules in place, so
+        a second boot would not find GPT-J's attention class); the bridge is not a
+        submodule, so ``state_dict`` and ``parameters`` are unchanged."""
         from ...models.loading import from_hf
         from ...models.tiny import tiny_tokenizer
 
         if n_positions is not None:
             self.ensure_positions(n_positions)
         self.hf.eval()
-        return from_hf(self.hf, tiny_tokenizer(), name="gptj-task", device=self.device)
+        bridge = self.__dict__.get("_bridge")
+        if bridge is None:
+            bridge = from_hf(self.hf, tiny_tokenizer(), name="gptj-task", device=self.device)
+            self.__dict__["_bridge"] = bridge
+        return bridge
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
