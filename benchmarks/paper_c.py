@@ -236,8 +236,9 @@ def stage_discrepancy(args) -> None:
                 task = LetterTask(max_hops=1, length=n)
                 model, _ = t_retrieval_model(task, theta, amplitude=1.0)
                 d = head_discrepancy(model, task.test_set(256).tokens)
+                solver, _ = t_retrieval_model(task, theta)      # margin 10 nats at θ = 0
                 rows[n] = {**d.to_dict(), "bound": retrieval_bound(theta, 8, n),
-                           "accuracy": evaluate(*_with(model, task)).accuracy}
+                           "accuracy": evaluate(solver, task, task.test_set(256)).accuracy}
             out["retrieval"][f"{theta:.5f}"] = rows
         return out
 
@@ -260,10 +261,6 @@ def stage_discrepancy(args) -> None:
         d = cached(f"discrepancy_trained_{task}", trained)
         say(f"[discrepancy] trained {task}, mean gap per layer at 17/300: "
             f"{[round(r['mean'], 2) for r in d['17']]} / {[round(r['mean'], 2) for r in d['300']]}")
-
-
-def _with(model, task):
-    return model, task, task.test_set(256)
 
 
 def stage_lengths(args) -> None:

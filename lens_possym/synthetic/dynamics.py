@@ -254,6 +254,9 @@ class Purity:
         state: ``[n_ckpt, n_layers, n_heads]``: 1 pure positional, -1 pure symbolic, 0 neither.
         first_step: ``{(layer, head): step}`` first checkpoint at which each head was pure.
         kind: ``{(layer, head): "positional" | "symbolic"}`` its kind then.
+        settled_step, settled_kind: the same for heads that stay pure, of one kind, from
+            some checkpoint to the last ("converged", the paper's footnote 3); a head that
+            was pure only for a while (e.g. early in training) is in ``first_step`` only.
     """
 
     gamma: float
@@ -261,6 +264,8 @@ class Purity:
     state: Tensor
     first_step: dict[tuple[int, int], int]
     kind: dict[tuple[int, int], Kind]
+    settled_step: dict[tuple[int, int], int] = field(default_factory=dict)
+    settled_kind: dict[tuple[int, int], Kind] = field(default_factory=dict)
 
     def cumulative(self, kind: Kind) -> list[int]:
         """Number of heads pure of ``kind`` at or before each step (paper Fig 2C)."""
@@ -272,13 +277,18 @@ class Purity:
         last = self.state[-1]
         return {"positional": int((last == 1).sum()), "symbolic": int((last == -1).sum())}
 
-    def layers_of(self, kind: Kind) -> list[int]:
-        return sorted(layer for (layer, _), k in self.kind.items() if k == kind)
+    def layers_of(self, kind: Kind, *, settled: bool = False) -> list[int]:
+        """Layers with a head pure of ``kind`` at some checkpoint (``settled``: to the end)."""
+        kinds = self.settled_kind if settled else self.kind
+        return sorted(layer for (layer, _), k in kinds.items() if k == kind)
 
     def to_dict(self) -> dict:
+        name = lambda key: f"{key[0]}.{key[1]}"  # noqa: E731
         return {"gamma": self.gamma, "steps": self.steps, "state": self.state.tolist(),
-                "first_step": {f"{l}.{h}": s for (l, h), s in self.first_step.items()},
-                "kind": {f"{l}.{h}": k for (l, h), k in self.kind.items()}}
+                "first_step": {name(h): s for h, s in self.first_step.items()},
+                "kind": {name(h): k for h, k in self.kind.items()},
+                "settled_step": {name(h): s for h, s in self.settled_step.items()},
+                "settled_kind": {name(h): k for h, k in self.settled_kind.items()}}
 
 
 def purity(pos: Float[Tensor, "ckpt layer head"], sym: Float[Tensor, "ckpt layer head"],
@@ -293,12 +303,22 @@ def purity(pos: Float[Tensor, "ckpt layer head"], sym: Float[Tensor, "ckpt layer
     positional = (pos >= 1 - gamma) & (sym <= gamma)
     symbolic = (sym >= 1 - gamma) & (pos <= gamma)
     state = positional.long() - symbolic.long()
-    first, kind = {}, {}
+    first, kind, settled, settled_kind = {}, {}, {}, {}
+    name = {1: "positional", -1: "symbolic"}
     for layer in range(pos.shape[1]):
         for head in range(pos.shape[2]):
-            hit = (state[:, layer, head] != 0).nonzero()
+            col = state[:, layer, head]
+            hit = (col != 0).nonzero()
             if len(hit):
                 i = int(hit[0])
                 first[(layer, head)] = int(steps[i])
-                kind[(layer, head)] = "positional" if state[i, layer, head] == 1 else "symbolic"
-    return Purity(float(gamma), [int(s) for s in steps], state, first, kind)
+                kind[(layer, head)] = name[int(col[i])]
+            last = int(col[-1])
+            if last != 0:
+                i = len(col) - 1
+                while i > 0 and int(col[i - 1]) == last:
+                    i -= 1
+                settled[(layer, head)] = int(steps[i])
+                settled_kind[(layer, head)] = name[last]
+    return Purity(float(gamma), [int(s) for s in steps], state, first, kind, settled,
+                  settled_kind)

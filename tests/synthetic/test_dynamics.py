@@ -46,6 +46,8 @@ def test_purity_classifier_on_synthetic_trajectories():
     assert p.cumulative("symbolic") == [0, 0, 0, 1, 2, 2]
     assert p.final_counts() == {"positional": 1, "symbolic": 2}
     assert p.layers_of("symbolic") == [1, 4]
+    assert p.settled_step == {(0, 0): 200, (1, 0): 400, (4, 0): 300}      # head 3 was transient
+    assert p.layers_of("positional", settled=True) == [0]
     strict = purity(pos, sym, steps, gamma=0.05)
     assert strict.first_step == {(0, 0): 200, (1, 0): 400}
 

@@ -180,6 +180,9 @@ class GPTJTaskModel(nn.Module):
                 module.embed_positions = new
                 if hasattr(module, "max_positions"):
                     module.max_positions = n
+        bridge = self.__dict__.get("_bridge")
+        if bridge is not None and getattr(bridge.cfg, "n_ctx", n) < n:
+            bridge.cfg.n_ctx = n          # lens-possym checks inputs against it
 
     def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_vocab"]:
         self.ensure_positions(tokens.shape[1])
@@ -196,13 +199,13 @@ class GPTJTaskModel(nn.Module):
         from ...models.loading import from_hf
         from ...models.tiny import tiny_tokenizer
 
-        if n_positions is not None:
-            self.ensure_positions(n_positions)
         self.hf.eval()
         bridge = self.__dict__.get("_bridge")
         if bridge is None:
             bridge = from_hf(self.hf, tiny_tokenizer(), name="gptj-task", device=self.device)
             self.__dict__["_bridge"] = bridge
+        if n_positions is not None:
+            self.ensure_positions(n_positions)
         return bridge
 
     def n_parameters(self) -> int:

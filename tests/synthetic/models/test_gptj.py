@@ -47,6 +47,10 @@ def test_positions_beyond_n_positions_match_a_larger_table():
     table = short.hf.transformer.h[0].attn.embed_positions
     assert table.shape[-2] == 300
     assert "embed_positions" not in " ".join(short.state_dict())   # not a weight
+    from lens_possym.synthetic.discrepancy import head_discrepancy
+    bridge = short.bridge(n_positions=300)                         # analyses run there too
+    assert bridge.cfg.n_ctx == 300
+    assert head_discrepancy(bridge, tokens, layer=1).gaps.shape == (2,)
 
 
 def test_same_seed_same_weights_global_rng_untouched():
