@@ -379,6 +379,18 @@ def write_report(args=None) -> Path:
         add("")
         add(f"![{t} roles](figures/paper_c/roles_{t}.png)")
         add("")
+        sm = r["attention"].get("stop_mass")
+        if sm:
+            H = len(sm[0][0])
+            add(f"Attention of the last token on each stop of the path, 4-hop prompts "
+                f"(p_0 = itself, p_{H} = the answer), per layer:")
+            add("")
+            add("| stop | " + " | ".join(f"L{i}" for i in range(len(sm))) + " |")
+            add("|---|" + "---:|" * len(sm))
+            for j in range(H + 1):
+                add(f"| p_{j} | " + " | ".join(f"{sm[layer][0][H - 1][j]:.2f}"
+                                               for layer in range(len(sm))) + " |")
+            add("")
         restore = r["causal"]["restore"]
         best = []
         for h in range(len(restore)):
@@ -504,6 +516,21 @@ def reproduction_rows(summary, pur, roles, curves, measured, constructions, leng
                            if not pos_s and sym_s else "not reproduced") + \
                     " (rule: no positional head)"
             rows.append((f"{t.capitalize()}: pure heads by kind (γ = 0.1)", paper, ours, verdict))
+    dyn_l = load("dynamics_letter")
+    if dyn_l:
+        sym = torch.tensor(dyn_l["sym"])[:, :, 0]
+        pos = torch.tensor(dyn_l["pos"])[:, :, 0]
+        late = [layer for layer in (9, 10, 11) if layer < sym.shape[1]]
+        dips = {f"L{layer}": (round(float(sym[:, layer].min()), 2),
+                              dyn_l["steps"][int(sym[:, layer].argmin())],
+                              round(float(sym[-1, layer]), 2)) for layer in late}
+        ok = all(d[0] < 0.3 and d[2] > 0.8 for d in dips.values())
+        rows.append(("Letter L9–L11: s_SYM dips (s_POS ≈ 1) before flipping to symbolic",
+                     "L11 s_SYM ≈ 0.2 while s_POS ≈ 1, flips at ≈2.5–2.8k (Fig 6)",
+                     "min s_SYM (step) → final: " + ", ".join(
+                         f"{k} {v[0]} ({v[1]}) → {v[2]}" for k, v in dips.items()),
+                     ("reproduced" if ok else "not reproduced")
+                     + " (rule: min < 0.3, final > 0.8)"))
     for t in ("number", "letter"):
         if t in pur and t in summary and summary[t]["acc_099"] is not None:
             p = pur[t][0.1]["obj"]
@@ -521,11 +548,18 @@ def reproduction_rows(summary, pur, roles, curves, measured, constructions, leng
         if r:
             on, off = r["causal"]["chain_restore"]
             labels = [row[0] for row in r["attention"]["labels"]]
+            sm = r["attention"].get("stop_mass")
+            reads = ""
+            if sm:
+                H = len(sm[0][0])
+                direct = [layer for layer in range(len(sm))
+                          if (sm[layer][0][H - 1][H] or 0) > 0.5]
+                reads = f"; the last token reads the answer stop directly (mass > 0.5, 4-hop prompts) in layers {direct}"
             rows.append((f"{t.capitalize()}: heads realise the chain Reflexive∘{'Index' if t == 'number' else 'Retrieval'}^h "
                          "(paper: from attention patterns only)",
                          "Fig 3: one hop per layer in L0–L3 (Number), symbolic retrieval (Letter)",
                          f"attention roles {labels}; patching restores {on:.2f} on the chain "
-                         f"ℓ = h−1−k vs {off:.2f} off it",
+                         f"ℓ = h−1−k vs {off:.2f} off it{reads}",
                          ("reproduced" if on >= 0.8 else "partly" if on > off + 0.2 else
                           "not reproduced") + " (rule: chain restore ≥ 0.8)"))
     if constructions:

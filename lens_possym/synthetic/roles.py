@@ -11,7 +11,11 @@ patching (the paper reports neither).
   letter is ``p_k``'s second);
 * ``self``: mass from each stop on itself;
 * ``path_last``: mass from the query ``p_0`` on the later stops ``p_1..p_h``, which carry
-  the answer once it has arrived there.
+  the answer once it has arrived there;
+* ``stop_mass`` ``[n_layers, n_heads, max_hops, max_hops + 1]``: mass from the query on
+  each stop ``p_j`` (``j = 0`` itself) for the prompts with ``h`` hops (row ``h - 1``):
+  which stop the last token reads at each layer (a chain copied backwards shows the query
+  reading ``p_1`` late; a pointer followed forwards shows it reading ``p_ℓ`` at layer ``ℓ``).
 
 Label (one per head; ``threshold`` default 0.5): ``"Selective Index"`` if ``hop >=
 threshold`` and the head is positional (``s_POS > s_SYM`` on the same prompts);
@@ -61,10 +65,12 @@ class AttentionRoles:
     sym: Tensor
     labels: list[list[str]]
     threshold: float
+    stop_mass: Tensor | None = None
 
     def to_dict(self) -> dict:
         return {"hop": self.hop.tolist(), "self": self.self_share.tolist(),
                 "path_last": self.path_last.tolist(), "pos": self.pos.tolist(),
+                "stop_mass": None if self.stop_mass is None else self.stop_mass.tolist(),
                 "sym": self.sym.tolist(), "labels": self.labels, "threshold": self.threshold}
 
 
@@ -80,7 +86,8 @@ def attention_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, threshold: 
     hops, path = task.hop_path(batch.tokens)
     captured = capture_attention_inputs(bridge, batch.tokens, query_positions=None)
     rows = torch.arange(len(batch))
-    hop_out, self_out, last_out = [], [], []
+    hop_out, self_out, last_out, stop_out = [], [], [], []
+    H = task.max_hops
     for layer in sorted(captured):
         a = captured[layer].model_pattern.float()               # [batch, head, q, k]
         hop_sum = torch.zeros(a.shape[1])
@@ -98,6 +105,13 @@ def attention_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, threshold: 
             on = path[:, k] >= 0
             later[rows[on], path[on, k]] = True
         last = (a[:, :, -1] * later[:, None, :]).sum(-1).mean(0)
+        stops = torch.full((a.shape[1], H, H + 1), float("nan"))
+        for h in range(1, H + 1):
+            on = hops == h
+            if on.any():
+                for j in range(h + 1):
+                    stops[:, h - 1, j] = a[rows[on], :, -1, path[on, j]].mean(0)
+        stop_out.append(stops)
         hop_out.append(hop_sum / count)
         self_out.append(self_sum / count)
         last_out.append(last)
@@ -115,7 +129,8 @@ def attention_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, threshold: 
             else:
                 row.append("other")
         labels.append(row)
-    return AttentionRoles(hop, selfs, path_last, pos, sym, labels, float(threshold))
+    return AttentionRoles(hop, selfs, path_last, pos, sym, labels, float(threshold),
+                          torch.stack(stop_out))
 
 
 def corrupt_answers(task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> TaskBatch:
