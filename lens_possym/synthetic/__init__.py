@@ -87,3 +87,10 @@ __all__ = [
     "w_max_positional",
     "w_max_symbolic",
 ]
+
+# paper C: multi-hop tasks, GPT-J, dynamics, roles, constructions, discrepancy, lengths
+from .models import GPTJTaskConfig, GPTJTaskModel, gptj_config_for  # noqa: E402
+from .tasks import LetterTask, MultiHopTask, NumberTask  # noqa: E402
+
+__all__ += ["NumberTask", "LetterTask", "MultiHopTask", "GPTJTaskModel", "GPTJTaskConfig",
+            "gptj_config_for"]
