@@ -13,14 +13,11 @@ from pathlib import Path
 
 from ._output import check_output_dir
 from ._toy_args import with_threads
-from ._types import non_negative_int, positive_float
+from ._types import _number, non_negative_int, positive_float, positive_int
 
 
 def _gamma(text: str) -> float:
-    value = float(text)
-    if not 0 < value < 0.5:
-        raise ValueError(text)
-    return value
+    return _number(text, float, lambda v: 0 < v < 0.5, "a number in (0, 0.5)")
 
 
 def register(sub) -> None:
@@ -38,7 +35,7 @@ def register(sub) -> None:
                                "--out and a run that stopped resumes from its last one.")
     train.add_argument("--task", required=True, choices=["number", "letter"])
     train.add_argument("--preset", default="cpu", choices=["cpu", "paper", "tiny"])
-    train.add_argument("--steps", type=int, default=None, help="override the preset's steps")
+    train.add_argument("--steps", type=positive_int, default=None, help="override the preset's steps")
     train.add_argument("--seed", type=int, default=0, help="weights, data and test-set seed")
     train.add_argument("--device", default="auto")
     train.add_argument("--out", required=True, metavar="DIR")
@@ -48,7 +45,7 @@ def register(sub) -> None:
     dyn = actions.add_parser("dynamics", help="scores, entropy and accuracy per hop at every "
                              "checkpoint; pure heads")
     dyn.add_argument("run", metavar="RUN_DIR")
-    dyn.add_argument("--prompts", type=int, default=100)
+    dyn.add_argument("--prompts", type=positive_int, default=100)
     dyn.add_argument("--gamma", type=_gamma, default=0.1,
                      help="purity threshold γ in (0, 0.5): pure when one score >= 1-γ and "
                      "the other <= γ")
@@ -59,14 +56,15 @@ def register(sub) -> None:
 
     lengths = actions.add_parser("lengths", help="accuracy against length (extra target tokens)")
     lengths.add_argument("run", metavar="RUN_DIR")
-    lengths.add_argument("--lengths", type=int, nargs="+", default=[17, 50, 100, 300])
-    lengths.add_argument("--prompts", type=int, default=256)
+    lengths.add_argument("--lengths", type=positive_int, nargs="+", default=[17, 50, 100, 300])
+    lengths.add_argument("--prompts", type=positive_int, default=256)
     _threads(lengths)
     lengths.set_defaults(func=run_lengths)
 
     disc = actions.add_parser("discrepancy", help="T_Index's discrepancy against Theorem 3.2")
     disc.add_argument("--theta", type=positive_float, default=0.8)
-    disc.add_argument("--lengths", type=int, nargs="+", default=[8, 17, 50, 100, 300, 850])
+    disc.add_argument("--lengths", type=positive_int, nargs="+",
+                      default=[8, 17, 50, 100, 300, 850])
     disc.set_defaults(func=run_discrepancy)
 
 
