@@ -7,7 +7,7 @@
     python benchmarks/paper_c.py discrepancy    # constructions, Theorem 3.2, trained heads
     python benchmarks/paper_c.py lengths        # trained models at lengths 17..850
     python benchmarks/paper_c.py lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
-    python benchmarks/paper_c.py report         # docs/paper_c_results.md + docs/figures/paper_c/
+    python benchmarks/paper_c.py report         # docs/paper_c.md + docs/figures/paper_c/
     python benchmarks/paper_c.py all            # everything above, in order
 
 Runs go to ``out/paper_c/runs/{task}-{preset}-s{seed}`` (checkpoints: not committed);
@@ -34,8 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "paper_c"
 RUNS = OUT / "runs"
 CACHE = OUT / "cache"
-DOC = ROOT / "docs" / "paper_c_results.md"
-FIGS = ROOT / "docs" / "figures" / "paper_c"
 TASKS = ("number", "letter")
 LENGTHS = (17, 50, 100, 200, 300, 500, 850)
 LM_LENGTHS = (12, 48, 100, 300, 32, 200, 24, 64, 16, 80, 150)   # most telling first

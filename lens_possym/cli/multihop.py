@@ -35,7 +35,8 @@ def register(sub) -> None:
                                "--out and a run that stopped resumes from its last one.")
     train.add_argument("--task", required=True, choices=["number", "letter"])
     train.add_argument("--preset", default="cpu", choices=["cpu", "paper", "tiny"])
-    train.add_argument("--steps", type=positive_int, default=None, help="override the preset's steps")
+    train.add_argument("--steps", type=positive_int, default=None,
+                       help="override the preset's steps")
     train.add_argument("--seed", type=int, default=0, help="weights, data and test-set seed")
     train.add_argument("--device", default="auto")
     train.add_argument("--out", required=True, metavar="DIR")

@@ -144,7 +144,8 @@ def index_bound(theta: float, n: int) -> float:
 
 
 def retrieval_bound(theta: float, n_letters: int, n: int) -> float:
-    """Theorem 3.2: ``1 - cos(ω - nθ)`` with ``ω = 2π/|ALPH|`` (meant for ``θ < ω/(2 n0)``)."""
+    """Theorem 3.2: ``1 - cos(ω - nθ)`` with ``ω = 2π/|ALPH|`` (stated for
+    ``θ < ω/(2 n0)``)."""
     omega = 2 * math.pi / n_letters
     return 1 - math.cos(omega - n * theta)
 

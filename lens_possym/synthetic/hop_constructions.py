@@ -1,6 +1,6 @@
 r"""Paper C's constructions (Thm 3.1, App F.2.1-2): **T_Index** and **T_Retrieval**, single
-RoPE heads at one angle θ that set a one-layer :class:`~lens_possym.synthetic.models.toy.ToyTransformer`
-and solve one hop of Number and Letter.
+RoPE heads at one angle θ that set a one-layer
+:class:`~lens_possym.synthetic.models.toy.ToyTransformer` and solve one hop of Number and Letter.
 
 Built with the plumbing of paper A's constructions (:mod:`lens_possym.synthetic.constructions`:
 one-hot embeddings, every other weight zeroed, the head gated to one frequency id, query
@@ -32,7 +32,8 @@ import math
 import torch
 
 from ..errors import InvalidSelectionError
-from .constructions import HeadConstruction, _check_model, _copy_path, _freq, _radius, _reset, _set_pair
+from .constructions import (HeadConstruction, _check_model, _copy_path, _freq, _radius, _reset,
+                            _set_pair)
 from .models.toy import ToyTransformer, toy_config_for
 from .tasks.multihop import LetterTask, NumberTask
 
@@ -43,8 +44,8 @@ def _phasor(r: float, phase: float) -> complex:
     return complex(r * math.cos(phase), r * math.sin(phase))
 
 
-def build_t_index(model: ToyTransformer, task: NumberTask, freq: int = 0, *, amplitude: float | None = None,
-                  margin: float = 10.0, max_length: int | None = None, readout: float = 10.0
+def build_t_index(model: ToyTransformer, task: NumberTask, freq: int = 0, *,
+                  amplitude: float | None = None, margin: float = 10.0, max_length: int | None = None, readout: float = 10.0
                   ) -> HeadConstruction:
     """T_Index on frequency id ``freq`` of ``model`` (module docstring).
 

@@ -150,7 +150,8 @@ def corrupt_answers(task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> T
         shift = torch.randint(1, task.n_digits, (len(batch),), generator=gen)
         new = letter * task.n_digits + (digit + shift) % task.n_digits
     else:
-        raise InvalidSelectionError(f"corrupt_answers reads Number or Letter tasks, got {task.name!r}")
+        raise InvalidSelectionError(
+            f"corrupt_answers reads Number or Letter tasks, got {task.name!r}")
     tokens[rows, batch.answer_pos] = new
     return TaskBatch(tokens, new, batch.answer_pos.clone())
 
@@ -162,9 +163,9 @@ class CausalRoles:
     Attributes:
         clean_accuracy_by_hops: ``[max_hops]`` without intervention.
         ablated_accuracy_by_hops: ``[n_layers, n_heads, max_hops]``.
-        restore: ``[max_hops (h-1), n_layers, max_hops (k)]`` share restored (``nan`` for
-            ``k >= h``), head 0 of each layer... of every head summed over heads when
-            ``n_heads > 1`` is not supported: one head per layer, as in paper C.
+        restore: ``[max_hops (h-1), n_layers, max_hops (k)]`` share of ``h``-hop prompts
+            restored by patching layer ``ℓ``'s head at stop ``p_k`` (``nan`` for ``k >= h``);
+            one head per layer, as in paper C (other models are refused).
         corrupted_accuracy: share of corrupted prompts predicting the *clean* answer.
     """
 
