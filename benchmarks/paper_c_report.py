@@ -200,10 +200,12 @@ def write_report(args=None) -> Path:
     curves, measured = load("index_discrepancy"), load("discrepancy_measured")
     constructions = load("constructions_accuracy")
     lengths = {t: {} for t in TASKS}
+    length_hops = {t: {} for t in TASKS}
     for t in TASKS:
         for path in sorted(CACHE.glob(f"length_{t}_*.json")):
             data = json.loads(path.read_text())
             lengths[t][data["lengths"][0]] = data["accuracy"][0]
+            length_hops[t][data["lengths"][0]] = data["by_hops"][0]
     lm: dict = {}
     for path in sorted(CACHE.glob("lm_*.json")):
         data = json.loads(path.read_text())
@@ -447,6 +449,16 @@ def write_report(args=None) -> Path:
             f"{lengths[t][n]:.3f}" if n in lengths[t] else "" for n in all_n) + " |")
         add(f"| {t} (paper ≈) | " + " | ".join(
             f"{PAPER_LENGTHS[t][n]:.2f}" if n in PAPER_LENGTHS[t] else "" for n in all_n) + " |")
+    add("")
+    add("Accuracy per hop count (1 / 2 / 3 / 4 hops):")
+    add("")
+    ns = sorted({n for t in TASKS for n in length_hops[t]})
+    add("| length | " + " | ".join(str(n) for n in ns) + " |")
+    add("|---|" + "---:|" * len(ns))
+    for t in TASKS:
+        add(f"| {t} | " + " | ".join(
+            " / ".join(f"{a:.2f}" for a in length_hops[t][n]) if n in length_hops[t] else ""
+            for n in ns) + " |")
     add("")
     add("### Small pretrained LMs on the 1-hop prompts (paper Table 3's protocol)")
     add("")
