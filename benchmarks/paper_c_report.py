@@ -619,10 +619,11 @@ def reproduction_rows(summary, pur, roles, curves, measured, constructions, leng
                          f"{ln.get(50, float('nan')):.2f} at 50, {ln[300]:.2f} at 300",
                          "reproduced" if ln[300] < 0.6 else "not reproduced"))
     if lm:
-        cells = "; ".join(f"{k}: " + ", ".join(f"{n}→{v:.1f}" for n, v in sorted(r.items()))
-                          for k, r in sorted(lm.items()))
+        cells = "; ".join(f"{k}: mean {sum(r.values()) / len(r):.2f}, best {max(r.values()):.1f} "
+                          f"over lengths {min(r)}–{max(r)}" for k, r in sorted(lm.items()))
         rows.append(("1-hop prompts: Letter easier than Number for LMs (Table 3)",
                      "GPT 5.x / Sonnet 3.7: Number < 0.5 at 32, Letter ≥ 0.88 at 32",
-                     cells, "not comparable: the 135M–270M models fail both (measured as is)"
+                     cells + " (Number's chance ≈ 1/26)",
+                     "not comparable: the 135M–270M models fail both (measured as is)"
                      if max(max(r.values()) for r in lm.values()) < 0.5 else "see table"))
     return rows
