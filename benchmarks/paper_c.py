@@ -52,7 +52,7 @@ def cached(name: str, compute, *, force: bool = False):
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=1, default=_plain))
-    return value
+    return json.loads(path.read_text())       # the same form as a later read
 
 
 def _plain(x):
