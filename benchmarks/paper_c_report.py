@@ -508,6 +508,13 @@ def reproduction_rows(summary, pur, roles, curves, measured, constructions, leng
                      ("reproduced" if spread is not None and nspread is not None
                       and spread < nspread else "not reproduced")
                      + " (rule: Letter's spread < Number's)"))
+    if "number" in summary and "letter" in summary:
+        n99, l99 = summary["number"]["acc_099"], summary["letter"]["acc_099"]
+        if n99 is not None and l99 is not None:
+            rows.append(("Letter converges before Number",
+                         "max accuracy at ≈3,400 (Letter) vs ≈4,800 (Number)",
+                         f"test accuracy first ≥ 0.99 at step {l99} (Letter) vs {n99} (Number)",
+                         "reproduced" if l99 < n99 else "not reproduced"))
     for t, paper in (("number", "4 positional (L0–L3, one per hop) + 8 symbolic (L4–L11)"),
                      ("letter", "11 symbolic (L1–L11), 0 positional, L0 never pure")):
         if t in pur:
