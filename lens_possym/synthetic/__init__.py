@@ -41,8 +41,15 @@ from .tasks import (
 )
 from .training import EvalRecord, EvalResult, TrainConfig, TrainResult, evaluate, resume, train
 from .trajectories import HeadScores, QKTrajectory, head_scores
-from .models import EncoderConfig, SchemeEncoder, encoder_config_for
-from .tasks import CountTask, DistanceTask
+from .models import (
+    EncoderConfig,
+    GPTJTaskConfig,
+    GPTJTaskModel,
+    SchemeEncoder,
+    encoder_config_for,
+    gptj_config_for,
+)
+from .tasks import CountTask, DistanceTask, LetterTask, MultiHopTask, NumberTask
 
 __all__ = [
     # tasks
@@ -94,4 +101,11 @@ __all__ = [
     "EncoderConfig",
     "SchemeEncoder",
     "encoder_config_for",
+    # paper C (dynamics, roles, constructions, discrepancy, lengths: in their modules)
+    "NumberTask",
+    "LetterTask",
+    "MultiHopTask",
+    "GPTJTaskModel",
+    "GPTJTaskConfig",
+    "gptj_config_for",
 ]

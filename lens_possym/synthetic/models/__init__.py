@@ -29,3 +29,9 @@ MODELS: dict[str, type[TrainableModel]] = {
     ToyTransformer.kind: ToyTransformer,
     SchemeEncoder.kind: SchemeEncoder,
 }
+
+# paper C's GPT-J through transformers
+from .gptj import GPTJTaskConfig, GPTJTaskModel, gptj_config_for  # noqa: E402
+
+__all__ += ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"]
+MODELS[GPTJTaskModel.kind] = GPTJTaskModel

@@ -42,3 +42,9 @@ def make_task(name: str, **kwargs) -> Task:
     if key not in TASKS:
         raise TaskConfigError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
     return TASKS[key](**kwargs)
+
+# paper C's multi-hop tasks
+from .multihop import LetterTask, MultiHopTask, NumberTask  # noqa: E402
+
+__all__ += ["MultiHopTask", "NumberTask", "LetterTask"]
+TASKS.update({"number": NumberTask, "letter": LetterTask})

@@ -1,0 +1,324 @@
+"""Paper C reproduced: train, analyse and report, one cached stage at a time.
+
+    python benchmarks/paper_c.py train          # both CPU-preset runs (resumable)
+    python benchmarks/paper_c.py dynamics       # scores/entropy/accuracy at every checkpoint
+    python benchmarks/paper_c.py timing         # Must-show: exact over all checkpoints vs re-run
+    python benchmarks/paper_c.py roles          # path scores, attention roles, ablation, patching
+    python benchmarks/paper_c.py discrepancy    # constructions, Theorem 3.2, trained heads
+    python benchmarks/paper_c.py lengths        # trained models at lengths 17..850
+    python benchmarks/paper_c.py lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
+    python benchmarks/paper_c.py report         # docs/paper_c.md + docs/figures/paper_c/
+    python benchmarks/paper_c.py all            # everything above, in order
+
+Runs go to ``out/paper_c/runs/{task}-{preset}-s{seed}`` (checkpoints: not committed);
+each stage's numbers to ``out/paper_c/cache/*.json`` (one file per cell, so a stage that
+stops resumes where it was); the report to ``docs/`` (committed). Seeds: ``--seed``
+(default 0) seeds the weights, the data stream and the test sets; the scored prompts use
+seed 1. Everything runs on one CPU thread unless ``--threads`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "paper_c"
+RUNS = OUT / "runs"
+CACHE = OUT / "cache"
+TASKS = ("number", "letter")
+LENGTHS = (17, 50, 100, 200, 300, 500, 850)
+LM_LENGTHS = (12, 48, 100, 300, 32, 200, 24, 64, 16, 80, 150)   # most telling first
+LM_MODELS = ("gemma-3-270m", "smollm2-135m")
+
+
+def run_dir(task: str, args) -> Path:
+    return RUNS / f"{task}-{args.preset}-s{args.seed}"
+
+
+def cached(name: str, compute, *, force: bool = False):
+    """Read ``CACHE/name.json`` or compute, write and return it."""
+    path = CACHE / f"{name}.json"
+    if path.is_file() and not force:
+        return json.loads(path.read_text())
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, default=_plain))
+    return json.loads(path.read_text())       # the same form as a later read
+
+
+def _plain(x):
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    raise TypeError(type(x))
+
+
+def say(*parts) -> None:
+    print(*parts, flush=True)
+
+
+def final_model(task: str, args):
+    from lens_possym.synthetic.runs import latest_checkpoint, read_checkpoint
+
+    found = latest_checkpoint(run_dir(task, args))
+    if found is None:
+        raise SystemExit(f"no run for {task}: run `python benchmarks/paper_c.py train` first")
+    ckpt = read_checkpoint(found)
+    return ckpt.model(), ckpt.make_task(), ckpt.step
+
+
+# ---- stages -------------------------------------------------------------------------------
+
+def stage_train(args) -> None:
+    from lens_possym.synthetic.multihop import train_multihop
+
+    for task in args.tasks:
+        out = run_dir(task, args)
+        say(f"[train] {task} preset={args.preset} seed={args.seed} -> {out}")
+        _, _, result = train_multihop(task, args.preset, seed=args.seed, out_dir=out,
+                                      device=args.device,
+                                      log=lambda line, t=task: say(f"  {t}: {line}"))
+        cached(f"train_{task}", lambda: {
+            "steps": result.steps_run, "test_accuracy": result.test_accuracy,
+            "train_time_s": result.train_time_s,
+            "history": [{"step": h.step, "test_accuracy": h.test_accuracy,
+                         "elapsed_s": h.elapsed_s} for h in result.history]}, force=True)
+        say(f"[train] {task}: {result.steps_run} steps, test accuracy "
+            f"{result.test_accuracy:.4f}, {result.train_time_s:.0f} s")
+
+
+def stage_dynamics(args) -> None:
+    from lens_possym.synthetic.dynamics import purity, score_run, ScoreTrajectory
+
+    for task in args.tasks:
+        def compute(task=task):
+            traj = score_run(run_dir(task, args), n_prompts=100, log=lambda l: say(f"  {task} {l}"))
+            return traj.to_dict()
+        data = cached(f"dynamics_{task}", compute)
+        traj = ScoreTrajectory.from_dict(data)
+        for gamma in (0.1, 0.05):
+            p = purity(traj.pos, traj.sym, traj.steps, gamma)
+            say(f"[dynamics] {task} γ={gamma}: positional layers {p.layers_of('positional')}, "
+                f"symbolic layers {p.layers_of('symbolic')}, first pure steps "
+                f"{ {f'L{l}': s for (l, _), s in sorted(p.first_step.items())} }")
+
+
+def stage_timing(args) -> None:
+    """Must-show: the wall time to score every checkpoint of one run (all layers, last
+    token, 100 prompts, exact) and the ratio to the re-run method on a subset."""
+    from lens_possym.synthetic.dynamics import checkpoint_paths, score_model
+    from lens_possym.synthetic.runs import read_checkpoint
+
+    task = args.tasks[0]
+
+    def compute():
+        found = checkpoint_paths(run_dir(task, args))
+        first = read_checkpoint(found[0][1])
+        prompts = first.make_task().test_set(100, seed=1).tokens
+        models = [(s, read_checkpoint(p).model().bridge()) for s, p in found]
+        for _, bridge in models[:1]:                       # warm-up (geometry read, caches)
+            score_model(bridge, prompts[:4])
+        start = time.perf_counter()
+        exact = {s: score_model(b, prompts) for s, b in models}
+        exact_s = time.perf_counter() - start
+        subset = [models[-1]]
+        start = time.perf_counter()
+        rerun = {s: score_model(b, prompts, method="rerun") for s, b in subset}
+        rerun_s = time.perf_counter() - start
+        agree = max(float((exact[s][i] - rerun[s][i]).abs().max()) for s, _ in subset
+                    for i in range(2))
+        per_exact = exact_s / len(models)
+        per_rerun = rerun_s / len(subset)
+        return {"task": task, "n_checkpoints": len(models), "n_prompts": 100,
+                "n_layers": int(models[0][1].cfg.n_layers), "exact_all_s": exact_s,
+                "exact_per_checkpoint_s": per_exact, "rerun_subset": [s for s, _ in subset],
+                "rerun_s": rerun_s, "rerun_per_checkpoint_s": per_rerun,
+                "ratio": per_rerun / per_exact, "max_abs_diff": agree,
+                "threads": torch.get_num_threads(), "machine": platform.processor() or
+                platform.machine(), "load": os.getloadavg()[0]}
+
+    t = cached(f"timing_{task}", compute, force=args.force)
+    say(f"[timing] {t['task']}: scored all {t['n_checkpoints']} checkpoints ({t['n_layers']} "
+        f"layers, last-token query, {t['n_prompts']} prompts, exact) in {t['exact_all_s']:.1f} s "
+        f"({t['exact_per_checkpoint_s']:.2f} s each); re-run on step {t['rerun_subset']}: "
+        f"{t['rerun_s']:.1f} s = {t['ratio']:.0f}x slower per checkpoint; max |exact - rerun| "
+        f"= {t['max_abs_diff']:.1e} (load {t['load']:.1f}, {t['threads']} thread)")
+
+
+def stage_roles(args) -> None:
+    from lens_possym.synthetic.dynamics import path_scores
+    from lens_possym.synthetic.roles import attention_roles, causal_roles
+
+    for task in args.tasks:
+        def compute(task=task):
+            model, t, step = final_model(task, args)
+            bridge = model.bridge()
+            batch = t.test_set(200, seed=3)
+            pos, sym, count = path_scores(bridge, t, batch)
+            roles = attention_roles(bridge, t, batch)
+            causal = causal_roles(bridge, t, batch)
+            return {"step": step, "path_pos": pos[:, :, 0], "path_sym": sym[:, :, 0],
+                    "path_count": count, "attention": roles.to_dict(),
+                    "causal": causal.to_dict()}
+        data = cached(f"roles_{task}", compute)
+        labels = [row[0] for row in data["attention"]["labels"]]
+        say(f"[roles] {task}: {labels}; chain restore on/off "
+            f"{[round(x, 3) for x in data['causal']['chain_restore']]}")
+
+
+def stage_discrepancy(args) -> None:
+    from lens_possym.synthetic.discrepancy import (head_discrepancy, index_bound_table,
+                                                   index_discrepancy, retrieval_bound)
+    from lens_possym.synthetic.hop_constructions import t_index_model, t_retrieval_model
+    from lens_possym.synthetic.tasks import LetterTask, NumberTask
+    from lens_possym.synthetic.training import evaluate
+
+    lengths = [4, 8, 12, 17, 25, 50, 100, 200, 300, 500, 850]
+
+    def constructions():
+        out = {}
+        for theta in (0.8, 1.0 * 10000 ** (-2 / 128)):
+            task = NumberTask(max_hops=1)
+            model, built = t_index_model(task, theta)
+            out[f"t_index_{theta:.4f}"] = evaluate(model, task, task.test_set(2048)).accuracy
+        for theta in (0.0, 0.0027):
+            task = LetterTask(max_hops=1)
+            model, built = t_retrieval_model(task, theta)
+            out[f"t_retrieval_{theta:.4f}"] = evaluate(model, task, task.test_set(2048)).accuracy
+        return out
+
+    acc = cached("constructions_accuracy", constructions)
+    say(f"[discrepancy] constructions at length 17: {acc}")
+
+    def index_curves():
+        out = {}
+        for theta in (0.8, 10000 ** (-2 / 128)):
+            table = index_bound_table(theta, range(2, 1001))
+            out[f"{theta:.4f}"] = {
+                "n": [r["n"] for r in table], "delta_max": [r["delta_max"] for r in table],
+                "delta_min": [r["delta_min"] for r in table], "bound": [r["bound"] for r in table],
+                "max_fails": sum(not r["max_holds"] for r in table),
+                "min_fails": sum(not r["min_holds"] for r in table),
+                "task_offsets_max": [index_discrepancy(theta, n, range(9, 17)) if n >= 17
+                                     else None for n in range(2, 1001)]}
+        return out
+
+    curves = cached("index_discrepancy", index_curves)
+    for theta, c in curves.items():
+        say(f"[discrepancy] T_Index θ={theta}: bound fails for the max over inputs at "
+            f"{c['max_fails']}/999 lengths, for the min at {c['min_fails']}/999")
+
+    def measured():
+        out = {"index": {}, "retrieval": {}}
+        for n in lengths:
+            if n >= 17:
+                task = NumberTask(max_hops=1, length=n)
+                model, _ = t_index_model(task, 0.8, amplitude=1.0)
+                d = head_discrepancy(model, task.test_set(256).tokens)
+                out["index"][n] = d.to_dict()
+        for theta in (0.0, 0.0027, 2 * math.pi / 8 / (2 * 850)):
+            rows = {}
+            for n in lengths:
+                if n < 17:
+                    continue
+                task = LetterTask(max_hops=1, length=n)
+                model, _ = t_retrieval_model(task, theta, amplitude=1.0)
+                d = head_discrepancy(model, task.test_set(256).tokens)
+                solver, _ = t_retrieval_model(task, theta)      # margin 10 nats at θ = 0
+                rows[n] = {**d.to_dict(), "bound": retrieval_bound(theta, 8, n),
+                           "accuracy": evaluate(solver, task, task.test_set(256)).accuracy}
+            out["retrieval"][f"{theta:.5f}"] = rows
+        return out
+
+    m = cached("discrepancy_measured", measured)
+    for theta, rows in m["retrieval"].items():
+        say(f"[discrepancy] T_Retrieval θ={theta}: " + ", ".join(
+            f"n={n}: max {r['max']:.3f} min {r['min']:.3f} bound {r['bound']:.3f} "
+            f"acc {r['accuracy']:.2f}" for n, r in rows.items()))
+
+    for task in args.tasks:
+        def trained(task=task):
+            model, t, step = final_model(task, args)
+            bridge = model.bridge(n_positions=300)
+            out = {}
+            for n in (17, 100, 300):
+                tokens = t.at_length(n).test_set(64, seed=5).tokens
+                out[n] = [head_discrepancy(bridge, tokens, layer, 0).to_dict()
+                          for layer in range(model.cfg.n_layers)]
+            return out
+        d = cached(f"discrepancy_trained_{task}", trained)
+        say(f"[discrepancy] trained {task}, mean gap per layer at 17/300: "
+            f"{[round(r['mean'], 2) for r in d['17']]} / {[round(r['mean'], 2) for r in d['300']]}")
+
+
+def stage_lengths(args) -> None:
+    from lens_possym.synthetic.lengths import accuracy_by_length
+
+    for task in args.tasks:
+        model, t, _ = final_model(task, args)
+        rows = {}
+        for n in LENGTHS:
+            rows[n] = cached(f"length_{task}_{n}", lambda n=n: accuracy_by_length(
+                model, t, [n], n_prompts=256, seed=11).to_dict())
+        say(f"[lengths] {task}: " + ", ".join(f"{n}: {r['accuracy'][0]:.3f}" for n, r in rows.items()))
+
+
+def stage_lm(args) -> None:
+    import lens_possym as lp
+    from lens_possym.synthetic.lengths import lm_hop_accuracy
+
+    for name in LM_MODELS:
+        model = None
+        for task in TASKS:
+            for n in args.lm_lengths:
+                key = f"lm_{name}_{task}_{n}_{args.lm_prompts}"
+                if (CACHE / f"{key}.json").is_file():
+                    continue
+                if model is None:
+                    model = lp.load_model(name)
+                cached(key, lambda: lm_hop_accuracy(model, task, [n], n_prompts=args.lm_prompts,
+                                                    seed=args.seed, name=name).to_dict())
+                say(f"[lm] {name} {task} {n}: "
+                    f"{json.loads((CACHE / f'{key}.json').read_text())['accuracy'][0]:.2f}")
+
+
+STAGES = {"train": stage_train, "dynamics": stage_dynamics, "timing": stage_timing,
+          "roles": stage_roles, "discrepancy": stage_discrepancy, "lengths": stage_lengths,
+          "lm": stage_lm}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stage", choices=[*STAGES, "report", "all"])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--force", action="store_true", help="recompute the timing stage")
+    parser.add_argument("--lm-lengths", type=int, nargs="+", default=list(LM_LENGTHS))
+    parser.add_argument("--lm-prompts", type=int, default=10)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    stages = list(STAGES) + ["report"] if args.stage == "all" else [args.stage]
+    for stage in stages:
+        if stage == "report":
+            from paper_c_report import write_report
+            write_report(args)
+        else:
+            STAGES[stage](args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
