@@ -41,6 +41,7 @@ from .tasks import (
 )
 from .training import EvalRecord, EvalResult, TrainConfig, TrainResult, evaluate, resume, train
 from .trajectories import HeadScores, QKTrajectory, head_scores
+from .trajectories import CheckpointScores, checkpoint_scores
 
 __all__ = [
     # tasks
@@ -86,4 +87,7 @@ __all__ = [
     "w_max_by_position",
     "w_max_positional",
     "w_max_symbolic",
+    # work that fans out (lens_possym.execution)
+    "checkpoint_scores",
+    "CheckpointScores",
 ]
