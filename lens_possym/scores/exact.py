@@ -223,9 +223,8 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
     """
     check_cosine(cosine)
     batch, heads = factors.x.shape[:2]
-    full = factors.head_full()                                     # [b, h, p, p]
-    logits = torch.diagonal(full, dim1=-2, dim2=-1)                # [b, h, p]
-    pos, sym = _scores(WeightedCosines(), swaps, logits, lambda r, c: full[:, :, r, c], tau,
+    logits = factors.head_diagonal()                               # [b, h, p]
+    pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,
                        max_elements, batch * heads, cosine)
     if not per_frequency:
         return SwapScores(pos, sym)

@@ -171,7 +171,8 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
             "swap scores do not model; score it with method='rerun'")
     if config.check:
         decompose_inputs(inputs, heads).check()
-    factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype)
+    factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype,
+                                  max_matrix_elements=config.max_matrix_elements)
     swaps = swap_set(config.swap, config.query_position, factors.visible,
                      exclude_bos=config.exclude_bos, n_blocks=config.n_blocks)
     if config.method == "exact":
