@@ -467,18 +467,20 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
 
     computed: dict[int, dict] = {}
     n_computed = 0
-    for result in runner.imap(task, todo()):
-        index = result["index"]
-        if shard_dir is not None:
-            _write_atomic(result, shard_dir / f"shard_{index:06d}.pt")
-        else:
-            computed[index] = result
-        done_prompts += result["n_prompts"]
-        n_computed += 1
-        reporter(done_prompts)
-        if stop_after is not None and n_computed >= stop_after:
-            return None  # type: ignore[return-value]
-    reporter(done_prompts, final=True)
+    try:
+        for result in runner.imap(task, todo()):
+            index = result["index"]
+            if shard_dir is not None:
+                _write_atomic(result, shard_dir / f"shard_{index:06d}.pt")
+            else:
+                computed[index] = result
+            done_prompts += result["n_prompts"]
+            n_computed += 1
+            reporter(done_prompts)
+            if stop_after is not None and n_computed >= stop_after:
+                return None  # type: ignore[return-value]
+    finally:
+        reporter(done_prompts, final=True)
     if not order:
         raise InvalidSelectionError("no prompts: give at least one prompt")
 
