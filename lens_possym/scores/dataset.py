@@ -370,7 +370,7 @@ def _write_atomic(data: dict, path: Path) -> None:
 
 def _read_shard(path: Path, shard: _Shard) -> dict | None:
     try:
-        data = torch.load(path, weights_only=False)
+        data = torch.load(path, weights_only=True)
     except Exception:  # a torn or foreign file: computed again
         return None
     if data.get("format") != SHARD_FORMAT or data.get("digest") != shard.digest:
@@ -489,7 +489,7 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
     angles, lengths, model_name = None, [], ""
     for index in order:
         data = computed.pop(index, None) if shard_dir is None else torch.load(
-            shard_dir / f"shard_{index:06d}.pt", weights_only=False)
+            shard_dir / f"shard_{index:06d}.pt", weights_only=True)
         for name, m in data["moments"].items():
             m = Moments.from_dict(m)
             moments[name] = m if name not in moments else moments[name].merge(m)
