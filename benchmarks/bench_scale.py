@@ -246,6 +246,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=1000)
     parser.add_argument("--min-len", type=int, default=16)
     parser.add_argument("--max-len", type=int, default=48)
+    parser.add_argument("--doc", help="also write the table into this Markdown file's section "
+                        "'## 6. Measured' (docs/scale.md), with the command")
     parser.add_argument("--section", help=argparse.SUPPRESS)   # one section, in a child
     args = parser.parse_args()
     cache = Path(args.cache)
@@ -272,7 +274,26 @@ def main() -> None:
         rc = subprocess.call(child)
         print(f"[{name}] {'done' if rc == 0 else f'FAILED (exit {rc})'} in "
               f"{time.perf_counter() - start:.0f} s", flush=True)
-    print(report(cache), flush=True)
+    table = report(cache)
+    print(table, flush=True)
+    if args.doc:
+        write_doc(Path(args.doc), table, cache)
+
+
+def write_doc(path: Path, table: str, cache: Path) -> None:
+    """Replace the body of ``## 6. Measured`` in ``path`` with the command and the table."""
+    import torch
+
+    head = "## 6. Measured"
+    text = path.read_text()
+    start = text.index(head)
+    line_end = text.index("\n", start) + 1
+    body = (f"\n`/work/heavy python benchmarks/bench_scale.py --cache {cache} --doc {path}` "
+            f"(`/work/heavy` holds one of the machine's two CPU slots and sets one torch "
+            f"thread; the Ray sections use a 2-CPU local cluster, so both cores; torch "
+            f"{torch.__version__}, {os.cpu_count()} cores, shared with other jobs: the load "
+            f"average at each section's end is printed beside it):\n\n```\n{table}\n```\n")
+    path.write_text(text[:line_end] + body)
 
 
 if __name__ == "__main__":
