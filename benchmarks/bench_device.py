@@ -27,6 +27,7 @@ The device is synchronised around every timed call. Compare figures from one run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -212,13 +213,70 @@ def timings(device: torch.device, weights: str, sizes: list[int], rerun_n: int) 
     exact_vs_rerun(model, device, rerun_n)
 
 
+# ---- 3. the fused per-frequency kernel, and long contexts ----------------------------------
+
+
+def fused_vs_tensor(device: torch.device, weights: str, sizes: list[int], layer: int = 5) -> None:
+    """One layer's per-frequency token-swap scores three ways: the fused kernel of
+    scores/_fused.py (torch.compile on CUDA), the tensor code, and the CPU loop (the
+    reference for the differences)."""
+    model, label = _timing_model(weights, device)
+    print(f"\n3. per-frequency scores of layer {layer} on {device} ({label}): fused kernel vs "
+          "tensor code; max |Δ| against the CPU loop")
+    print(f"{'n':>6} {'swaps':>11} {'fused s':>9} {'tensor s':>9} {'speed-up':>9} "
+          f"{'|Δ| fused':>10} {'|Δ| tensor':>10}")
+    heads = list(range(lp.rope_spec(model, layer).n_heads))
+    for n in sizes:
+        tokens = lp.random_token_prompts(model, n_prompts=1, n_tokens=n, seed=n).to(device)
+        inputs = capture_attention_inputs(model, tokens, layer)[layer]
+        factors = cross_logit_factors(inputs, heads)
+        swaps = swap_set("token", factors.query_position, factors.visible, exclude_bos=True)
+        exact_swap_scores(factors, swaps)                                  # compile once
+        fused, t_fused = _timed(lambda: exact_swap_scores(factors, swaps), device)
+        tensor, t_tensor = _timed(lambda: exact_swap_scores(factors, swaps, kernel=False),
+                                  device)
+        cpu_factors = dataclasses.replace(factors, cos=factors.cos.cpu(), sin=factors.sin.cpu(),
+                                          x=factors.x.cpu(), y=factors.y.cpu(),
+                                          visible=factors.visible.cpu())
+        cpu_swaps = swap_set("token", cpu_factors.query_position, cpu_factors.visible,
+                             exclude_bos=True)
+        loop = exact_swap_scores(cpu_factors, cpu_swaps)
+        d_fused = max(_max_diff(fused.pos_freq, loop.pos_freq), _max_diff(fused.sym_freq, loop.sym_freq))
+        d_tensor = max(_max_diff(tensor.pos_freq, loop.pos_freq),
+                       _max_diff(tensor.sym_freq, loop.sym_freq))
+        print(f"{n:>6} {swaps.n_swaps:>11,} {t_fused:>9.3f} {t_tensor:>9.3f} "
+              f"{t_tensor / t_fused:>8.1f}x {d_fused:>10.1e} {d_tensor:>10.1e}")
+
+
+def long_profiles(device: torch.device, weights: str, sizes: list[int]) -> None:
+    """A whole-model profile at long contexts, with its peak memory (the whole-head cross
+    logits are computed in pieces above ScoreConfig.max_matrix_elements)."""
+    model, label = _timing_model(weights, device)
+    print(f"\n4. long contexts on {device} ({label}): whole-model profile, one prompt")
+    for n in sizes:
+        tokens = lp.random_token_prompts(model, n_prompts=1, n_tokens=n, seed=n).to(device)
+        with torch.no_grad():
+            _, forward = _timed(lambda: model(tokens), device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            base = torch.cuda.memory_allocated(device)
+        _, profile = _timed(lambda: lp.swap_scores(model, tokens), device)
+        peak = ((torch.cuda.max_memory_allocated(device) - base) / 2**20
+                if device.type == "cuda" else float("nan"))
+        print(f"   n = {n:,}: forward {forward:.2f} s, profile {profile:.1f} s "
+              f"({profile / forward:.1f}x), peak {peak:,.0f} MiB above the model")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--weights", choices=["auto", "real", "random"], default="auto")
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048])
     parser.add_argument("--rerun-n", type=int, default=128)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["checks", "timing"])
+    parser.add_argument("--fused-sizes", type=int, nargs="*", default=[256, 2048])
+    parser.add_argument("--long", type=int, nargs="*", default=[],
+                        help="also profile these context lengths (e.g. 32768 on a GPU)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["checks", "timing", "fused"])
     args = parser.parse_args()
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
@@ -227,6 +285,10 @@ def main() -> None:
         checks(device)
     if "timing" not in args.skip:
         timings(device, args.weights, args.sizes, args.rerun_n)
+    if "fused" not in args.skip and args.fused_sizes:
+        fused_vs_tensor(device, args.weights, args.fused_sizes)
+    if args.long:
+        long_profiles(device, args.weights, args.long)
 
 
 if __name__ == "__main__":

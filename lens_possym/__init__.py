@@ -27,7 +27,7 @@ reaches for; everything else lives in subpackages with their own ``__all__``:
 
 __version__ = "0.1.0"
 
-from . import errors, interventions, models, scores, synthetic, tasks
+from . import errors, execution, interventions, models, scores, synthetic, tasks
 from .capture import capture_attention_inputs
 from .decompose import frequency_logits, frequency_logits_all, frequency_norms
 from .interventions import (

@@ -11,6 +11,7 @@
 """
 
 from .config import ScoreConfig
+from .dataset import DatasetProfile, Moments, dataset_profile, read_prompts
 from .crosslogits import CrossLogitFactors, cross_logit_factors
 from .exact import SwapScores, exact_swap_scores
 from .exclusion import Exclusion, exclusion_by_enumeration, exclusion_from_factors, exclusion_from_matrix
@@ -39,4 +40,8 @@ __all__ = [
     "exclusion_from_matrix",
     "exclusion_from_factors",
     "exclusion_by_enumeration",
+    "dataset_profile",
+    "DatasetProfile",
+    "Moments",
+    "read_prompts",
 ]

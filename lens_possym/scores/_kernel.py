@@ -174,6 +174,17 @@ def token_swap_freq_scores(cos: np.ndarray, sin: np.ndarray, x: np.ndarray, y: n
     index = [np.ascontiguousarray(a, dtype=np.int64) for a in (top, runner_up)]
     pos = np.empty(x.shape[:2], dtype=np.float64)
     sym = np.empty_like(pos)
-    _kernel(*floats, np.ascontiguousarray(keys, dtype=np.int64), *rows, *index,
-            float(scale), 1.0 / tau, float(eps), pos, sym)
+    # numba's OpenMP layer sets the process's OpenMP thread count to its own at each launch,
+    # which is also torch's: the loop runs on torch's thread count, and torch's is put back
+    # (else every forward pass after the first profile would silently run on all cores,
+    # and round differently from one that did not follow a profile)
+    import torch
+
+    threads = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        _kernel(*floats, np.ascontiguousarray(keys, dtype=np.int64), *rows, *index,
+                float(scale), 1.0 / tau, float(eps), pos, sym)
+    finally:
+        torch.set_num_threads(threads)
     return pos, sym

@@ -20,6 +20,9 @@ from ..errors import InvalidSelectionError
 from ..positions.base import SWAP_SITES
 from .exact import MAX_ELEMENTS
 
+#: Default bound of a whole-head cross-logit matrix (elements): 2**26, 512 MiB in float64.
+MAX_MATRIX_ELEMENTS = 1 << 26
+
 __all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
 
 METHODS = ("exact", "rerun")
@@ -53,6 +56,11 @@ class ScoreConfig(JsonConfig):
             (a ``torch.dtype`` is accepted and stored by name).
         batch_size: swaps per re-run batch (``method="rerun"``).
         max_elements: memory bound of the exact method's intermediates.
+        max_matrix_elements: the largest whole-head cross-logit matrix ``[batch, heads,
+            pos, pos]`` a layer may hold (elements; default 2**26, 512 MiB in float64:
+            n = 4096 for 4 heads). Longer contexts compute its entries in pieces (swaps,
+            rows and frequencies in chunks) instead: the same scores, to rounding, with
+            memory bounded by this and ``max_elements`` (long contexts: n = 8192 and more).
         swap_site: where a swap exchanges contents: ``"layer"`` (rows of the layer input:
             Definition 2 where position enters inside the head), ``"content"`` (token
             embeddings only, position embeddings kept: absolute-PE models) or ``"input"``
@@ -72,6 +80,7 @@ class ScoreConfig(JsonConfig):
     dtype: str = "float64"
     batch_size: int = 64
     max_elements: int = MAX_ELEMENTS
+    max_matrix_elements: int = MAX_MATRIX_ELEMENTS
     swap_site: Literal["layer", "content", "input"] = "layer"
 
     def __post_init__(self) -> None:
@@ -87,7 +96,8 @@ class ScoreConfig(JsonConfig):
         if not (self.exclude_bos == "auto" or isinstance(self.exclude_bos, bool)):
             raise InvalidSelectionError(
                 f"exclude_bos must be True, False or 'auto', not {self.exclude_bos!r}")
-        for name, low in (("n_blocks", 2), ("batch_size", 1), ("max_elements", 1)):
+        for name, low in (("n_blocks", 2), ("batch_size", 1), ("max_elements", 1),
+                          ("max_matrix_elements", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidSelectionError(f"{name} must be an integer >= {low}, got {value!r}")

@@ -41,6 +41,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..capture import AttentionInputs
+from ..errors import InvalidSelectionError
 from ..decompose import apply_softcap
 from ..rope import RopeSpec, cos_sin, rotate_pairs, to_pairs
 
@@ -61,6 +62,11 @@ class CrossLogitFactors:
         heads: the query heads along ``head_index``.
         query_position: the query's position ``n``.
         spec: the layer's geometry.
+        max_matrix_elements: the most elements of a whole-head ``[batch, head_index, pos,
+            pos]`` matrix to hold (``None``: no bound). Above it, :meth:`head_at` and
+            :meth:`head_diagonal` compute their entries from the factors, in pieces of at
+            most ``max_matrix_elements`` intermediates, and the full matrix is never made
+            (long contexts: at n = 8192 it is 2 GiB per head in float64).
     """
 
     cos: Float[Tensor, "pos freq"]
@@ -73,7 +79,15 @@ class CrossLogitFactors:
     heads: list[int]
     query_position: int
     spec: RopeSpec
+    max_matrix_elements: int | None = None
     _full: Tensor | None = field(default=None, init=False, repr=False)
+
+    @property
+    def holds_full(self) -> bool:
+        """Whether the whole-head matrix fits ``max_matrix_elements`` (then it is made once
+        and kept)."""
+        b, h, p, _ = self.x.shape
+        return self.max_matrix_elements is None or b * h * p * p <= self.max_matrix_elements
 
     @property
     def n_freqs(self) -> int:
@@ -101,7 +115,22 @@ class CrossLogitFactors:
     def head_at(self, rows: Int[Tensor, "*idx"], cols: Int[Tensor, "*idx"]
                 ) -> Float[Tensor, "batch head_index *idx"]:
         """Whole-head entries ``C[rows, cols]``: sum over frequencies, then the softcap."""
-        return self.head_full()[:, :, rows, cols]
+        if self.holds_full:
+            return self.head_full()[:, :, rows, cols]
+        b, h, _, f = self.x.shape
+        shape = rows.shape
+        rows, cols = rows.reshape(-1), cols.reshape(-1)
+        step = max(1, self.max_matrix_elements // max(b * h * f, 1))
+        pieces = []
+        for start in range(0, len(rows), step):
+            r, c = rows[start : start + step], cols[start : start + step]
+            values = einsum(self.cos[r], self.x[:, :, c], "idx freq, batch head_index idx freq "
+                            "-> batch head_index idx")
+            values += einsum(self.sin[r], self.y[:, :, c], "idx freq, batch head_index idx "
+                             "freq -> batch head_index idx")
+            values = apply_softcap(values.mul_(self.scale), self.softcap)
+            pieces.append(values.masked_fill_(~self.visible[r], float("-inf")))
+        return torch.cat(pieces, -1).reshape(b, h, *shape)
 
     def head_full(self) -> Float[Tensor, "batch head_index pos pos"]:
         """The whole ``C`` (rows: position, cols: content) as two matrix products.
@@ -109,6 +138,12 @@ class CrossLogitFactors:
         Computed once and kept: ``[batch, head_index, pos, pos]`` is small next to the
         per-frequency work, and every whole-head quantity reads it.
         """
+        if not self.holds_full:
+            b, h, p, _ = self.x.shape
+            raise InvalidSelectionError(
+                f"the whole-head matrix [{b}, {h}, {p}, {p}] has more than max_matrix_elements "
+                f"= {self.max_matrix_elements} elements; read it with head_at or head_diagonal "
+                "(computed in pieces), or raise max_matrix_elements")
         if self._full is None:
             tables = torch.cat([self.cos, self.sin], dim=-1)                  # [p, 2f]
             factors = torch.cat([self.x, self.y], dim=-1).transpose(-1, -2)   # [b, h, 2f, p]
@@ -144,21 +179,28 @@ class CrossLogitFactors:
         After the swap, the logit at ``first[t]`` is ``C[first[t], second[t]]`` and at
         ``second[t]`` it is ``C[second[t], first[t]]``; every other logit is unchanged.
         """
-        full = self.head_full()
-        logits = torch.diagonal(full, dim1=-2, dim2=-1)
+        logits = self.head_diagonal()
         swapped = logits.clone()
-        swapped[..., first] = full[..., first, second]
-        swapped[..., second] = full[..., second, first]
+        swapped[..., first] = self.head_at(first, second)
+        swapped[..., second] = self.head_at(second, first)
         return torch.softmax(logits, -1), torch.softmax(swapped, -1)
 
     def head_diagonal(self) -> Float[Tensor, "batch head_index pos"]:
         """The clean logit row ``C[p, p]`` (``-inf`` where masked): the model's scores."""
+        if not self.holds_full:
+            values = (einsum(self.cos, self.x, "pos freq, batch head_index pos freq -> batch "
+                             "head_index pos")
+                      + einsum(self.sin, self.y, "pos freq, batch head_index pos freq -> batch "
+                               "head_index pos"))
+            values = apply_softcap(values * self.scale, self.softcap)
+            return values.masked_fill(~self.visible, float("-inf"))
         index = torch.arange(self.n_pos, device=self.x.device)
         return self.head_at(index, index)
 
 
 def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row: int = 0,
-                        dtype: torch.dtype = torch.float64) -> CrossLogitFactors:
+                        dtype: torch.dtype = torch.float64,
+                        max_matrix_elements: int | None = None) -> CrossLogitFactors:
     """The factors of ``C`` for the query row ``query_row`` of captured inputs.
 
     The query is rotated with the model's own table at its position and in the model's
@@ -196,4 +238,5 @@ def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row:
     return CrossLogitFactors(
         cos=cos, sin=sin, x=x, y=y, scale=float(spec.scale), softcap=spec.softcap,
         visible=visible, heads=list(heads), query_position=int(qpos[0]), spec=spec,
+        max_matrix_elements=max_matrix_elements,
     )

@@ -150,10 +150,12 @@ def _token_keys(swaps: SwapSet) -> Tensor | None:
     return keys
 
 
-def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float
+def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float,
+                        backend: str = "numba", max_elements: int = MAX_ELEMENTS
                         ) -> tuple[Tensor, Tensor]:
-    from ._kernel import token_swap_freq_scores
-
+    """Per-frequency token-swap scores by one of the fused loops: ``"numba"`` (the CPU
+    loop of :mod:`._kernel`), ``"compiled"`` (:mod:`._fused` under ``torch.compile``, for
+    GPUs) or ``"eager"`` (the same function uncompiled, on any device)."""
     logits = factors.freq_diagonal()                               # [b, h, f, p]
     attention = torch.softmax(logits, dim=-1)
     outside = OutsideMass(logits)
@@ -162,24 +164,35 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float
     key_of[keys] = torch.arange(len(keys), device=keys.device)
 
     def rows(t: Tensor) -> Tensor:                                 # [b, h, p, f] -> [b*h, f, p]
-        return t.transpose(-1, -2).reshape(b * h, f, p).double().numpy()
+        return t.transpose(-1, -2).reshape(b * h, f, p).double()
 
-    def per_row(t: Tensor):                                        # [b, h, f, 1] -> [b*h, f]
-        return t.reshape(b * h, f).double().numpy()
+    def per_row(t: Tensor) -> Tensor:                              # [b, h, f, 1] -> [b*h, f]
+        return t.reshape(b * h, f).double()
 
     units = outside.log_units + [outside.log_units[-1]] * (3 - len(outside.log_units))
-    pos, sym = token_swap_freq_scores(
-        factors.cos.T.double().numpy(), factors.sin.T.double().numpy(), rows(factors.x),
-        rows(factors.y), attention.reshape(b * h, f, p).double().numpy(), keys.numpy(),
-        factors.scale, tau,
-        e1=outside.e1.reshape(b * h, f, p).double().numpy(),
-        e2=outside.e2.reshape(b * h, f, p).double().numpy(),
-        log_units=np.stack([per_row(u) for u in units], -1),
-        sums=np.stack([per_row(w) for w in (outside.w1, outside.w2, outside.w3)], -1),
-        top=per_row(key_of[outside.first]), runner_up=per_row(key_of[outside.second]),
-        eps=COSINE_EPS,
-    )
-    out = lambda a: torch.from_numpy(a).view(b, h, f).to(factors.x.dtype)  # noqa: E731
+    args = (factors.cos.T.double(), factors.sin.T.double(), rows(factors.x), rows(factors.y),
+            attention.reshape(b * h, f, p).double())
+    kwargs = dict(e1=outside.e1.reshape(b * h, f, p).double(),
+                  e2=outside.e2.reshape(b * h, f, p).double(),
+                  log_units=torch.stack([per_row(u) for u in units], -1),
+                  sums=torch.stack([per_row(w) for w in (outside.w1, outside.w2, outside.w3)], -1),
+                  top=per_row(key_of[outside.first]).long(),
+                  runner_up=per_row(key_of[outside.second]).long(), eps=COSINE_EPS)
+    if backend == "numba":
+        from ._kernel import token_swap_freq_scores
+
+        numpy = lambda t: t.cpu().numpy()  # noqa: E731
+        pos, sym = token_swap_freq_scores(*map(numpy, args), numpy(keys), factors.scale, tau,
+                                          **{k: numpy(v) if isinstance(v, Tensor) else v
+                                             for k, v in kwargs.items()})
+        pos, sym = torch.from_numpy(pos), torch.from_numpy(sym)
+    else:
+        from ._fused import fused_token_swap_freq_scores
+
+        pos, sym = fused_token_swap_freq_scores(*args, keys, factors.scale, tau, **kwargs,
+                                                max_elements=max_elements,
+                                                compiled=backend == "compiled")
+    out = lambda a: a.reshape(b, h, f).to(factors.x.dtype)  # noqa: E731
     return out(pos), out(sym)
 
 
@@ -203,7 +216,8 @@ def _scores(acc: WeightedCosines, swaps: SwapSet, logits: Tensor, entries, tau: 
 
 def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float = 1e-4,
                       per_frequency: bool = True, cosine: Cosine = "clamped",
-                      max_elements: int = MAX_ELEMENTS, kernel: bool | None = None) -> SwapScores:
+                      max_elements: int = MAX_ELEMENTS, kernel: bool | None = None,
+                      fused: bool | None = None) -> SwapScores:
     """Token- or block-swap scores of every head (and frequency) of one query row.
 
     Args:
@@ -220,19 +234,23 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             swaps (``None``: whenever the factors are on the CPU, the swaps are all the
             pairs of a key set and the cosine is clamped); ``False`` forces the tensor code, which runs on any
             device and is what the loop is tested against.
+        fused: for those swaps on a GPU, the fused kernel of :mod:`._fused`
+            (``torch.compile``; ``None``: on CUDA); ``True`` on the CPU runs that kernel's
+            function eagerly (what the tests hold to the CPU loop); ``False``: the tensor
+            code on GPUs.
     """
     check_cosine(cosine)
     batch, heads = factors.x.shape[:2]
-    full = factors.head_full()                                     # [b, h, p, p]
-    logits = torch.diagonal(full, dim1=-2, dim2=-1)                # [b, h, p]
-    pos, sym = _scores(WeightedCosines(), swaps, logits, lambda r, c: full[:, :, r, c], tau,
+    logits = factors.head_diagonal()                               # [b, h, p]
+    pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,
                        max_elements, batch * heads, cosine)
     if not per_frequency:
         return SwapScores(pos, sym)
 
     keys = _token_keys(swaps)
+    on_cpu = factors.x.device.type == "cpu"
     if kernel is None:
-        kernel = keys is not None and factors.x.device.type == "cpu" and cosine == "clamped"
+        kernel = keys is not None and cosine == "clamped" and (on_cpu or fused is not False)
     if kernel:
         if cosine != "clamped":
             raise InvalidSelectionError("the compiled loop computes the clamped cosine; pass kernel=None "
@@ -240,11 +258,17 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
         if keys is None:
             raise InvalidSelectionError(
                 "the compiled loop handles token swaps over all pairs of a key set")
-        if factors.x.device.type != "cpu":
-            raise InvalidSelectionError(f"the compiled loop runs on the CPU, the factors are on "
-                             f"{factors.x.device}; pass kernel=None (or False) to use the "
-                             f"tensor code there")
-        return SwapScores(pos, sym, *_freq_scores_kernel(factors, keys.cpu(), tau))
+        if not on_cpu and fused is False:
+            raise InvalidSelectionError(f"the compiled CPU loop runs on the CPU, the factors are on "
+                             f"{factors.x.device}; pass fused=None for the fused GPU kernel or "
+                             f"kernel=False for the tensor code there")
+        if on_cpu and not fused:
+            backend = "numba"
+        else:
+            backend = "compiled" if factors.x.device.type == "cuda" else "eager"
+        return SwapScores(pos, sym, *_freq_scores_kernel(
+            factors, keys if not on_cpu else keys.cpu(), tau, backend,
+            max_elements=max_elements))
 
     n_freqs = factors.n_freqs
     per_freq_swap = batch * heads * swaps.block_size

@@ -125,6 +125,34 @@ def exclusion_from_matrix(matrix: Float[Tensor, "... n n"]) -> Exclusion:
                      n_keys=n)
 
 
+def _exclusion_in_row_chunks(factors: CrossLogitFactors, positions: Int[Tensor, "n"]
+                             ) -> Exclusion:
+    """:func:`exclusion_from_matrix` of ``C[positions, positions]`` without the matrix:
+    rows in chunks of at most ``factors.max_matrix_elements`` entries; each row's spread is
+    the row's own, each column's is merged over the chunks (Chan et al.: exact up to
+    rounding)."""
+    n = len(positions)
+    b, h = factors.x.shape[:2]
+    diag = factors.head_at(positions, positions)                       # [b, h, n]
+    step = max(1, factors.max_matrix_elements // max(b * h * n, 1))
+    s_pos = torch.zeros_like(diag[..., 0])
+    col_n, col_mean, col_m2 = 0, torch.zeros_like(diag), torch.zeros_like(diag)
+    for start in range(0, n, step):
+        rows = positions[start : start + step]
+        block = factors.head_at(rows[:, None].expand(-1, n), positions[None, :].expand(len(rows), -1))
+        var, mean = torch.var_mean(block, dim=-1, unbiased=False)      # [b, h, r]
+        s_pos += n * (var + (mean - diag[..., start : start + len(rows)]).pow(2)).sum(-1)
+        c_var, c_mean = torch.var_mean(block, dim=-2, unbiased=False)  # [b, h, n]
+        r = len(rows)
+        total = col_n + r
+        delta = c_mean - col_mean
+        col_mean = col_mean + delta * (r / total)
+        col_m2 = col_m2 + c_var * r + delta.pow(2) * (col_n * r / total)
+        col_n = total
+    s_sym = n * (col_m2 / n + (col_mean - diag).pow(2)).sum(-1)
+    return Exclusion(var=diag.var(-1, unbiased=False), s_pos=s_pos, s_sym=s_sym, n_keys=n)
+
+
 def _check_keys(positions: Tensor, query_position: int) -> None:
     if len(positions) < 2 or len(set(positions.tolist())) != len(positions):
         raise InvalidSelectionError("the exclusion needs at least two distinct key positions")
@@ -144,7 +172,10 @@ def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n
     _check_keys(positions, factors.query_position)
     if not bool(factors.visible[positions].all()):
         raise InvalidSelectionError("the exclusion keys must all be visible to the query")
-    head = exclusion_from_matrix(factors.head_matrix(positions))
+    if factors.holds_full:
+        head = exclusion_from_matrix(factors.head_matrix(positions))
+    else:
+        head = _exclusion_in_row_chunks(factors, positions)
     if not per_frequency:
         return head, None
     n = len(positions)

@@ -30,7 +30,8 @@ from .rerun import rerun_swap_scores
 from .results import PosSymScores
 from .swaps import SwapSet, swap_set
 
-__all__ = ["swap_scores", "resolve_exclude_bos", "LayerScores"]
+__all__ = ["swap_scores", "resolve_exclude_bos", "LayerScores", "per_prompt_scores",
+           "place_per_prompt"]
 
 
 def resolve_exclude_bos(model: HookedModel, tokens: Tensor, exclude_bos: bool | str) -> bool:
@@ -170,7 +171,8 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
             "swap scores do not model; score it with method='rerun'")
     if config.check:
         decompose_inputs(inputs, heads).check()
-    factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype)
+    factors = cross_logit_factors(inputs, heads, dtype=config.torch_dtype,
+                                  max_matrix_elements=config.max_matrix_elements)
     swaps = swap_set(config.swap, config.query_position, factors.visible,
                      exclude_bos=config.exclude_bos, n_blocks=config.n_blocks)
     if config.method == "exact":
@@ -194,10 +196,12 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
     return out
 
 
-def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int, n_heads: int,
-              n_freqs: int, n_tokens: int, model_name: str) -> PosSymScores:
-    """Every layer's scores placed in ``[n_layers, n_heads(, n_freqs)]`` tensors (``nan``
-    where not scored), averaged over prompts."""
+def place_per_prompt(results: list[LayerScores], config: ScoreConfig, *, n_layers: int,
+                     n_heads: int, n_freqs: int
+                     ) -> tuple[dict[str, Tensor | None], Float[Tensor, "layer freq"]]:
+    """Every layer's per-prompt scores placed in ``[n_prompts, n_layers, n_heads(, n_freqs)]``
+    float64 tensors (``nan`` where not scored; ``None`` where not computed), and the angles
+    ``[n_layers, n_freqs]``."""
     n_prompts = results[0].pos.shape[0]
     computed = {"pos": True, "sym": True, "pos_freq": config.per_frequency,
                 "sym_freq": config.per_frequency, "exclusion_ratio": config.exclusion,
@@ -220,6 +224,51 @@ def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int,
     angles = torch.full((n_layers, n_freqs), float("nan"), dtype=torch.float64)
     for r in results:
         angles[r.layer, : len(r.angles)] = r.angles.double().cpu()
+    return per_prompt, angles
+
+
+def per_prompt_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | None = None,
+                      *, layers: int | Sequence[int] | None = None,
+                      heads: int | Sequence[int] | None = None
+                      ) -> tuple[dict[str, Tensor | None], Float[Tensor, "layer freq"], ScoreConfig]:
+    """What :func:`swap_scores` averages: every prompt's scores, before the mean.
+
+    Returns ``(per_prompt, angles, config)``: ``per_prompt[name]`` is
+    ``[n_prompts, n_layers, n_heads(, n_freqs)]`` (float64; ``nan`` where not scored,
+    ``None`` where not computed) for each score of :class:`LayerScores`, ``angles`` is
+    ``[n_layers, n_freqs]`` and ``config`` the one resolved for this input. Models that
+    :func:`swap_scores` sends to :func:`~lens_possym.scores.sites.site_swap_scores` are
+    scored one prompt at a time (a mean over one prompt is that prompt's score).
+    """
+    config = config or ScoreConfig()
+    if config.swap_site != "layer" or not _all_rope(model):
+        tokens = as_tokens(model, input)
+        rows = [swap_scores(model, tokens[b : b + 1], config, layers=layers, heads=heads)
+                for b in range(tokens.shape[0])]
+        names = list(_PER_PROMPT)
+        per_prompt = {name: None if getattr(rows[0], name) is None else
+                      torch.stack([getattr(r, name).double() for r in rows]) for name in names}
+        return per_prompt, rows[0].angles, rows[0].config
+    specs = rope_specs(model)
+    chosen = as_layers(layers, len(specs))
+    tokens, config = resolve_for_input(model, input, config)
+    captured = capture_attention_inputs(model, tokens, chosen,
+                                        query_positions=config.query_position)
+    results = [_score_layer(model, tokens, captured[layer],
+                            as_heads(heads, specs[layer].n_heads, layer), config)
+               for layer in chosen]
+    per_prompt, angles = place_per_prompt(
+        results, config, n_layers=len(specs), n_heads=max(spec.n_heads for spec in specs),
+        n_freqs=max(spec.n_freqs for spec in specs))
+    return per_prompt, angles, config
+
+
+def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int, n_heads: int,
+              n_freqs: int, n_tokens: int, model_name: str) -> PosSymScores:
+    """Every layer's scores placed in ``[n_layers, n_heads(, n_freqs)]`` tensors (``nan``
+    where not scored), averaged over prompts."""
+    per_prompt, angles = place_per_prompt(results, config, n_layers=n_layers, n_heads=n_heads,
+                                          n_freqs=n_freqs)
     means = {name: None if t is None else (t.nanmean(0) if skip_undefined else t.mean(0))
              for (name, skip_undefined), t in zip(_PER_PROMPT.items(), per_prompt.values())}
     return PosSymScores(**means, angles=angles, layers=[r.layer for r in results],

@@ -50,6 +50,7 @@ from .models import (
     gptj_config_for,
 )
 from .tasks import CountTask, DistanceTask, LetterTask, MultiHopTask, NumberTask
+from .trajectories import CheckpointScores, checkpoint_scores
 
 __all__ = [
     # tasks
@@ -108,4 +109,7 @@ __all__ = [
     "GPTJTaskModel",
     "GPTJTaskConfig",
     "gptj_config_for",
+    # work that fans out (lens_possym.execution)
+    "checkpoint_scores",
+    "CheckpointScores",
 ]

@@ -25,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import TrainingError
+from ..execution import Executor, resolve_executor
 from ..results_io import ResultIO
 from .models.toy import ToyTransformer, toy_config_for
 from .tasks import Task, make_task
@@ -227,6 +228,45 @@ class SweepResult(ResultIO):
         return out
 
 
+@dataclass
+class _SweepTask:
+    """Train and score one (frequency set, seed) of a sweep: a picklable callable, so
+    that an executor can run it in another process."""
+
+    task: Task
+    config: TrainConfig
+    model_kwargs: dict
+    probe: Tensor | None
+    angles: list[float]
+    out: str | None
+    resume: bool
+    callbacks_for: Callable[[tuple[int, ...], int], Sequence[Callable]] | None = None
+
+    def __call__(self, item: tuple[tuple[int, ...], int]) -> SweepRun:
+        s, seed = item
+        config, task = self.config, self.task
+        model = ToyTransformer(toy_config_for(task, seed=int(seed), **self.model_kwargs))
+        model.set_frequencies(list(s))
+        run_dir = Path(self.out) / "runs" / f"{'+'.join(map(str, s))}_seed{seed}" if self.out else None
+        cfg = replace(config, seed=int(seed), out_dir=str(run_dir) if run_dir else None,
+                      checkpoint_every=config.checkpoint_every if run_dir else None)
+        callbacks = list(self.callbacks_for(s, seed)) if self.callbacks_for else []
+        result: TrainResult = train(model, task, cfg, callbacks=callbacks, resume=self.resume)
+        run = SweepRun(
+            freq_ids=list(s), angles=[self.angles[f] for f in s], seed=int(seed),
+            test_accuracy=result.test_accuracy,
+            accuracy_by_position=result.test_accuracy_by_position,
+            steps_run=result.steps_run, train_time_s=result.train_time_s,
+            reached_target_at=result.reached_target_at,
+            accuracy_history=[[h.step, h.test_accuracy] for h in result.history],
+        )
+        if self.probe is not None:
+            hs = head_scores(model, self.probe)
+            run.pos_score, run.sym_score = hs.pos, hs.sym
+            run.pos_freq, run.sym_freq, run.score_method = hs.pos_freq, hs.sym_freq, hs.method
+        return run
+
+
 def _fmt_angle(theta: float) -> str:
     if theta == 0:
         return "0"
@@ -246,6 +286,7 @@ def sweep(
     callbacks_for: Callable[[tuple[int, ...], int], Sequence[Callable]] | None = None,
     log: Callable[[str], None] | None = None,
     resume: bool = False,
+    executor: "Executor | str | None" = None,
 ) -> SweepResult:
     """Train one toy model per frequency set and seed on ``task``; gather accuracies and scores.
 
@@ -267,6 +308,9 @@ def sweep(
         log: one line per finished run (e.g. ``print``).
         resume: with ``out_dir``, continue each run from its folder's latest checkpoint
             (finished runs are read back, not trained again; see :func:`train`).
+        executor: where the runs train (:class:`~lens_possym.execution.InProcess` by
+            default, one after another; a :class:`~lens_possym.execution.RayExecutor` or
+            ``"ray"`` trains them in parallel on a Ray cluster, with the same results).
 
     Returns:
         :class:`SweepResult`.
@@ -290,39 +334,26 @@ def sweep(
         raise TrainingError("seeds is empty: give at least one seed")
     if resume and not out_dir:
         raise TrainingError("resume=True needs out_dir (the sweep folder to resume)")
+    runner = resolve_executor(executor)
+    if callbacks_for is not None and getattr(runner, "remote", False):
+        raise TrainingError(
+            f"callbacks_for runs callbacks in this process; {runner!r} trains elsewhere, where "
+            "their records would be lost: use the in-process executor for callbacks")
     out = Path(out_dir) if out_dir else None
     probe = task.test_set(score_prompts).tokens if scores else None
     angles = ToyTransformer(base).angles.tolist()
-    runs: list[SweepRun] = []
+    one = _SweepTask(task, config, model_kwargs, probe, angles, str(out) if out else None,
+                     resume, callbacks_for)
     start = time.perf_counter()
-    for s in sets:
-        for seed in seeds:
-            model = ToyTransformer(toy_config_for(task, seed=int(seed), **model_kwargs))
-            model.set_frequencies(list(s))
-            run_dir = out / "runs" / f"{'+'.join(map(str, s))}_seed{seed}" if out else None
-            cfg = replace(config, seed=int(seed), out_dir=str(run_dir) if run_dir else None,
-                          checkpoint_every=config.checkpoint_every if run_dir else None)
-            callbacks = list(callbacks_for(s, seed)) if callbacks_for else []
-            result: TrainResult = train(model, task, cfg, callbacks=callbacks, resume=resume)
-            run = SweepRun(
-                freq_ids=list(s), angles=[angles[f] for f in s], seed=int(seed),
-                test_accuracy=result.test_accuracy,
-                accuracy_by_position=result.test_accuracy_by_position,
-                steps_run=result.steps_run, train_time_s=result.train_time_s,
-                reached_target_at=result.reached_target_at,
-                accuracy_history=[[h.step, h.test_accuracy] for h in result.history],
-            )
-            if scores:
-                hs = head_scores(model, probe)
-                run.pos_score, run.sym_score = hs.pos, hs.sym
-                run.pos_freq, run.sym_freq, run.score_method = hs.pos_freq, hs.sym_freq, hs.method
-            runs.append(run)
-            if log:
-                extra = (f"  s_POS {run.pos_score:.2f} s_SYM {run.sym_score:.2f}"
-                         if run.pos_score is not None else "")
-                log(f"{task.name} ids {run.label:>6} seed {seed}: test acc "
-                    f"{run.test_accuracy:.3f} ({run.steps_run} steps, "
-                    f"{run.train_time_s:.1f}s){extra}")
+    runs: list[SweepRun] = []
+    for run in runner.imap(one, [(s, int(seed)) for s in sets for seed in seeds]):
+        runs.append(run)
+        if log:
+            extra = (f"  s_POS {run.pos_score:.2f} s_SYM {run.sym_score:.2f}"
+                     if run.pos_score is not None else "")
+            log(f"{task.name} ids {run.label:>6} seed {run.seed}: test acc "
+                f"{run.test_accuracy:.3f} ({run.steps_run} steps, "
+                f"{run.train_time_s:.1f}s){extra}")
     result = SweepResult(
         task=task.name, task_config=task.config(), model_config=base.to_dict(),
         train_config=asdict(config), angles=angles, answer_positions=task.answer_positions,

@@ -17,7 +17,7 @@ from torch import Tensor
 from .models.toy import ToyTransformer
 from .tasks import TaskBatch
 
-__all__ = ["HeadScores", "head_scores", "QKTrajectory"]
+__all__ = ["HeadScores", "head_scores", "QKTrajectory", "checkpoint_scores", "CheckpointScores"]
 
 
 @dataclass
@@ -54,6 +54,76 @@ def head_scores(model: ToyTransformer, tokens: Tensor, *, layer: int = 0, head: 
         sym_freq=None if sym_freq is None else sym_freq[layer, head].tolist(),
         method="lens_possym.swap_scores (token swaps, exact)",
     )
+
+
+@dataclass
+class CheckpointScores:
+    """One checkpoint's head scores (:func:`checkpoint_scores`)."""
+
+    path: str
+    step: int
+    scores: HeadScores
+
+
+@dataclass
+class _ScoreCheckpoint:
+    """Score one checkpoint file (picklable: it may run in a Ray worker)."""
+
+    probe: Tensor | int
+    layer: int
+    head: int
+    tau: float
+
+    def __call__(self, path: str) -> CheckpointScores:
+        from .runs import read_checkpoint
+
+        ckpt = read_checkpoint(path)
+        model = ckpt.model("cpu")
+        probe = (ckpt.make_task().test_set(self.probe).tokens if isinstance(self.probe, int)
+                 else self.probe)
+        return CheckpointScores(str(path), ckpt.step, head_scores(
+            model, probe, layer=self.layer, head=self.head, tau=self.tau))
+
+
+def checkpoint_scores(run_dir, probe: Tensor | int = 64, *, layer: int = 0, head: int = 0,
+                      tau: float = 1e-4, executor=None) -> list[CheckpointScores]:
+    """The head's scores at every checkpoint of a run folder, in step order (paper C scores
+    every checkpoint of every run).
+
+    Args:
+        run_dir: a run folder of :func:`~lens_possym.synthetic.training.train` (its
+            ``checkpoint_*.pt`` and, when finished, ``model.pt``), or a list of them (one
+            task per checkpoint of every folder).
+        probe: tokens ``[batch, pos]`` to score on, or a number of test prompts of the
+            checkpoint's own task.
+        layer, head, tau: as :func:`head_scores`.
+        executor: where checkpoints are scored (in process by default; a
+            :class:`~lens_possym.execution.RayExecutor` scores them in parallel).
+
+    Raises:
+        TrainingError: a folder without checkpoints, or an unreadable one.
+    """
+    from pathlib import Path
+
+    from ..errors import TrainingError
+    from ..execution import resolve_executor
+    from .runs import _CHECKPOINT_NAME
+
+    folders = [run_dir] if isinstance(run_dir, (str, Path)) else list(run_dir)
+    paths: list[str] = []
+    for folder in folders:
+        folder = Path(folder)
+        found = sorted((int(m.group(1)), p) for p in folder.glob("checkpoint_*.pt")
+                       if (m := _CHECKPOINT_NAME.fullmatch(p.name)))
+        found_paths = [str(p) for _, p in found]
+        if (folder / "model.pt").is_file():
+            found_paths.append(str(folder / "model.pt"))
+        if not found_paths:
+            raise TrainingError(f"no checkpoints in {folder}; train with checkpoint_every and "
+                                "out_dir set to keep them")
+        paths.extend(found_paths)
+    task = _ScoreCheckpoint(probe if isinstance(probe, int) else probe.cpu(), layer, head, tau)
+    return resolve_executor(executor).map(task, paths)
 
 
 class QKTrajectory:

@@ -1,0 +1,57 @@
+"""Long contexts: with ``max_matrix_elements`` below the whole-head matrix, the scores are
+computed in pieces (swaps, rows, frequencies) and equal the unchunked ones to 1e-12."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lens_possym as lp
+from lens_possym.capture import capture_attention_inputs
+from lens_possym.errors import InvalidSelectionError
+from lens_possym.scores import ScoreConfig
+from lens_possym.scores.crosslogits import cross_logit_factors
+
+FIELDS = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "balance",
+          "exclusion_ratio_freq", "balance_freq")
+
+
+@pytest.mark.parametrize("swap", ["token", "block"])
+def test_chunked_scores_equal_unchunked(tiny_by_family, swap):
+    g = torch.Generator().manual_seed(3)
+    for family, model in tiny_by_family.items():
+        tokens = torch.randint(1, 100, (2, 32), generator=g)
+        whole = lp.swap_scores(model, tokens, swap=swap, n_blocks=12)
+        # 2 prompts x 4 heads x 32 x 32 = 8,192 elements: held in pieces of 2,000
+        pieces = lp.swap_scores(model, tokens, swap=swap, n_blocks=12,
+                                max_matrix_elements=2000)
+        for name in FIELDS:
+            torch.testing.assert_close(getattr(pieces, name), getattr(whole, name), rtol=0,
+                                       atol=1e-12, equal_nan=True, msg=f"{family} {name}")
+
+
+def test_factors_in_pieces_read_the_same_entries(tiny_by_family):
+    model = tiny_by_family["gemma3"]
+    tokens = torch.randint(1, 100, (1, 30), generator=torch.Generator().manual_seed(4))
+    inputs = capture_attention_inputs(model, tokens, [1], query_positions=-1)[1]
+    whole = cross_logit_factors(inputs, [0, 1, 2, 3])
+    pieces = cross_logit_factors(inputs, [0, 1, 2, 3], max_matrix_elements=50)
+    assert whole.holds_full and not pieces.holds_full
+    rows, cols = torch.randint(0, 30, (2, 7, 5), generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(pieces.head_at(rows, cols), whole.head_at(rows, cols),
+                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(pieces.head_diagonal(), whole.head_diagonal(), rtol=0, atol=1e-12)
+    first, second = torch.tensor([2, 3]), torch.tensor([10, 11])
+    for a, b in zip(pieces.attention_after_swap(first, second),
+                    whole.attention_after_swap(first, second)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    with pytest.raises(InvalidSelectionError, match="more than max_matrix_elements = 50"):
+        pieces.head_full()
+
+
+def test_max_matrix_elements_is_validated_and_saved():
+    with pytest.raises(InvalidSelectionError, match="max_matrix_elements must be an integer"):
+        ScoreConfig(max_matrix_elements=0)
+    config = ScoreConfig(max_matrix_elements=1 << 20)
+    assert ScoreConfig.from_dict(config.to_dict()) == config
+    assert ScoreConfig.from_dict({}).max_matrix_elements == 1 << 26   # files from before
