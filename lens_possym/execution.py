@@ -229,7 +229,9 @@ def resolve_executor(executor: Executor | str | None) -> Executor:
         return InProcess()
     if executor == "ray":
         return RayExecutor(address=os.environ.get("LENS_POSSYM_RAY_ADDRESS") or None)
-    if isinstance(executor, Executor):
+    # the known executors first: a runtime-checkable Protocol's isinstance reads every
+    # member, and RayExecutor.workers is a property that starts the cluster
+    if isinstance(executor, (InProcess, RayExecutor)) or isinstance(executor, Executor):
         return executor
     raise LensPossymError(
         f"unknown executor {executor!r}; use InProcess(), RayExecutor(...), 'inprocess' or 'ray'")

@@ -14,6 +14,7 @@ import torch
 
 from lens_possym.errors import InvalidSelectionError, LensPossymError, TrainingError
 from lens_possym.execution import InProcess, RayExecutor, resolve_executor
+from lens_possym.models import tiny_model
 from lens_possym.scores.dataset import dataset_profile
 from lens_possym.synthetic import checkpoint_scores, sweep
 from lens_possym.synthetic.tasks import IndexTask
@@ -45,6 +46,19 @@ def _ray():
     if os.environ.get("CI") == "true":
         import ray  # noqa: F401 - CI installs the extra: a missing Ray is a failure there
     return pytest.importorskip("ray")
+
+
+def test_passing_a_ray_executor_starts_no_cluster_until_work_arrives():
+    """isinstance against the runtime-checkable Executor protocol reads every member, and
+    ``RayExecutor.workers`` starts the cluster: resolving (and refusing) must not."""
+    ray = _ray()
+    assert not ray.is_initialized()
+    executor = RayExecutor()
+    assert resolve_executor(executor) is executor
+    with pytest.raises(InvalidSelectionError, match="pass the model's name"):
+        dataset_profile(tiny_model("llama", n_layers=1), [[1, 2, 3]],
+                        executor=executor)
+    assert not ray.is_initialized()
 
 
 @pytest.fixture(scope="module")
