@@ -135,14 +135,8 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
 
         return site_swap_scores(model, input, config, layers=layers, heads=heads,
                                 progress=progress)
-    specs = rope_specs(model)
-    chosen = as_layers(layers, len(specs))
-    tokens, config = resolve_for_input(model, input, config)
-    captured = capture_attention_inputs(model, tokens, chosen,
-                                        query_positions=config.query_position)
-    results = [_score_layer(model, tokens, captured[layer],
-                            as_heads(heads, specs[layer].n_heads, layer), config)
-               for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False)]
+    specs, tokens, config, results = _score_layers(model, input, config, layers, heads,
+                                                   progress)
     return _assemble(results, config, n_layers=len(specs),
                      n_heads=max(spec.n_heads for spec in specs),
                      n_freqs=max(spec.n_freqs for spec in specs), n_tokens=tokens.shape[1],
@@ -249,6 +243,19 @@ def per_prompt_scores(model: HookedModel, input: ModelInput, config: ScoreConfig
         per_prompt = {name: None if getattr(rows[0], name) is None else
                       torch.stack([getattr(r, name).double() for r in rows]) for name in names}
         return per_prompt, rows[0].angles, rows[0].config
+    specs, _, config, results = _score_layers(model, input, config, layers, heads)
+    per_prompt, angles = place_per_prompt(
+        results, config, n_layers=len(specs), n_heads=max(spec.n_heads for spec in specs),
+        n_freqs=max(spec.n_freqs for spec in specs))
+    return per_prompt, angles, config
+
+
+def _score_layers(model: HookedModel, input: ModelInput, config: ScoreConfig,
+                  layers: int | Sequence[int] | None, heads: int | Sequence[int] | None,
+                  progress: bool = False):
+    """The chosen layers of an all-RoPE model scored at the layer site, in closed form:
+    ``(specs, tokens, config, results)``, ``config`` resolved for this input and
+    ``results`` one :class:`LayerScores` per chosen layer (one capture pass for all)."""
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
     tokens, config = resolve_for_input(model, input, config)
@@ -256,11 +263,8 @@ def per_prompt_scores(model: HookedModel, input: ModelInput, config: ScoreConfig
                                         query_positions=config.query_position)
     results = [_score_layer(model, tokens, captured[layer],
                             as_heads(heads, specs[layer].n_heads, layer), config)
-               for layer in chosen]
-    per_prompt, angles = place_per_prompt(
-        results, config, n_layers=len(specs), n_heads=max(spec.n_heads for spec in specs),
-        n_freqs=max(spec.n_freqs for spec in specs))
-    return per_prompt, angles, config
+               for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False)]
+    return specs, tokens, config, results
 
 
 def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int, n_heads: int,

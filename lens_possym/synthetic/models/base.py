@@ -16,7 +16,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-__all__ = ["TrainableModel", "ModelConfig"]
+from ...errors import InvalidSelectionError
+
+__all__ = ["TrainableModel", "ModelConfig", "batched_token_ids"]
 
 
 @runtime_checkable
@@ -50,3 +52,29 @@ class TrainableModel(Protocol):
     def parameters(self) -> Iterator[torch.nn.Parameter]: ...
 
     def state_dict(self) -> dict: ...
+
+
+def batched_token_ids(tokens: Tensor, n_ctx: int,
+                      d_vocab: int | None = None) -> Int[Tensor, "batch pos"]:
+    """``tokens`` as ``[batch, pos]`` integer ids (a ``[pos]`` input gains a batch axis),
+    checked against the model's context (``pos <= n_ctx``) and, if given, its vocabulary
+    (ids in ``0..d_vocab-1``). The trainable models' ``forward`` starts here.
+
+    Raises:
+        InvalidSelectionError: floating-point or wrongly shaped ids, too many positions, an
+            id outside the vocabulary.
+    """
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2 or tokens.is_floating_point():
+        raise InvalidSelectionError(
+            f"tokens must be integer ids [batch, pos], got {tuple(tokens.shape)} "
+            f"{tokens.dtype}")
+    if tokens.shape[1] > n_ctx:
+        raise InvalidSelectionError(
+            f"the input has {tokens.shape[1]} positions but n_ctx is {n_ctx}")
+    if d_vocab is not None and (int(tokens.max()) >= d_vocab or int(tokens.min()) < 0):
+        raise InvalidSelectionError(
+            f"token ids must be in 0..{d_vocab - 1} (d_vocab), got "
+            f"{int(tokens.min())}..{int(tokens.max())}")
+    return tokens

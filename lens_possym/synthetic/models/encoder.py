@@ -78,6 +78,7 @@ from transformer_lens.hook_points import HookPoint
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...positions import (MLA, Absolute, AdditiveBias, HeadwiseRope, LayerScheme, NoPE,
                           PositionalScheme, alibi_slopes, t5_bucket)
+from .base import batched_token_ids
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -511,20 +512,8 @@ class SchemeEncoder(HookedRootModule):
         if return_type not in ("logits", None):
             raise InvalidSelectionError(
                 f"return_type must be 'logits' or None, got {return_type!r}")
-        if tokens.ndim == 1:
-            tokens = tokens[None]
-        if tokens.ndim != 2 or tokens.is_floating_point():
-            raise InvalidSelectionError(
-                f"tokens must be integer ids [batch, pos], got {tuple(tokens.shape)} "
-                f"{tokens.dtype}")
+        tokens = batched_token_ids(tokens, self.cfg.n_ctx, self.cfg.d_vocab)
         n = tokens.shape[1]
-        if n > self.cfg.n_ctx:
-            raise InvalidSelectionError(
-                f"the input has {n} positions but n_ctx is {self.cfg.n_ctx}")
-        if int(tokens.max()) >= self.cfg.d_vocab or int(tokens.min()) < 0:
-            raise InvalidSelectionError(
-                f"token ids must be in 0..{self.cfg.d_vocab - 1} (d_vocab), got "
-                f"{int(tokens.min())}..{int(tokens.max())}")
         x = self.hook_embed(self.W_E[tokens])
         if hasattr(self, "W_pos"):
             x = x + self.hook_pos_embed(self.W_pos[:n].expand(x.shape[0], -1, -1))

@@ -51,6 +51,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
+from .base import batched_token_ids
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -428,15 +429,7 @@ class ToyTransformer(HookedRootModule):
         if return_type not in ("logits", None):
             raise InvalidSelectionError(
                 f"return_type must be 'logits' or None, got {return_type!r}")
-        if tokens.ndim == 1:
-            tokens = tokens[None]
-        if tokens.ndim != 2 or tokens.is_floating_point():
-            raise InvalidSelectionError(
-                f"tokens must be integer ids [batch, pos], got {tuple(tokens.shape)} "
-                f"{tokens.dtype}")
-        if tokens.shape[1] > self.cfg.n_ctx:
-            raise InvalidSelectionError(
-                f"the input has {tokens.shape[1]} positions but n_ctx is {self.cfg.n_ctx}")
+        tokens = batched_token_ids(tokens, self.cfg.n_ctx)
         x = self.hook_embed(self.W_E[tokens])
         stop = self.cfg.n_layers if stop_at_layer is None else stop_at_layer
         for layer, block in enumerate(self.blocks[:stop]):
