@@ -46,6 +46,14 @@ def first_step(steps, values, threshold):
 
 # ---- figures --------------------------------------------------------------------------------
 
+def _save(fig, name: str) -> str:
+    """Lay out, write ``docs/figures/paper_c/<name>`` and close ``fig``; return ``name``."""
+    fig.tight_layout()
+    fig.savefig(FIGS / name, dpi=110)
+    _plt().close(fig)
+    return name
+
+
 def fig_dynamics(task: str, dyn: dict, purity_by_gamma: dict) -> str:
     plt = _plt()
     steps = dyn["steps"]
@@ -70,11 +78,7 @@ def fig_dynamics(task: str, dyn: dict, purity_by_gamma: dict) -> str:
         ax.plot(steps, p["cum_sym"], "C3" + style, label=f"symbolic γ={gamma}")
     ax.set(title="pure heads (cumulative)", xlabel="step", ylim=(-0.3, 12.3))
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    name = f"dynamics_{task}.png"
-    fig.savefig(FIGS / name, dpi=110)
-    plt.close(fig)
-    return name
+    return _save(fig, f"dynamics_{task}.png")
 
 
 def fig_layers(task: str, dyn: dict) -> str:
@@ -93,11 +97,7 @@ def fig_layers(task: str, dyn: dict) -> str:
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=6)
     fig.suptitle(f"{task}: scores and entropy per layer over training (cf. paper Fig 6)")
-    fig.tight_layout()
-    name = f"layers_{task}.png"
-    fig.savefig(FIGS / name, dpi=110)
-    plt.close(fig)
-    return name
+    return _save(fig, f"layers_{task}.png")
 
 
 def fig_roles(task: str, roles: dict) -> str:
@@ -118,11 +118,7 @@ def fig_roles(task: str, roles: dict) -> str:
                 xticks=range(H), xticklabels=[str(i + 1) for i in range(H)])
     fig.colorbar(im, ax=axes[H])
     fig.suptitle(f"{task}: causal roles (final checkpoint)")
-    fig.tight_layout()
-    name = f"roles_{task}.png"
-    fig.savefig(FIGS / name, dpi=110)
-    plt.close(fig)
-    return name
+    return _save(fig, f"roles_{task}.png")
 
 
 def fig_discrepancy(curves: dict, measured: dict) -> str:
@@ -147,11 +143,7 @@ def fig_discrepancy(curves: dict, measured: dict) -> str:
     ax.set(xscale="log", title="T_Retrieval, |ALPH| = 8 (dashed: 1-cos(ω-nθ))", xlabel="n",
            ylabel="discrepancy / A")
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    name = "discrepancy.png"
-    fig.savefig(FIGS / name, dpi=110)
-    plt.close(fig)
-    return name
+    return _save(fig, "discrepancy.png")
 
 
 def fig_lengths(lengths: dict, lm: dict) -> str:
@@ -175,11 +167,7 @@ def fig_lengths(lengths: dict, lm: dict) -> str:
     ax.set(xscale="log", ylim=(-0.02, 1.02), xlabel="target window", ylabel="accuracy",
            title="1-hop prompts, small LMs (greedy)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    name = "lengths.png"
-    fig.savefig(FIGS / name, dpi=110)
-    plt.close(fig)
-    return name
+    return _save(fig, "lengths.png")
 
 
 # ---- the page ---------------------------------------------------------------------------------
