@@ -288,11 +288,10 @@ def write_doc(path: Path, table: str, cache: Path) -> None:
     text = path.read_text()
     start = text.index(head)
     line_end = text.index("\n", start) + 1
-    body = (f"\n`/work/heavy python benchmarks/bench_scale.py --cache {cache} --doc {path}` "
-            f"(`/work/heavy` holds one of the machine's two CPU slots and sets one torch "
-            f"thread; the Ray sections use a 2-CPU local cluster, so both cores; torch "
-            f"{torch.__version__}, {os.cpu_count()} cores, shared with other jobs: the load "
-            f"average at each section's end is printed beside it):\n\n```\n{table}\n```\n")
+    body = (f"\n`OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --cache {cache} --doc {path}` "
+            f"(one torch thread; the Ray sections use a 2-CPU local cluster, so both cores; "
+            f"torch {torch.__version__}, {os.cpu_count()} cores; the 1-minute load average at "
+            f"each section's end is printed beside it):\n\n```\n{table}\n```\n")
     path.write_text(text[:line_end] + body)
 
 

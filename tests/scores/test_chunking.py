@@ -55,3 +55,22 @@ def test_max_matrix_elements_is_validated_and_saved():
     config = ScoreConfig(max_matrix_elements=1 << 20)
     assert ScoreConfig.from_dict(config.to_dict()) == config
     assert ScoreConfig.from_dict({}).max_matrix_elements == 1 << 26   # files from before
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_whole_rows_by_one_product_read_the_same_entries(tiny_by_family, transpose):
+    """A piece touching few rows (columns) is those rows (columns) of C by one matrix
+    product; scattered pieces go entry by entry. Both read what the full matrix holds."""
+    model = tiny_by_family["gemma3"]
+    tokens = torch.randint(1, 100, (1, 30), generator=torch.Generator().manual_seed(6))
+    inputs = capture_attention_inputs(model, tokens, [1], query_positions=-1)[1]
+    whole = cross_logit_factors(inputs, [0, 1, 2, 3])
+    # 4 heads x 30 x 30 = 3,600 > 1,000: not held; 3 rows of 4 x 30 = 360 fit one product
+    pieces = cross_logit_factors(inputs, [0, 1, 2, 3], max_matrix_elements=1000)
+    rows = torch.tensor([4, 17, 29])[:, None].expand(3, 30)
+    cols = torch.arange(30)[None, :].expand(3, 30)
+    if transpose:
+        rows, cols = cols, rows
+    got = pieces.head_at(rows, cols)
+    torch.testing.assert_close(got, whole.head_at(rows, cols), rtol=0, atol=1e-12)
+    assert got.isinf().any()       # masked positions (outside the window) on both paths
