@@ -173,7 +173,11 @@ def test_a_real_sigint_ends_the_process_in_one_line_with_exit_130(tmp_path):
         [sys.executable, "-m", "lens_possym.cli", "train", "--task", "index", "--length", "4",
          "--vocab", "4", "--n-freqs", "4", "--steps", "1000000", "--eval-every", "1000000",
          "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        # as a terminal's foreground job: a shell starts background jobs (`make test &`,
+        # `nohup ... &`) with SIGINT ignored, the child would inherit that, and Python keeps
+        # an inherited SIG_IGN, so Ctrl-C could not reach it at all
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while _no_staging_left(out):  # training has started once the staging folder exists
