@@ -21,7 +21,7 @@ the end prints every section, with the time each was measured):
    exclusion and the decomposition check included), each timed once after a warm-up
    pass at n = 64; peak memory above the process's resident memory before scoring.
 
-Torch threads: as the environment says (``/work/heavy`` sets one); the Ray workers use the
+Torch threads: as the environment says (``OMP_NUM_THREADS=1`` gives one); the Ray workers use the
 driver's count.
 """
 
