@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..scores.config import SWAPS
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir
-from ._types import layers_text, positive_float, positive_int
+from ._score_args import add_score_args, score_config_from
+from ._types import positive_int
 
 
 def register(sub) -> None:
@@ -36,12 +36,7 @@ def register(sub) -> None:
     parser.add_argument("--out", default="dataset_profile", help="output folder (created)")
     parser.add_argument("--shard-size", type=positive_int, default=64,
                         help="prompts per shard: the unit written to disk and resumed")
-    parser.add_argument("--swap", choices=SWAPS, default="token")
-    parser.add_argument("--n-blocks", type=positive_int, default=8, help="blocks for --swap block")
-    parser.add_argument("--tau", type=positive_float, default=1e-4, help="swap-weight temperature")
-    parser.add_argument("--layers", type=layers_text,
-                        help="layers: ids and half-open START:STOP ranges (default: all)")
-    parser.add_argument("--no-freq", action="store_true", help="skip per-frequency scores")
+    add_score_args(parser)
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="run shards on Ray: a local cluster (no ADDRESS), or an existing "
                         "one ('auto', 'ray://host:10001'); needs lens-possym[ray]")
@@ -58,7 +53,6 @@ def _count(path: Path) -> int:
 def run(args) -> int:
     from ..errors import InvalidSelectionError
     from ..execution import RayExecutor
-    from ..scores import ScoreConfig
     from ..scores.dataset import dataset_profile, read_prompts
 
     start = time.perf_counter()
@@ -70,8 +64,7 @@ def run(args) -> int:
     total = _count(path)
     if total == 0:
         raise InvalidSelectionError(f"{path} holds no prompts (every line is blank)")
-    config = ScoreConfig(swap=args.swap, n_blocks=args.n_blocks, tau=args.tau,
-                         per_frequency=not args.no_freq)
+    config = score_config_from(args)
     executor = None
     if args.ray:
         executor = RayExecutor(None if args.ray == "local" else args.ray, num_cpus=args.ray_cpus)

@@ -11,10 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..scores.config import METHODS, SWAPS
+from ..scores.config import METHODS
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
-from ._types import layers_text, positive_float, positive_int
+from ._score_args import add_score_args, score_config_from
+from ._types import positive_int
 
 
 def register(sub) -> None:
@@ -35,15 +36,9 @@ def register(sub) -> None:
                         help="tokens per prompt (random)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--method", choices=METHODS, default="exact")
-    parser.add_argument("--swap", choices=SWAPS, default="token")
-    parser.add_argument("--n-blocks", type=positive_int, default=8, help="blocks for --swap block")
-    parser.add_argument("--tau", type=positive_float, default=1e-4, help="swap-weight temperature")
-    parser.add_argument("--layers", type=layers_text,
-                        help="layers: ids and half-open START:STOP ranges, comma-separated "
-                        "(e.g. 0,5,17 or 0:6; default: all)")
+    add_score_args(parser)
     parser.add_argument("--keep-bos", action="store_true",
                         help="also swap position 0 (by default BOS is left out)")
-    parser.add_argument("--no-freq", action="store_true", help="skip per-frequency scores")
     parser.add_argument("--no-report", action="store_true", help="only write scores.json")
     parser.add_argument("--out", default="profile", help="output folder (created)")
     parser.set_defaults(func=run)
@@ -64,7 +59,7 @@ def _prompts(model, args):
 
 
 def run(args) -> int:
-    from .. import ScoreConfig, swap_scores
+    from .. import swap_scores
     from ..errors import InvalidSelectionError
 
     start = time.perf_counter()
@@ -76,9 +71,8 @@ def run(args) -> int:
     print(f"{tokens.shape[0]} {task['name']} prompts of {tokens.shape[1]} tokens; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
           f"{args.swap} swaps)", file=sys.stderr)
-    config = ScoreConfig(swap=args.swap, n_blocks=args.n_blocks, method=args.method,
-                         per_frequency=not args.no_freq, tau=args.tau,
-                         exclude_bos=False if args.keep_bos else "auto")
+    config = score_config_from(args, method=args.method,
+                               exclude_bos=False if args.keep_bos else "auto")
     scores = swap_scores(model, tokens, config, layers=layers, progress=True)
     scores.task = task
     scores.model_name = args.model
