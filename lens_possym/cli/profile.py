@@ -60,7 +60,6 @@ def _prompts(model, args):
 
 def run(args) -> int:
     from .. import swap_scores
-    from ..errors import InvalidSelectionError
 
     start = time.perf_counter()
     out = Path(args.out)
