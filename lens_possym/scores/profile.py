@@ -20,7 +20,7 @@ from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError, UnsupportedModelError
-from ..rope import rope_specs
+from ..rope import RopeSpec, rope_specs
 from ..typing import HookedModel
 from .config import ScoreConfig
 from .crosslogits import cross_logit_factors
@@ -137,9 +137,7 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
                                 progress=progress)
     specs, tokens, config, results = _score_layers(model, input, config, layers, heads,
                                                    progress)
-    return _assemble(results, config, n_layers=len(specs),
-                     n_heads=max(spec.n_heads for spec in specs),
-                     n_freqs=max(spec.n_freqs for spec in specs), n_tokens=tokens.shape[1],
+    return _assemble(results, config, **_grid(specs), n_tokens=tokens.shape[1],
                      model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")))
 
 
@@ -244,10 +242,15 @@ def per_prompt_scores(model: HookedModel, input: ModelInput, config: ScoreConfig
                       torch.stack([getattr(r, name).double() for r in rows]) for name in names}
         return per_prompt, rows[0].angles, rows[0].config
     specs, _, config, results = _score_layers(model, input, config, layers, heads)
-    per_prompt, angles = place_per_prompt(
-        results, config, n_layers=len(specs), n_heads=max(spec.n_heads for spec in specs),
-        n_freqs=max(spec.n_freqs for spec in specs))
+    per_prompt, angles = place_per_prompt(results, config, **_grid(specs))
     return per_prompt, angles, config
+
+
+def _grid(specs: Sequence[RopeSpec]) -> dict[str, int]:
+    """The ``[n_layers, n_heads, n_freqs]`` grid every layer's scores are placed in (the
+    largest layer's heads and frequencies; smaller layers are padded with ``nan``)."""
+    return {"n_layers": len(specs), "n_heads": max(spec.n_heads for spec in specs),
+            "n_freqs": max(spec.n_freqs for spec in specs)}
 
 
 def _score_layers(model: HookedModel, input: ModelInput, config: ScoreConfig,
