@@ -40,8 +40,20 @@ LM_LENGTHS = (12, 48, 100, 300, 32, 200, 24, 64, 16, 80, 150)   # most telling f
 LM_MODELS = ("gemma-3-270m", "smollm2-135m")
 
 
+RECORDS = ROOT / "docs" / "paper_c_runs"      # one committed record per finished run
+
+
+def run_name(task: str, args) -> str:
+    return f"{task}-{args.preset}-s{args.seed}"
+
+
 def run_dir(task: str, args) -> Path:
-    return RUNS / f"{task}-{args.preset}-s{args.seed}"
+    return RUNS / run_name(task, args)
+
+
+def run_cached(args, name: str, compute, *, force: bool = False):
+    """:func:`cached` in the folder of one (preset, seed): ``CACHE/{preset}-s{seed}/``."""
+    return cached(f"{args.preset}-s{args.seed}/{name}", compute, force=force)
 
 
 def cached(name: str, compute, *, force: bool = False):
@@ -88,11 +100,19 @@ def stage_train(args) -> None:
         _, _, result = train_multihop(task, args.preset, seed=args.seed, out_dir=out,
                                       device=args.device,
                                       log=lambda line, t=task: say(f"  {t}: {line}"))
-        cached(f"train_{task}", lambda: {
+        record = run_cached(args, f"train_{task}", lambda: {
+            "task": task, "preset": args.preset, "seed": args.seed,
             "steps": result.steps_run, "test_accuracy": result.test_accuracy,
-            "train_time_s": result.train_time_s,
+            "train_time_s": result.train_time_s, "threads": torch.get_num_threads(),
+            "command": f"python benchmarks/paper_c.py train --preset {args.preset} "
+                       f"--seed {args.seed} --tasks {task}",
+            "train_config": result.train_config, "task_config": result.task_config,
+            "model_config": result.model_config,
             "history": [{"step": h.step, "test_accuracy": h.test_accuracy,
+                         "train_loss": h.train_loss, "test_loss": h.test_loss, "lr": h.lr,
                          "elapsed_s": h.elapsed_s} for h in result.history]}, force=True)
+        RECORDS.mkdir(parents=True, exist_ok=True)
+        (RECORDS / f"{run_name(task, args)}.json").write_text(json.dumps(record, indent=1))
         say(f"[train] {task}: {result.steps_run} steps, test accuracy "
             f"{result.test_accuracy:.4f}, {result.train_time_s:.0f} s")
 
@@ -104,7 +124,7 @@ def stage_dynamics(args) -> None:
         def compute(task=task):
             traj = score_run(run_dir(task, args), n_prompts=100, log=lambda l: say(f"  {task} {l}"))
             return traj.to_dict()
-        data = cached(f"dynamics_{task}", compute)
+        data = run_cached(args, f"dynamics_{task}", compute)
         traj = ScoreTrajectory.from_dict(data)
         for gamma in (0.1, 0.05):
             p = purity(traj.pos, traj.sym, traj.steps, gamma)
@@ -147,7 +167,7 @@ def stage_timing(args) -> None:
                 "threads": torch.get_num_threads(), "machine": platform.processor() or
                 platform.machine(), "load": os.getloadavg()[0]}
 
-    t = cached(f"timing_{task}", compute, force=args.force)
+    t = run_cached(args, f"timing_{task}", compute, force=args.force)
     say(f"[timing] {t['task']}: scored all {t['n_checkpoints']} checkpoints ({t['n_layers']} "
         f"layers, last-token query, {t['n_prompts']} prompts, exact) in {t['exact_all_s']:.1f} s "
         f"({t['exact_per_checkpoint_s']:.2f} s each); re-run on step {t['rerun_subset']}: "
@@ -170,7 +190,7 @@ def stage_roles(args) -> None:
             return {"step": step, "path_pos": pos[:, :, 0], "path_sym": sym[:, :, 0],
                     "path_count": count, "attention": roles.to_dict(),
                     "causal": causal.to_dict()}
-        data = cached(f"roles_{task}", compute)
+        data = run_cached(args, f"roles_{task}", compute)
         labels = [row[0] for row in data["attention"]["labels"]]
         say(f"[roles] {task}: {labels}; chain restore on/off "
             f"{[round(x, 3) for x in data['causal']['chain_restore']]}")
@@ -256,7 +276,7 @@ def stage_discrepancy(args) -> None:
                 out[n] = [head_discrepancy(bridge, tokens, layer, 0).to_dict()
                           for layer in range(model.cfg.n_layers)]
             return out
-        d = cached(f"discrepancy_trained_{task}", trained)
+        d = run_cached(args, f"discrepancy_trained_{task}", trained)
         say(f"[discrepancy] trained {task}, mean gap per layer at 17/300: "
             f"{[round(r['mean'], 2) for r in d['17']]} / {[round(r['mean'], 2) for r in d['300']]}")
 
@@ -268,7 +288,7 @@ def stage_lengths(args) -> None:
         model, t, _ = final_model(task, args)
         rows = {}
         for n in LENGTHS:
-            rows[n] = cached(f"length_{task}_{n}", lambda n=n: accuracy_by_length(
+            rows[n] = run_cached(args, f"length_{task}_{n}", lambda n=n: accuracy_by_length(
                 model, t, [n], n_prompts=256, seed=11).to_dict())
         say(f"[lengths] {task}: " + ", ".join(f"{n}: {r['accuracy'][0]:.3f}" for n, r in rows.items()))
 

@@ -18,6 +18,7 @@ state, the evaluations so far and the running training loss. ``model.pt`` is mar
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -111,7 +112,14 @@ def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step
     }
     if state is not None:
         data["training_state"] = asdict(state)
-    torch.save(data, path)
+    # written beside its final name and renamed: a kill mid-write leaves the previous
+    # checkpoint as the latest, never a torn file under a checkpoint's name
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    try:
+        torch.save(data, partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "evaluate",
 ]
 
+SCHEDULES = ("cosine", "linear")
 
 @dataclass
 class TrainConfig:
@@ -68,7 +69,11 @@ class TrainConfig:
         steps: optimiser steps (upper bound when ``target_accuracy`` stops early).
         batch_size: prompts per step.
         lr, weight_decay, betas: AdamW.
-        warmup_steps: linear warm-up, then cosine decay to ``lr·min_lr_ratio``.
+        warmup_steps: linear warm-up over this many steps, then ``schedule`` down to
+            ``lr·min_lr_ratio`` at ``steps``.
+        schedule: the decay after warm-up: ``"cosine"`` (half a cosine) or ``"linear"``
+            (a straight line, as Hugging Face's ``lr_scheduler_type="linear"`` that paper
+            C's code uses, whose end is 0: pair it with ``min_lr_ratio=0``).
         min_lr_ratio: final learning rate as a share of ``lr``.
         grad_clip: max gradient norm (``None``: no clipping).
         seed: seed of the training data stream (the model's weights use its own seed).
@@ -87,6 +92,7 @@ class TrainConfig:
     weight_decay: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
     warmup_steps: int = 100
+    schedule: str = "cosine"
     min_lr_ratio: float = 0.05
     grad_clip: float | None = 1.0
     seed: int = 0
@@ -105,6 +111,8 @@ class TrainConfig:
             raise TrainingError(f"lr must be > 0, got {self.lr}")
         if self.weight_decay < 0 or self.warmup_steps < 0:
             raise TrainingError("weight_decay and warmup_steps must be >= 0")
+        if self.schedule not in SCHEDULES:
+            raise TrainingError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise TrainingError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         self.betas = tuple(float(b) for b in self.betas)
@@ -121,13 +129,16 @@ class TrainConfig:
                 raise TrainingError("checkpoint_every needs out_dir (where to write them)")
 
     def lr_at(self, step: int) -> float:
-        """Learning rate at ``step`` (0-based): warm-up, then cosine decay."""
+        """Learning rate at ``step`` (0-based): linear warm-up, then ``schedule``'s decay."""
         if step < self.warmup_steps:
             return self.lr * (step + 1) / self.warmup_steps
         span = max(1, self.steps - self.warmup_steps)
         progress = min(1.0, (step - self.warmup_steps) / span)
-        cosine = 0.5 * (1 + math.cos(math.pi * progress))
-        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * cosine)
+        if self.schedule == "linear":
+            remaining = 1.0 - progress
+        else:
+            remaining = 0.5 * (1 + math.cos(math.pi * progress))
+        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * remaining)
 
 
 @dataclass

@@ -206,3 +206,21 @@ def test_any_registered_trainable_model_trains_checkpoints_and_resumes(tmp_path,
     assert isinstance(model, _Bag)
     assert _without_times(result.history) == _without_times(expected.history)
     assert result.history[-1].test_loss < result.history[0].test_loss   # it learnt
+
+
+def test_a_checkpoint_torn_mid_write_leaves_the_previous_one_latest(tmp_path, monkeypatch):
+    model = ToyTransformer(toy_config_for(TASK))
+    save_checkpoint(model, TASK, tmp_path / "checkpoint_000010.pt", step=10)
+    real_save = torch.save
+
+    def torn(obj, path):          # half a file, then the process "dies"
+        real_save(obj, path)
+        with open(path, "r+b") as fh:
+            fh.truncate(fh.seek(0, 2) // 2)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", torn)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(model, TASK, tmp_path / "checkpoint_000020.pt", step=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000010.pt"]
+    assert read_checkpoint(latest_checkpoint(tmp_path)).step == 10

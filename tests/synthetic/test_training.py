@@ -49,6 +49,17 @@ def test_learning_rate_schedule():
     assert all(a >= b for a, b in zip(values, values[1:]))
 
 
+def test_linear_schedule_falls_in_a_straight_line_to_its_floor():
+    cfg = TrainConfig(steps=1000, lr=1.0, warmup_steps=100, schedule="linear", min_lr_ratio=0.0)
+    assert cfg.lr_at(99) == pytest.approx(1.0)
+    assert cfg.lr_at(550) == pytest.approx(0.5)
+    assert cfg.lr_at(1000) == pytest.approx(0.0)
+    steps = [cfg.lr_at(s) - cfg.lr_at(s + 1) for s in range(100, 999)]
+    assert max(steps) == pytest.approx(min(steps)) == pytest.approx(1 / 900)
+    with pytest.raises(TrainingError, match="schedule must be one of"):
+        TrainConfig(schedule="step")
+
+
 def test_toy_config_for_sizes_the_model_to_the_task():
     cfg = toy_config_for(RetrievalTask())
     assert cfg.d_vocab == RetrievalTask().d_vocab and cfg.n_ctx == 9

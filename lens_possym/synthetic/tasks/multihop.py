@@ -25,10 +25,18 @@ positions hold uniform letters (repeats allowed). Paper Fig 1: ``C B A 1 4 1 3 2
 letter-number pairs ``(l, d)`` (``l`` in ``n_letters`` = 8 letters, ``d`` in ``1..n_digits`` =
 8), pre-target tokens and the query letter-letter pairs ``(l, l')``. From a pair ``(l, l')``
 go to the earlier pair whose *first* letter is ``l'``; the first target-window pair reached
-is the answer, the whole pair. The chain letters ``c_0..c_h`` are distinct (query
+is the answer, the whole pair. The chain letters ``c_1..c_h`` are distinct (query
 ``(c_0, c_1)``, path pair ``k`` is ``(c_k, c_{k+1})``, answer ``(c_h, d)``), and every
 filler uses only letters off the chain, so the path is unique ("proper" input, Def F.2).
-Paper Fig 1: ``C2 B1 A3 FA EC DE HF GD IG`` → C2. Needs ``n_letters >= max_hops + 2``.
+Paper Fig 1: ``C2 B1 A3 FA EC DE HF GD IG`` → C2. The query's left letter ``c_0`` plays no
+part in the hops; ``query_letter`` says where it comes from:
+
+- ``"reserved"`` (the default): a chain letter of its own that occurs nowhere else, so
+  fillers draw from ``n_letters - h - 1`` letters. Needs ``n_letters >= max_hops + 2``.
+- ``"filler"``: drawn from the off-chain pool the fillers use (so it usually occurs among
+  them, and fillers draw from ``n_letters - h`` letters), as paper C's
+  ``data/symbolic_dataset.py`` does (``symbol_seq += [random.choice(choices)]``). Needs
+  ``n_letters >= max_hops + 1``. The ``paper`` preset uses it.
 
 **Length generalisation** (paper Sec 3.6, Fig 5B). ``length > 17`` inserts
 ``length - 17`` extra target-window tokens *before* the effective target window; the
@@ -58,9 +66,11 @@ from torch import Tensor
 from ...errors import TaskConfigError
 from .base import Split, SyntheticTask, TaskBatch
 
-__all__ = ["MultiHopTask", "NumberTask", "LetterTask", "TRAIN_LENGTH", "number_letters"]
+__all__ = ["MultiHopTask", "NumberTask", "LetterTask", "TRAIN_LENGTH", "QUERY_LETTERS",
+           "number_letters"]
 
 TRAIN_LENGTH = 17
+QUERY_LETTERS = ("reserved", "filler")
 
 
 def number_letters(n: int) -> list[str]:
@@ -291,17 +301,23 @@ class LetterTask(MultiHopTask):
 
     def __init__(self, n_letters: int = 8, n_digits: int = 8, *, window: int = 8,
                  max_hops: int = 4, length: int | None = None, seed: int = 0,
-                 test_fraction: float = 0.095):
+                 test_fraction: float = 0.095, query_letter: str = "reserved"):
         super().__init__(window=window, max_hops=max_hops, length=length, seed=seed,
                          test_fraction=test_fraction)
-        if n_letters < max_hops + 2:
+        if query_letter not in QUERY_LETTERS:
             raise TaskConfigError(
-                f"n_letters must be >= max_hops + 2 ({max_hops + 2}): the chain uses "
-                f"max_hops + 1 distinct letters and fillers need at least one more; got "
-                f"{n_letters}")
+                f"query_letter must be one of {QUERY_LETTERS}, got {query_letter!r}")
+        reserved = int(query_letter == "reserved")
+        if n_letters < max_hops + 1 + reserved:
+            raise TaskConfigError(
+                f"n_letters must be >= max_hops + {1 + reserved} ({max_hops + 1 + reserved}) "
+                f"with query_letter={query_letter!r}: the chain uses max_hops"
+                f"{' + 1' if reserved else ''} distinct letters and fillers need at least "
+                f"one more; got {n_letters}")
         if n_digits < 1:
             raise TaskConfigError(f"n_digits must be >= 1, got {n_digits}")
         self.n_letters, self.n_digits = int(n_letters), int(n_digits)
+        self.query_letter = query_letter
 
     @property
     def n_pairs(self) -> int:
@@ -330,7 +346,8 @@ class LetterTask(MultiHopTask):
         return self.n_pairs + left * self.n_letters + right
 
     def config(self) -> dict:
-        return {"n_letters": self.n_letters, "n_digits": self.n_digits, **self.base_config()}
+        return {"n_letters": self.n_letters, "n_digits": self.n_digits,
+                "query_letter": self.query_letter, **self.base_config()}
 
     def _generate(self, n: int, gen: torch.Generator) -> TaskBatch:
         return self._generate_with_paths(n, gen)[0]
@@ -340,9 +357,14 @@ class LetterTask(MultiHopTask):
         hops, path = self._draw_paths(n, gen)
         L, A, rows = self.length, self.n_letters, torch.arange(n)
         chain = torch.rand(n, A, generator=gen).argsort(dim=1)     # c_0, c_1, … distinct
+        if self.query_letter == "filler":
+            # c_1..c_h = the first h letters; c_0 one of the rest (the fillers' pool)
+            u = torch.rand(n, 1, generator=gen)
+            pick = hops[:, None] + (u * (A - hops)[:, None]).long()
+            chain = torch.cat([chain.gather(1, pick), chain], dim=1)
         n_chain = hops + 1
         # off-chain letters: chain[:, n_chain:], pick uniformly among them
-        n_off = A - n_chain
+        n_off = chain.shape[1] - n_chain
 
         def off_chain(shape_cols: int) -> Tensor:
             u = torch.rand(n, shape_cols, generator=gen)

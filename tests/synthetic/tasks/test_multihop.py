@@ -11,7 +11,8 @@ from lens_possym.synthetic.tasks import TASKS, LetterTask, NumberTask, make_task
 
 TASKS_UNDER_TEST = [NumberTask(), LetterTask(), NumberTask(n_letters=10, seed=3, max_hops=3),
                     LetterTask(n_letters=6, n_digits=3, seed=2), NumberTask(length=60),
-                    LetterTask(length=45, seed=1)]
+                    LetterTask(length=45, seed=1), LetterTask(query_letter="filler"),
+                    LetterTask(n_letters=5, query_letter="filler", seed=4, length=30)]
 
 
 def _walk(task, row: list[int]) -> tuple[int, list[int]]:
@@ -123,6 +124,8 @@ def test_accuracy_by_hops_counts_each_class():
     (dict(cls=NumberTask, max_offset=8), "max_offset"),
     (dict(cls=NumberTask, length=10), "length must be >= 17"),
     (dict(cls=LetterTask, n_letters=5), "n_letters must be >= max_hops"),
+    (dict(cls=LetterTask, n_letters=4, query_letter="filler"), "n_letters must be >= max_hops"),
+    (dict(cls=LetterTask, query_letter="pool"), "query_letter must be one of"),
     (dict(cls=NumberTask, max_hops=9), "max_hops"),
 ])
 def test_bad_settings_are_refused(kwargs, match):
@@ -139,3 +142,23 @@ def test_a_broken_path_is_reported():
     tokens[:, 8:15] = task.offset_token(torch.tensor(1))
     with pytest.raises(TaskConfigError, match="more than 4 hops"):
         task.hop_path(tokens)
+
+
+def test_the_query_letter_is_reserved_or_drawn_from_the_fillers_pool():
+    """``reserved``: the query's left letter occurs nowhere else; ``filler`` (paper C's
+    code): it is one of the off-chain letters the fillers use, so it usually recurs."""
+    for mode, recurs in (("reserved", False), ("filler", True)):
+        task = LetterTask(query_letter=mode)
+        batch, hops, path = task.sample_with_paths(2000, split="train", seed=0)
+        names = task.token_names()
+        rows = [[names[t] for t in row] for row in batch.tokens.tolist()]
+        left = [row[-1][0] for row in rows]
+        chain = [{rows[i][p][0] for p in path[i].tolist()[1:] if p >= 0} for i in range(2000)]
+        assert not any(left[i] in chain[i] for i in range(2000))
+        elsewhere = [left[i] in {w[0] for w in rows[i][:-1]} for i in range(2000)]
+        assert (sum(elsewhere) / 2000 > 0.9) if recurs else not any(elsewhere)
+        # fillers draw from n_letters - h - 1 (reserved) or n_letters - h (filler) letters
+        letters = [len({w[0] for w in rows[i][:-1]} - chain[i]) for i in range(2000)]
+        most = [task.n_letters - int(hops[i]) - (mode == "reserved") for i in range(2000)]
+        assert all(a <= b for a, b in zip(letters, most))
+        assert any(a == b for a, b in zip(letters, most))

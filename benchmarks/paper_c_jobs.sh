@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Paper C's training runs as two queues, one per core, each a background job that resumes
+# from the runs' checkpoints (a finished run is skipped in seconds). Start both with
+#   mkdir -p out/paper_c
+#   nohup nice -n 10 benchmarks/paper_c_jobs.sh 0 > out/paper_c/queue0.log 2>&1 &
+#   nohup nice -n 10 benchmarks/paper_c_jobs.sh 1 > out/paper_c/queue1.log 2>&1 &
+# Each finished run writes its record to docs/paper_c_runs/{task}-{preset}-s{seed}.json
+# (commit it); checkpoints stay in out/paper_c/runs/ (ignored).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+export OMP_NUM_THREADS=1
+case "${1:-}" in
+  0) jobs=("paper 0 number" "cpu 0 number" "cpu 1 letter" "paper 1 number" "cpu 2 number" "paper 2 number") ;;
+  1) jobs=("paper 0 letter" "cpu 0 letter" "cpu 1 number" "paper 1 letter" "cpu 2 letter" "paper 2 letter") ;;
+  *) echo "usage: $0 0|1" >&2; exit 2 ;;
+esac
+for job in "${jobs[@]}"; do
+  read -r preset seed task <<< "$job"
+  echo "== $(date -u +%FT%TZ) $preset seed $seed $task"
+  $PY benchmarks/paper_c.py train --preset "$preset" --seed "$seed" --tasks "$task" \
+    || echo "== failed: $preset seed $seed $task (exit $?)"
+done
+echo "== $(date -u +%FT%TZ) queue $1 done"
