@@ -251,7 +251,8 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
         config: a :class:`BandSweepConfig` (e.g. a saved sweep's ``config``);
             ``**settings`` are its fields (``bands=3, mode="zero", layers=..., heads=...,
             side=..., per_position=..., last_token_only=...``) and override it.
-        reference, means: the reference prompts (or precomputed means) of ``mode="mean"``.
+        reference, means: the reference prompts (or precomputed means) of ``mode="mean"``;
+            by default the means are taken over ``input`` itself.
         progress: show a tqdm progress bar.
 
     Returns:
@@ -272,7 +273,8 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
             raise InvalidSelectionError("every layer needs the same bands")
         band_names = names
     head_lists = _head_lists(specs, chosen, config.heads)
-    means = means_for([config.mode], model, chosen, means=means, reference=reference,
+    means = means_for([config.mode], model, chosen, means=means,
+                      reference=tokens if reference is None else reference,
                       per_position=config.per_position)
 
     bridge = hasattr(model, "original_model")
