@@ -75,6 +75,9 @@ TERMS: dict[str, tuple[str, str]] = {
     "logit_diff": ("logit difference",
                    "Logit of the bound attribute minus the mean logit of the prompt's other "
                    "attributes, mean over prompts."),
+    "loss": ("loss", "Cross-entropy of the answer token (your prompts: each prompt's last "
+             "token, predicted from the tokens before it), mean over prompts; lower is "
+             "better."),
     "n_pairs": ("bindings per prompt", "Entity-attribute pairs in each prompt."),
     "name": ("task", "The prompts scored."),
     "seed": ("seed", "Seed of the prompt generator."),
@@ -106,7 +109,8 @@ TERMS: dict[str, tuple[str, str]] = {
     "side": ("side", "Which vectors are edited: q (queries), k (keys) or qk (both)."),
     "band": ("band", "A set of frequency ids ablated together; high = the fastest third of "
              "ids, middle, low = the slowest third."),
-    "effect": ("effect", "Metric with the ablation minus the metric without it."),
+    "effect": ("effect", "Metric with the ablation minus the metric without it (ablated − "
+               "baseline): every effect in lens-possym has this sign."),
     "bands": ("bands", "The frequency bands each head was ablated in, one at a time."),
     "per_position": ("per-position means", "mode mean: one mean per position, not pooled."),
     "last_token_only": ("last token only", "Only the last position's logits were computed."),
