@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -57,7 +57,17 @@ PROBE_SCHEMES = ("sinusoidal", "learned", "hybrid")
 
 @dataclass(frozen=True)
 class Preset:
-    """Sizes and schedule of one preset (see the module docstring)."""
+    """Sizes and schedule of one preset (see the module docstring).
+
+    ``data`` is the training data regime: ``"stream"`` (fresh sentences every batch,
+    ``steps`` optimiser steps) or ``"fixed"`` (the official regime: ``sentences[task]``
+    sentences drawn once, split 70/30, ``epochs`` passes over the 70 %, MLA
+    ``mla_epochs``; :mod:`lens_possym.synthetic.tasks.paper_b`). ``faithful_model`` holds
+    extra :class:`~lens_possym.synthetic.models.encoder.EncoderConfig` settings of the
+    faithful cells (the official initialisation and dropout). ``grid`` names the scheme
+    labels of each variant that :func:`grid_cells` runs for this preset (``None``: the
+    default grid).
+    """
 
     name: str
     model: dict[str, Any]
@@ -73,19 +83,72 @@ class Preset:
     profile_prompts: int = 16
     mla_batch_size: int | None = None
     mla_steps: dict[str, int] | None = None
+    grad_clip: float | None = 1.0
+    data: str = "stream"
+    sentences: dict[str, int] | None = None
+    epochs: int | None = None
+    mla_epochs: int | None = None
+    faithful_model: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, tuple[str, ...]] | None = None
+    profile: bool = True
+    evals: int = 4
 
-    def train_config(self, task: str, scheme: str, seed: int, out_dir: str | None
-                     ) -> TrainConfig:
+    def __post_init__(self) -> None:
+        if self.data not in DATA_REGIMES:
+            raise InvalidSelectionError(
+                f"data must be one of {DATA_REGIMES}, got {self.data!r}")
+        if self.data == "fixed" and (not self.sentences or not self.epochs):
+            raise InvalidSelectionError(
+                f"preset {self.name!r}: the fixed regime needs sentences (per task) and epochs")
+
+    def batch_size_for(self, scheme: str) -> int:
+        return (self.mla_batch_size or self.batch_size) if scheme == "mla" else self.batch_size
+
+    def steps_for(self, task: str, scheme: str, epoch_size: int | None = None) -> int:
+        """Optimiser steps of a cell: ``steps`` (stream), or epochs × batches per epoch
+        (fixed regime; ``epoch_size`` training sentences)."""
         mla = scheme == "mla"
-        steps = (self.mla_steps or self.steps)[task] if mla else self.steps[task]
+        if self.data == "fixed":
+            if epoch_size is None:
+                raise InvalidSelectionError("the fixed regime needs the task's epoch_size")
+            epochs = (self.mla_epochs or self.epochs) if mla else self.epochs
+            return epochs * math.ceil(epoch_size / self.batch_size_for(scheme))
+        return (self.mla_steps or self.steps)[task] if mla else self.steps[task]
+
+    def train_config(self, task: str, scheme: str, seed: int, out_dir: str | None,
+                     epoch_size: int | None = None) -> TrainConfig:
+        steps = self.steps_for(task, scheme, epoch_size)
         return TrainConfig(
-            steps=steps, batch_size=(self.mla_batch_size or self.batch_size) if mla
-            else self.batch_size, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay,
+            steps=steps, batch_size=self.batch_size_for(scheme), lr=self.lr, betas=self.betas,
+            weight_decay=self.weight_decay,
             warmup_steps=max(1, int(self.warmup_fraction * steps)), min_lr_ratio=0.0,
-            grad_clip=1.0, seed=seed, eval_every=max(1, steps // 4), eval_size=self.eval_size,
+            grad_clip=self.grad_clip, seed=seed, eval_every=max(1, steps // self.evals),
+            eval_size=self.eval_size,
             checkpoint_every=max(1, steps // 4) if out_dir else None, out_dir=out_dir,
             device="auto")
 
+
+DATA_REGIMES = ("stream", "fixed")
+#: steps of a ``paper-length`` cell (batch 64): where accuracy has levelled off (docs/paper_b.md)
+PAPER_LENGTH_STEPS = 2000
+
+#: the schemes the claims name, per variant (the faithful hybrid is the faithful ``rope``:
+#: the official RoPE model already adds an absolute encoding)
+CLAIM_GRID = {"intended": ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k1",
+                           "rope-k2", "mla", "hybrid"),
+              "faithful": ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k1",
+                           "rope-k2", "mla")}
+
+#: the official code's sentence counts and epochs (dis_gen / count_gen; MLA 150 epochs)
+OFFICIAL_DATA = dict(sentences={"distance": 100_000, "count": 50_000}, epochs=100,
+                     mla_epochs=150)
+#: the official models' initialisation and dropout, for faithful cells
+OFFICIAL_TRAINING = {"init": "torch", "dropout": 0.1}
+
+PAPER_TASKS = {"distance": dict(n_ctx=128, max_len=120, max_between=70, max_side=25,
+                                n_words=570),
+               "count": dict(n_ctx=128, max_len=120, n_triggers=30, max_count=100,
+                             n_words=543)}
 
 PRESETS: dict[str, Preset] = {
     "cpu": Preset(
@@ -95,21 +158,48 @@ PRESETS: dict[str, Preset] = {
                "count": dict(n_ctx=64, n_triggers=8, max_count=48, n_words=64)},
         steps={"distance": 1000, "count": 1000}, batch_size=64, lr=1e-3, betas=(0.9, 0.98),
         weight_decay=1e-5),
+    "paper-length": Preset(
+        name="paper-length",
+        model=dict(n_layers=3, n_heads=8, d_model=64, d_head=8, d_ff=128, d_latent=32),
+        tasks=PAPER_TASKS,
+        steps={"distance": PAPER_LENGTH_STEPS, "count": PAPER_LENGTH_STEPS}, batch_size=64,
+        lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-5, faithful_model=OFFICIAL_TRAINING,
+        grid=CLAIM_GRID, profile=False, evals=8),
     "paper": Preset(
         name="paper",
         model=dict(n_layers=6, n_heads=16, d_model=256, d_head=16, d_ff=512, d_latent=128),
-        tasks={"distance": dict(n_ctx=128, max_len=120, max_between=70, max_side=25,
-                                n_words=570),
-               "count": dict(n_ctx=128, max_len=120, n_triggers=30, max_count=100,
-                             n_words=543)},
-        # 100 epochs of the official 70 % split: 70,000 / 512 and 35,000 / 512 steps each
+        tasks=PAPER_TASKS,
+        # 100 epochs of the official 70 % split (MLA: 150 epochs at batch 1024); the step
+        # counts below are the stream regime's equivalent
         steps={"distance": 100 * math.ceil(70_000 / 512),
                "count": 100 * math.ceil(35_000 / 512)},
         batch_size=512, lr=1e-4, betas=(0.98, 0.9), weight_decay=1e-5,
         eval_size=4096, analysis_size=4096, profile_prompts=32, mla_batch_size=1024,
         mla_steps={"distance": 150 * math.ceil(70_000 / 1024),
-                   "count": 150 * math.ceil(35_000 / 1024)}),
+                   "count": 150 * math.ceil(35_000 / 1024)},
+        grad_clip=None, data="fixed", faithful_model=OFFICIAL_TRAINING, grid=CLAIM_GRID,
+        **OFFICIAL_DATA),
 }
+
+
+def with_data(preset: Preset, data: str, *, sentences: dict[str, int] | None = None,
+              epochs: int | None = None, mla_epochs: int | None = None) -> Preset:
+    """``preset`` with the other data regime (``"stream"`` or ``"fixed"``); the fixed one
+    takes ``sentences`` / ``epochs`` (default: the official 100k / 50k sentences and 100
+    epochs, MLA 150). The name gains ``+fixed`` / ``+stream`` when the regime changes, so
+    the two regimes' cells never share a folder or a record."""
+    if data not in DATA_REGIMES:
+        raise InvalidSelectionError(f"data must be one of {DATA_REGIMES}, got {data!r}")
+    if data == preset.data and sentences is None and epochs is None:
+        return preset
+    name = preset.name if data == preset.data else f"{preset.name}+{data}"
+    if data == "stream":
+        return replace(preset, name=name, data="stream", sentences=None, epochs=None,
+                       mla_epochs=None)
+    epochs = epochs or preset.epochs or OFFICIAL_DATA["epochs"]
+    return replace(preset, name=name, data="fixed",
+                   sentences=sentences or preset.sentences or OFFICIAL_DATA["sentences"],
+                   epochs=epochs, mla_epochs=mla_epochs or preset.mla_epochs or epochs)
 
 
 def parse_label(label: str) -> tuple[str, int | None]:
@@ -148,16 +238,19 @@ class Cell:
 
 
 def make_task(preset: Preset, name: str, seed: int = 0) -> Task:
-    """The preset's task ``name`` (its data seed is the cell's seed)."""
+    """The preset's task ``name`` (its data seed is the cell's seed; the fixed regime's
+    sentence set is drawn from it)."""
     cls = {"distance": DistanceTask, "count": CountTask}[name]
-    return cls(**preset.tasks[name], seed=seed)
+    regime = {"n_sentences": preset.sentences[name]} if preset.data == "fixed" else {}
+    return cls(**preset.tasks[name], seed=seed, **regime)
 
 
 def make_model(preset: Preset, task: Task, label: str, variant: str, seed: int = 0
                ) -> SchemeEncoder:
     scheme, rope_heads = parse_label(label)
+    extra = preset.faithful_model if variant == "faithful" else {}
     return SchemeEncoder(encoder_config_for(task, scheme, variant=variant, rope_heads=rope_heads,
-                                            seed=seed, **preset.model))
+                                            seed=seed, **preset.model, **extra))
 
 
 def train_cell(preset: Preset, cell: Cell, root: str | Path, *,
@@ -170,7 +263,8 @@ def train_cell(preset: Preset, cell: Cell, root: str | Path, *,
         return model.eval(), task, TrainResult.load(metrics)
     task = make_task(preset, cell.task, cell.seed)
     model = make_model(preset, task, cell.label, cell.variant, cell.seed)
-    config = preset.train_config(cell.task, parse_label(cell.label)[0], cell.seed, str(out))
+    config = preset.train_config(cell.task, parse_label(cell.label)[0], cell.seed, str(out),
+                                 epoch_size=getattr(task, "epoch_size", None))
     result = train(model, task, config, log=log, resume=True)
     return model.eval(), task, result
 
@@ -179,17 +273,19 @@ def train_cell(preset: Preset, cell: Cell, root: str | Path, *,
 
 
 @torch.no_grad()
-def ablation_grid(model: SchemeEncoder, task: Task, batch: TaskBatch) -> Tensor:
+def ablation_grid(model: SchemeEncoder, task: Task, batch: TaskBatch, *,
+                  official: bool = True) -> Tensor:
     """Accuracy ``[n_layers, n_heads]`` on ``batch`` with each head ablated alone.
 
-    Intended models and faithful non-MLA models: ``hook_z`` row zeroed (the official
-    scripts zeroed the head's value rows and bias, which zeroes ``z`` identically). Faithful
-    MLA: the official latent-slice ablation, which hits every head of the layer at once
-    and is a no-op for heads ``h ≥ d_latent / d_head``.
+    Every model: the head's ``hook_z`` row zeroed (its output term removed; the official
+    scripts zeroed the head's value rows and bias, which zeroes ``z`` identically; a test
+    checks the equality against a transcription of ``transvis.py``). Faithful MLA with
+    ``official=True``: the official latent-slice ablation instead (``mlavis.py``), which
+    hits every head of the layer at once and is a no-op for heads ``h ≥ d_latent / d_head``.
     """
     cfg = model.cfg
     grid = torch.zeros(cfg.n_layers, cfg.n_heads)
-    official_mla = cfg.scheme == "mla" and cfg.faithful
+    official_mla = official and cfg.scheme == "mla" and cfg.faithful
     for layer in range(cfg.n_layers):
         for head in range(cfg.n_heads):
             context = (faithful_mla_ablation(model, layer, head) if official_mla
@@ -204,7 +300,8 @@ def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
 
     Returns ``top_drop`` and ``second_drop`` (largest and second-largest single-head drop,
     accuracy points in [0, 1]), ``top_head`` ``[layer, head]``, ``top_relative`` (top drop as
-    a share of the baseline: the paper's "about 60 %"), ``median_drop``, and ``deposit``:
+    a share of the baseline: the paper's "about 60 %"), ``median_drop``, ``heads_over_10``
+    (heads whose ablation alone costs more than 10 points), and ``deposit``:
     True when one head carries a task the model has learned: the baseline is at least 0.5,
     the top drop is at least 0.25 of the baseline **and** at least twice the second-largest
     drop (the thresholds are stated in the docs beside every verdict).
@@ -217,6 +314,7 @@ def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
     return {"top_drop": top, "second_drop": second,
             "top_head": [int(order[0]) // n_heads, int(order[0]) % n_heads],
             "top_relative": relative, "median_drop": float(drops.median()),
+            "heads_over_10": int((drops > 0.10).sum()),
             "deposit": bool(baseline >= 0.5 and relative >= 0.25
                            and top >= 2 * max(second, 1e-9))}
 
@@ -308,9 +406,15 @@ def head_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
             "method": method}
 
 
-def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool = True,
+def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool | None = None,
                  log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Train (or load) ``cell`` and compute its analyses; cached in ``analysis.json``."""
+    """Train (or load) ``cell`` and compute its analyses; cached in ``analysis.json``.
+
+    ``profile`` (default: the preset's) adds the heads' swap-score profile. Faithful MLA
+    also gets ``ablation_heads``: the per-head (``hook_z``) grid beside the official
+    latent-slice one in ``ablation``.
+    """
+    profile = preset.profile if profile is None else profile
     out = Path(root) / cell.key
     cached = out / "analysis.json"
     if cached.exists():
@@ -327,6 +431,8 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
         "test_accuracy": result.test_accuracy, "train_time_s": result.train_time_s,
         "steps": result.steps_run, "baseline": baseline, "ablation": grid.tolist(),
         "deposit": deposit_summary(grid, baseline),
+        "ablation_heads": (ablation_grid(model, task, batch, official=False).tolist()
+                           if model.cfg.scheme == "mla" and model.cfg.faithful else None),
         "probe": positional_probe(model, batch.tokens[:256]),
         "profile": head_profile(model, prompts) if profile else None,
         "history": [[h.step, h.test_accuracy] for h in result.history],
@@ -337,9 +443,18 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
 
 
 def grid_cells(*, seeds: tuple[int, ...] = (0,), tasks: tuple[str, ...] = TASK_NAMES,
-               k_values: tuple[int, ...] = (0, 1, 2, 3), n_heads: int = 8) -> list[Cell]:
-    """The full grid in the order it is worth running: the main table (intended), then the
-    faithful variants, then RoPE on k heads (both variants)."""
+               k_values: tuple[int, ...] = (0, 1, 2, 3), n_heads: int = 8,
+               preset: Preset | None = None) -> list[Cell]:
+    """The grid in the order it is worth running.
+
+    With a ``preset`` that names its ``grid`` (``paper-length``, ``paper``): those labels,
+    seed by seed, intended then faithful, tasks alternating. Otherwise the default grid:
+    the main table (intended), then the faithful variants, then RoPE on k heads (both
+    variants).
+    """
+    if preset is not None and preset.grid is not None:
+        return [Cell(t, label, variant, seed) for seed in seeds
+                for variant in VARIANTS for label in preset.grid[variant] for t in tasks]
     main = ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid")
     faithful = ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla")
     cells: list[Cell] = []
@@ -359,4 +474,45 @@ def with_steps(preset: Preset, steps: int) -> Preset:
                    mla_steps={t: steps for t in preset.steps} if preset.mla_steps else None)
 
 
-__all__ += ["grid_cells", "with_steps", "profile_site"]
+__all__ += ["grid_cells", "with_steps", "with_data", "profile_site", "CLAIM_GRID",
+            "DATA_REGIMES", "cell_record"]
+
+
+def cell_record(data: dict[str, Any]) -> dict[str, Any]:
+    """The committed record of one finished cell (one entry of ``docs/paper_b_results.json``),
+    from its :func:`analyse_cell` data.
+
+    ``ablation`` summarises the **per-head** grid (``hook_z`` zeroed) of every scheme, the
+    one the deposit rule reads (:func:`deposit_summary`; ``heads_over_10`` counts heads whose
+    ablation alone costs more than 10 points); faithful MLA's official latent-slice grid is
+    summarised beside it in ``ablation_official`` (records made before that per-head grid
+    existed say ``ablation_kind: "official latent slice"``). Accuracies are fractions in
+    [0, 1].
+    """
+    cell, baseline = data["cell"], data["baseline"]
+    heads = data.get("ablation_heads") or data["ablation"]
+    official_only = (cell["label"] == "mla" and cell["variant"] == "faithful"
+                     and not data.get("ablation_heads"))
+    record = {
+        "preset": data["preset"], "task": cell["task"], "scheme": cell["label"],
+        "variant": cell["variant"], "seed": cell["seed"], "accuracy": baseline,
+        "ablation": deposit_summary(torch.tensor(heads), baseline),
+        "ablation_kind": "official latent slice" if official_only else "per head",
+        "ablation_grid": heads,
+    }
+    if data.get("ablation_heads"):
+        record["ablation_official"] = deposit_summary(torch.tensor(data["ablation"]), baseline)
+        record["ablation_official_grid"] = data["ablation"]
+    record.update({"test_accuracy": data["test_accuracy"], "steps": data["steps"],
+                   "train_time_s": data["train_time_s"], "probe": data.get("probe"),
+                   "history": data.get("history"), "config": data.get("config")})
+    return record
+
+
+def record_key(record: dict[str, Any]) -> tuple:
+    """``(preset, task, variant, scheme, seed)``: what identifies a record."""
+    return (record["preset"], record["task"], record["variant"], record["scheme"],
+            record["seed"])
+
+
+__all__ += ["record_key"]
