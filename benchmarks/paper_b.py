@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -88,6 +89,9 @@ def _preset(args: argparse.Namespace) -> pb.Preset:
     preset = pb.PRESETS[args.preset]
     if getattr(args, "data", None):
         preset = pb.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
+    if getattr(args, "steps", None):      # budget checks: another step count, own folder
+        preset = pb.with_steps(preset, args.steps)
+        preset = replace(preset, name=f"{preset.name}@{args.steps}")
     return preset
 
 
@@ -371,6 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--data", choices=pb.DATA_REGIMES, default=None,
                    help="the training data regime (default: the preset's)")
     r.add_argument("--epochs", type=int, default=None, help="with --data fixed")
+    r.add_argument("--steps", type=int, default=None,
+                   help="another step count (the preset is renamed <preset>@<steps>)")
     r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
     r.add_argument("--records", default=str(RECORDS),
                    help="the JSON each finished cell's record is written into ('' for none)")

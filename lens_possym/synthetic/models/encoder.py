@@ -474,8 +474,8 @@ class _Dropout:
         self.gen = torch.Generator(device=device).manual_seed(seed)
 
     def __call__(self, x: Tensor) -> Tensor:
-        keep = torch.rand(x.shape, generator=self.gen, device=x.device, dtype=x.dtype) >= self.p
-        return x * keep / (1.0 - self.p)
+        keep = torch.empty_like(x).bernoulli_(1.0 - self.p, generator=self.gen)
+        return x * keep.div_(1.0 - self.p)
 
 
 class _Block(nn.Module):
