@@ -127,7 +127,15 @@ def from_hf(hf_model: Any, tokenizer: Any, *, name: str | None = None,
     """
     from transformer_lens.model_bridge import TransformerBridge
 
-    config = hf_model.config
+    config = getattr(hf_model, "config", None)
+    if config is None or not callable(getattr(hf_model, "parameters", None)):
+        raise UnsupportedModelError(
+            f"from_hf needs a Hugging Face model (e.g. AutoModelForCausalLM.from_pretrained"
+            f"(...)), got {type(hf_model).__name__}")
+    if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
+        raise UnsupportedModelError(
+            f"from_hf needs the model's tokenizer (AutoTokenizer.from_pretrained(...)), got "
+            f"{type(tokenizer).__name__}")
     if not getattr(config, "architectures", None):
         config.architectures = [type(hf_model).__name__]
     if device is None:
