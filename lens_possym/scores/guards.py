@@ -143,6 +143,8 @@ def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[i
                 continue  # the query row is never swapped: its post-hook value is captured
             if point is not None and point is k_point and effect == "position_free":
                 continue  # captured post-hook: moving a key's row moves its edited value
+            if point is not None and point in (q_point, k_point):
+                name = spec.q_hook if point is q_point else spec.k_hook
             what = {"rowwise": "edits each row by its position",
                     "position_free": "edits rows"}.get(effect or "", "is not declared (it "
                                                        "may edit rows by position or mix them)")
@@ -171,5 +173,5 @@ _FIX = ("score it with method='rerun' (which re-runs the hooked model per swap),
 def _fn_name(fn: Any) -> str:
     if fn is None:
         return "a hook"
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    name = getattr(fn, "__name__", None) or type(fn).__name__
     return name if len(name) <= 60 else name[:57] + "..."
