@@ -21,6 +21,7 @@ __all__ = [
     "ExactUnderHooksError",
     "NonFiniteResultError",
     "InsufficientMemoryError",
+    "ClusterError",
     "ToyConfigError",
     "TaskConfigError",
     "TrainingError",
@@ -86,6 +87,10 @@ class NonFiniteResultError(LensPossymError, FloatingPointError):
 
 class InsufficientMemoryError(LensPossymError, MemoryError):
     """An allocation the machine cannot make (a size setting too large for its memory)."""
+
+
+class ClusterError(LensPossymError, ConnectionError):
+    """A compute cluster (Ray) that cannot be reached or started."""
 
 
 class ToyConfigError(LensPossymError, ValueError):

@@ -175,6 +175,7 @@ def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Pat
     :class:`CorruptModelFileError` rather than loaded.
     """
     folder = cache.entry_dir(sha)
+    cache.remove_stale()  # leftovers of conversions that were killed (a listing: cheap)
     problem = None
     if not rebuild and folder.exists():
         problem = cache.entry_problem(folder)
@@ -185,7 +186,7 @@ def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Pat
     logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display,
                 folder)
     try:
-        with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_",
+        with tempfile.TemporaryDirectory(prefix=f"gguf.partial-{os.getpid()}-",
                                          dir=_scratch_parent()) as scratch:
             gguf_path = gguf_source(Path(scratch))
             cache.write_entry_atomically(
