@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["install_if_command", "quiet_exit_on_interrupt", "is_command"]
+__all__ = ["install_if_command", "quiet_exit_on_interrupt", "interrupt_raises", "is_command"]
 
 EXIT_INTERRUPTED = 130
 MESSAGE = b"lens-possym: interrupted\n"
@@ -42,10 +42,22 @@ def _exit_now(signum, frame) -> None:  # noqa: ARG001 - a signal handler's signa
         os._exit(EXIT_INTERRUPTED)
 
 
+def _ignored() -> bool:
+    """SIGINT ignored (a background job of a shell): left so."""
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
 def quiet_exit_on_interrupt() -> None:
-    """From now on, SIGINT ends the process with one line and exit 130 (main thread)."""
-    if threading.current_thread() is threading.main_thread():
+    """From now on, SIGINT ends the process with one line and exit 130 (main thread;
+    unless SIGINT is ignored)."""
+    if threading.current_thread() is threading.main_thread() and not _ignored():
         signal.signal(signal.SIGINT, _exit_now)
+
+
+def interrupt_raises() -> None:
+    """From now on, SIGINT raises ``KeyboardInterrupt`` (unless it is ignored)."""
+    if threading.current_thread() is threading.main_thread() and not _ignored():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def install_if_command() -> None:

@@ -81,14 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = os.environ.get("LENS_POSSYM_DEBUG", "") not in ("", "0") or "--debug" in argv
     if as_program:
-        import signal
-
-        from .._interrupt import quiet_exit_on_interrupt
+        from .._interrupt import interrupt_raises, quiet_exit_on_interrupt
 
         # while the command runs, Ctrl-C is a KeyboardInterrupt (staged outputs are removed
         # on the way out); before (imports) and after (shutdown) it ends the process with
         # one line and exit 130 (lens_possym._interrupt)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        interrupt_raises()
         try:
             code = _run(argv, debug, as_program)
         except KeyboardInterrupt:  # landed in the reporting itself
