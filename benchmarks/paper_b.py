@@ -22,7 +22,7 @@ grid runs.
 measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``), its
 records into ``docs/paper_b_results.json`` and ``docs/figures/paper_b/*.png``.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
-(:mod:`lens_possym.synthetic.paper_b_verdicts`) between ``BEGIN/END PAPER-LENGTH TABLES``.
+(:func:`lens_possym.synthetic.paper_b.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from pathlib import Path
 import torch
 
 from lens_possym.synthetic import paper_b as pb
-from lens_possym.synthetic import paper_b_verdicts as verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "paper_b_results.json"
@@ -175,7 +174,7 @@ def report_records(args: argparse.Namespace) -> None:
     if not any(r["preset"] == args.preset for r in records):
         sys.exit(f"no {args.preset} record in {args.records}; run "
                  f"`benchmarks/paper_b_jobs.sh` (docs/paper_b.md) first")
-    text = verdicts.verdict_markdown(records, args.preset, tuple(args.seeds),
+    text = pb.verdict_markdown(records, args.preset, tuple(args.seeds),
                                      command=f"python benchmarks/paper_b.py report --preset "
                                              f"{args.preset}")
     page = Path(args.out) / "paper_b.md"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lens_possym.errors import InvalidSelectionError
-from lens_possym.synthetic import paper_b_verdicts as v
+from lens_possym.synthetic import paper_b as v
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "paper-length"
