@@ -34,7 +34,7 @@ from ..errors import UsageError
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
-SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "train", "sweep", "heads", "encoder", "multihop", "dataset"]
+SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "patch", "train", "sweep", "heads", "encoder", "multihop", "dataset"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 

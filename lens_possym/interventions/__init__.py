@@ -15,7 +15,10 @@ any of them as data (:mod:`.spec`: printable, JSON round trip, replayable). Swee
 :func:`band_sweep` (every band of every head, :mod:`.sweep`) and
 :func:`compare_with_random_heads` (:mod:`.compare`), configured by frozen
 :class:`BandSweepConfig`/:class:`HeadSetConfig` objects stored in their results. Targets
-are written in one grammar (:mod:`.selection`). See ``docs/interventions.md``.
+are written in one grammar (:mod:`.selection`). Patching grids: :func:`patch_grid` and
+the batched :func:`generic_patch_grid` with its named partials (:mod:`.grid`), every
+effect with standard errors and bootstrap intervals over prompts (:mod:`.uncertainty`).
+See ``docs/interventions.md`` and ``docs/patching.md``.
 """
 
 from .compare import HeadSetComparison, HeadSetConfig, compare_with_random_heads
@@ -48,6 +51,23 @@ from .spec import Intervention, InterventionSpec
 from .sweep import BandSweep, BandSweepConfig, band_sweep, resolve_bands
 from .heads import HeadMeans, ablate_heads, ablate_heads_hook, ablate_heads_hooks, head_means
 from .importance import HeadImportance, ImportanceBatch, ImportanceConfig, head_importance
+from .grid import (
+    PATCH_SITES,
+    PatchGridConfig,
+    PatchingGrid,
+    generic_patch_grid,
+    patch_attn_out,
+    patch_attn_out_all_pos,
+    patch_frequencies_grid,
+    patch_grid,
+    patch_head_out_all_pos,
+    patch_head_out_by_pos,
+    patch_mlp_out,
+    patch_mlp_out_all_pos,
+    patch_resid_pre,
+    patch_resid_pre_all_pos,
+)
+from .uncertainty import Uncertainty, bootstrap_interval, standard_error, uncertainty
 
 __all__ = [
     # selection grammar
@@ -107,4 +127,23 @@ __all__ = [
     "ImportanceBatch",
     "HeadImportance",
     "head_importance",
+    # patching grids (batched generic_activation_patch) and uncertainty over prompts
+    "PATCH_SITES",
+    "PatchGridConfig",
+    "PatchingGrid",
+    "generic_patch_grid",
+    "patch_grid",
+    "patch_head_out_all_pos",
+    "patch_head_out_by_pos",
+    "patch_resid_pre",
+    "patch_attn_out",
+    "patch_mlp_out",
+    "patch_resid_pre_all_pos",
+    "patch_attn_out_all_pos",
+    "patch_mlp_out_all_pos",
+    "patch_frequencies_grid",
+    "Uncertainty",
+    "standard_error",
+    "bootstrap_interval",
+    "uncertainty",
 ]

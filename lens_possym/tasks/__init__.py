@@ -1,4 +1,6 @@
-"""Prompts for pretrained language models: binding prompts (:mod:`.binding`).
+"""Prompts for pretrained language models: binding prompts (:mod:`.binding`), word-distance
+prompts (:mod:`.word_distance`) and their counterfactual pairs for patching
+(:mod:`.counterfactual`).
 
 Paper A's canonical toy tasks are synthetic experiments: :mod:`lens_possym.synthetic.tasks`.
 """
@@ -14,6 +16,15 @@ from .binding import (
     check_words,
     evaluate_binding,
     random_token_prompts,
+)
+from .counterfactual import (
+    CORRUPTIONS,
+    CounterfactualPairs,
+    NormalizedLogitDiff,
+    binding_pairs,
+    counterfactual_pairs,
+    prompt_pairs,
+    word_distance_pairs,
 )
 from .word_distance import (
     WordDistanceTask,
@@ -36,4 +47,12 @@ __all__ = [
     "WordDistanceTask",
     "word_distance_task",
     "evaluate_word_distance",
+    # counterfactual pairs for patching
+    "CORRUPTIONS",
+    "CounterfactualPairs",
+    "NormalizedLogitDiff",
+    "counterfactual_pairs",
+    "binding_pairs",
+    "word_distance_pairs",
+    "prompt_pairs",
 ]
