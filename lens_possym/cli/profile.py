@@ -80,7 +80,9 @@ def run(args) -> int:
     mixed = isinstance(tokens, list)  # --prompts: one token tensor per prompt
     n_prompts = len(tokens)
     n_tokens = task["n_tokens"] if mixed else tokens.shape[1]
-    print(f"{n_prompts} {task['name']} prompts of {n_tokens} tokens; scoring "
+    what = (f"{n_prompts} prompts from {task['file']} ({n_tokens} tokens)" if mixed else
+            f"{n_prompts} {task['name']} prompts of {n_tokens} tokens")
+    print(f"{what}; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
           f"{args.swap} swaps)", file=sys.stderr)
     config = score_config_from(args, method=args.method,
