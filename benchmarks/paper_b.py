@@ -119,15 +119,25 @@ def run(args: argparse.Namespace) -> None:
     cells = select_cells(args, preset)
     root = Path(args.root) / preset.name
     records = Path(args.records) if args.records else None
+    failed = []
     for i, cell in enumerate(cells):
-        start = time.perf_counter()
-        data = pb.analyse_cell(preset, cell, root,
-                               profile=False if args.no_profile else None)
-        if records is not None:
-            write_records(records, [pb.cell_record(data)])
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            data = pb.analyse_cell(preset, cell, root,
+                                   profile=False if args.no_profile else None)
+            if records is not None:
+                write_records(records, [pb.cell_record(data)])
+        except Exception as error:          # one broken cell must not stop the queue
+            failed.append(cell.key)
+            print(f"[{i + 1}/{len(cells)}] {cell.key}: FAILED: {type(error).__name__}: "
+                  f"{error}", flush=True)
+            continue
         print(f"[{i + 1}/{len(cells)}] {cell.key}: accuracy {data['baseline']:.4f}, top head "
-              f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s; "
-              f"training {data['train_time_s']:.0f} s)", flush=True)
+              f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s, "
+              f"{time.process_time() - cpu:.0f} CPU-s; training {data['train_time_s']:.0f} s)",
+              flush=True)
+    if failed:
+        sys.exit(f"{len(failed)} cell(s) failed: {', '.join(failed)}")
 
 
 def refresh_probe(args: argparse.Namespace) -> None:
