@@ -27,6 +27,10 @@ reaches for; everything else lives in subpackages with their own ``__all__``:
 
 __version__ = "0.1.0"
 
+from ._quiet import quiet_tqdm as _quiet_tqdm
+
+_quiet_tqdm()  # before anything imports tqdm.auto (Hugging Face does, on import)
+
 from . import errors, execution, interventions, models, scores, synthetic, tasks
 from .capture import capture_attention_inputs
 from .decompose import frequency_logits, frequency_logits_all, frequency_norms
