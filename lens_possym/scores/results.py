@@ -209,6 +209,7 @@ class PosSymScores(ResultIO):
         else:
             config = ScoreConfig.from_settings(data.get("settings") or {})
         n_tokens = data.get("n_tokens", (data.get("settings") or {}).get("n_tokens", 0))
+        _check_shapes(tensors, data.get("layers"))
         return cls(layers=list(data["layers"]), config=config, n_tokens=n_tokens,
                    task=data.get("task"), model_name=data.get("model_name", ""), **tensors)
 
@@ -230,6 +231,51 @@ class PosSymScores(ResultIO):
                f"median_sym={number(_median(self.sym))}",
                f"r(pos,sym)={number(pearson_r(self.pos.flatten(), self.sym.flatten()))}"]
         return out
+
+
+def _damaged(what: str) -> ResultsFileError:
+    return ResultsFileError(f"a damaged scores file: {what}; load a file that "
+                            "PosSymScores.save wrote (or compute the scores again)")
+
+
+def _check_shapes(tensors: dict[str, Tensor | None], layers: Any) -> None:
+    """A loaded file's tensors must fit together: ``pos``/``sym`` ``[L, H]``, the
+    per-frequency ones ``[L, H, F]`` with ``angles`` ``[L, F]``, per-prompt ones
+    ``[P, L, H]``, and ``layers`` distinct indices below ``L``."""
+    pos, sym = tensors.get("pos"), tensors.get("sym")
+    if pos is None or sym is None:
+        raise _damaged("it has no " + ("pos" if pos is None else "sym") + " scores")
+    if pos.ndim != 2:
+        raise _damaged(f"pos has shape {tuple(pos.shape)}, expected [n_layers, n_heads]")
+    grid = tuple(pos.shape)
+    n_layers = grid[0]
+    for name in ("sym", "exclusion_ratio", "balance"):
+        t = tensors.get(name)
+        if t is not None and tuple(t.shape) != grid:
+            raise _damaged(f"{name} has shape {tuple(t.shape)}, pos {grid}")
+    angles = tensors.get("angles")
+    if angles is None or angles.ndim != 2 or angles.shape[0] != n_layers:
+        raise _damaged(f"angles has shape {None if angles is None else tuple(angles.shape)}, "
+                   f"expected [{n_layers}, n_freqs]")
+    for name in ("pos_freq", "sym_freq", "exclusion_ratio_freq", "balance_freq"):
+        t = tensors.get(name)
+        if t is not None and tuple(t.shape) != grid + (angles.shape[1],):
+            raise _damaged(f"{name} has shape {tuple(t.shape)}, expected "
+                       f"{list(grid + (angles.shape[1],))}")
+    prompts = [tensors.get(n) for n in ("pos_prompts", "sym_prompts")]
+    if (prompts[0] is None) != (prompts[1] is None):
+        raise _damaged("it has per-prompt scores for one of pos and sym only")
+    for name, t in zip(("pos_prompts", "sym_prompts"), prompts):
+        if t is not None and (t.ndim != 3 or tuple(t.shape[1:]) != grid
+                              or t.shape != prompts[0].shape):
+            raise _damaged(f"{name} has shape {tuple(t.shape)}, expected [n_prompts, {grid[0]}, "
+                       f"{grid[1]}]")
+    if not isinstance(layers, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in layers):
+        raise _damaged(f"layers is {layers!r}, expected a list of layer indices")
+    if any(not 0 <= x < n_layers for x in layers) or len(set(layers)) != len(layers):
+        raise _damaged(f"layers {layers} do not fit its {n_layers} layers (0..{n_layers - 1}, "
+                   "each once)")
 
 
 def _median(t: Tensor) -> float:
