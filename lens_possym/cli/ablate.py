@@ -63,11 +63,29 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
-def _table(rows: list[tuple[str, float, float]]) -> str:
-    lines = [f"  {'':<20} {'before':>8} {'after':>8} {'change':>8}"]
-    for label, before, after in rows:
-        lines.append(f"  {label:<20} {before:>8.3f} {after:>8.3f} {after - before:>+8.3f}")
+def _table(rows: list[tuple[str, float, float, dict]]) -> str:
+    lines = [f"  {'':<20} {'before':>8} {'after':>8} {'change':>8} {'± SE':>7}  95% interval"]
+    for label, before, after, change in rows:
+        lines.append(f"  {label:<20} {before:>8.3f} {after:>8.3f} {after - before:>+8.3f} "
+                     f"{change['se']:>7.3f}  [{change['ci_low']:+.3f}, {change['ci_high']:+.3f}]")
     return "\n".join(lines)
+
+
+def _change(before, after) -> dict[str, dict[str, float]]:
+    """Per metric: the mean change over prompts (after − before, paired), its standard error
+    and 95% bootstrap interval."""
+    import torch
+
+    from ..interventions.uncertainty import uncertainty
+
+    pairs = {"accuracy": ("correct",), "candidate_accuracy": ("candidate_correct",),
+             "logit_diff": ("logit_diffs",)}
+    out = {}
+    for metric, (field,) in pairs.items():
+        diff = getattr(after, field).double() - getattr(before, field).double()
+        out[metric] = uncertainty(diff[None]).item()
+        out[metric]["mean"] = float(getattr(after, metric) - getattr(before, metric))
+    return out
 
 
 def _task_info(task, args) -> dict:
@@ -108,11 +126,14 @@ def run(args) -> int:
             with spec.apply(model, reference=reference):
                 after = evaluate_binding(model, task, logits=model(task.tokens))
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
+        change = _change(before, after)
         print(header)
         print(f"{args.mode}-ablating frequency ids {args.freqs} of heads {', '.join(heads)}")
-        print(_table([("accuracy", before.accuracy, after.accuracy),
-                      ("candidate accuracy", before.candidate_accuracy, after.candidate_accuracy),
-                      ("logit difference", before.logit_diff, after.logit_diff)]))
+        print(_table([("accuracy", before.accuracy, after.accuracy, change["accuracy"]),
+                      ("candidate accuracy", before.candidate_accuracy, after.candidate_accuracy,
+                       change["candidate_accuracy"]),
+                      ("logit difference", before.logit_diff, after.logit_diff,
+                       change["logit_diff"])]))
         if out:
             payload = {
                 "model": args.model, "task": "binding", "mode": args.mode, "side": args.side,
@@ -126,13 +147,14 @@ def run(args) -> int:
                 "after": {"accuracy": after.accuracy,
                           "candidate_accuracy": after.candidate_accuracy,
                           "logit_diff": after.logit_diff},
+                "change": change,
             }
             from ..report import ablation_report
 
             report = ablation_report(
                 model=args.model, selection=payload["selection"], mode=args.mode, side=args.side,
                 before=payload["before"], after=payload["after"], task=_task_info(task, args),
-                command=command_line(args))
+                command=command_line(args), change=change)
             with staged_dir(out) as stage:  # both files, or neither
                 (stage / "ablate.json").write_text(json.dumps(payload, indent=1))
                 report.save(stage / "report.html")
@@ -140,7 +162,7 @@ def run(args) -> int:
         return 0
 
     start = time.perf_counter()
-    sweep = band_sweep(model, task.tokens, binding_metrics(task), bands=args.bands,
+    sweep = band_sweep(model, task.tokens, binding_metrics(task, per_prompt=True), bands=args.bands,
                        mode=args.mode, side=args.side, per_position=per_position, layers=args.layers,
                        reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start
@@ -151,11 +173,12 @@ def run(args) -> int:
     print(f"baseline: accuracy {sweep.baseline['accuracy']:.3f}, logit difference "
           f"{sweep.baseline['logit_diff']:.3f}")
     print("largest drops in logit difference:")
-    print(f"  {'head':>6} {'band':>8} {'Δ logit diff':>13} {'Δ accuracy':>11}")
-    acc = sweep.effect("accuracy")
+    print(f"  {'head':>6} {'band':>8} {'Δ logit diff':>13} {'± SE':>7} {'Δ accuracy':>11}")
+    acc, se = sweep.effect("accuracy"), sweep.effect_se("logit_diff")
     for layer, head, band, value in sweep.top(10, "logit_diff"):
         b = sweep.band_names.index(band)
-        print(f"  {f'{layer}.{head}':>6} {band:>8} {value:>+13.3f} {float(acc[layer, head, b]):>+11.3f}")
+        print(f"  {f'{layer}.{head}':>6} {band:>8} {value:>+13.3f} {float(se[layer, head, b]):>7.3f} "
+              f"{float(acc[layer, head, b]):>+11.3f}")
     mean_effect = sweep.effect("logit_diff")[sweep.layers].nanmean(dim=(0, 1))
     print("mean Δ logit difference per band: " + ", ".join(
         f"{name} {float(v):+.3f}" for name, v in zip(sweep.band_names, mean_effect)))
