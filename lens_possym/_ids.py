@@ -30,13 +30,21 @@ import torch
 from .bands import BAND_ALIASES, BAND_NAMES, band_partition
 from .errors import InvalidSelectionError
 
-__all__ = ["BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition", "read_ids", "as_int",
+__all__ = ["head_name", "BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition", "read_ids", "as_int",
            "check_ids_text"]
 
 IdsLike = Union[int, str, slice, range, Iterable[int], None]
 
-_INT = re.compile(r"^-?\d+$")
-_DASH_RANGE = re.compile(r"^(-?\d+)\s*-\s*(-?\d+)$")
+# ASCII digits only: ``\d`` would also read "１" (a full-width one) or "٣" as digits
+_INT = re.compile(r"^-?[0-9]+$")
+_DASH_RANGE = re.compile(r"^(-?[0-9]+)\s*-\s*(-?[0-9]+)$")
+
+
+def head_name(layer: int, head: int) -> str:
+    """A head's one name, ``"L.H"`` (``"11.1"``): what every figure, table, label, report
+    address and message writes, and what the head grammar reads back
+    (:func:`lens_possym.interventions.parse_heads`; ``a:b`` there is a range)."""
+    return f"{int(layer)}.{int(head)}"
 
 
 def _int_item(text: str, what: str, whole: str, bands: bool) -> int:
@@ -55,7 +63,12 @@ def _parse_text(text: str, what: str, bands: bool) -> list[tuple]:
     items: list[tuple] = []
     if text.strip().lower() == "all":
         return [("all",)]
-    for part in (p.strip() for p in text.split(",")):
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not all(parts):
+        raise InvalidSelectionError(
+            f"cannot read {what}s {text!r}: an empty item between commas; write ids like "
+            "'0,1' or '0:4'")
+    for part in parts:
         if not part:
             continue
         low = part.lower()
@@ -175,7 +188,21 @@ def read_ids(value: IdsLike, n: int, *, what: str = "frequency id", bands: bool 
         raise InvalidSelectionError(
             f"{what} {bad} out of range"
             + _range_message(what, n, where, from_end, extra))
-    return [i % n for i in ids] if from_end else ids
+    ids = [i % n for i in ids] if from_end else ids
+    seen: set[int] = set()
+    twice = sorted({i for i in ids if i in seen or seen.add(i)})
+    if twice:
+        raise InvalidSelectionError(
+            f"{what}s {_shown(value)}: {twice} given more than once"
+            + (" (counting negatives from the end)" if from_end else "")
+            + f"; list each {what} once")
+    return ids
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, (str, range, slice)) else repr(
+        value.tolist() if isinstance(value, torch.Tensor) else value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _range(start: int | None, stop: int | None, n: int, what: str, where: str,

@@ -24,13 +24,16 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 import torch
 from torch import Tensor
 
 from ._json import dumps, tensor_from_json
 from .errors import InvalidSelectionError, LensPossymError, ResultsFileError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["ResultIO", "head_frame", "tensor_dtypes", "restore_dtypes",
            "LONG_COLUMNS"]
@@ -42,7 +45,7 @@ R = TypeVar("R", bound="ResultIO")
 
 def head_frame(tensors: dict[str, Tensor | None], angles: Tensor | None,
                layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
-               dims: Sequence[str] = ("layer", "head", "frequency"), **extra: Any):
+               dims: Sequence[str] = ("layer", "head", "frequency"), **extra: Any) -> "pd.DataFrame":
     """Long-format rows of per-head ``[layer, head]`` and per-frequency ``[layer, head, freq]``
     tensors: one row per finite entry, columns ``layer, head, frequency, angle, score, value``.
 
@@ -146,7 +149,7 @@ class ResultIO:
         """The long-format ``DataFrame`` (built with :func:`head_frame` where it applies)."""
         raise NotImplementedError
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> "pd.DataFrame":
         """Long format: one row per number (columns ``layer, head, frequency, angle, score,
         value`` where they apply; see the module docstring)."""
         return self._table()
@@ -161,16 +164,34 @@ class ResultIO:
         if dtypes:
             data["tensor_dtypes"] = dtypes
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dumps(data))
+        from ._files import write_text_atomically
+
+        write_text_atomically(path, dumps(data))
         return path
 
     @classmethod
     def load(cls: type[R], path: str | Path) -> R:
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save`.
+
+        Raises:
+            ResultsFileError: no such file, a folder, a file that is not UTF-8 JSON, or one
+                of another format or shape.
+        """
+        path = Path(path)
+        if path.is_dir():
+            raise ResultsFileError(f"{path} is a folder; pass the {cls.__name__} file in it "
+                                   "(e.g. scores.json)")
         try:
-            data = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as exc:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            raise ResultsFileError(f"no file at {path}; pass a file written by "
+                                   f"{cls.__name__}.save") from None
+        except OSError as exc:
+            raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ResultsFileError(f"{path} is not a text file (not UTF-8); pass a file "
+                                   f"written by {cls.__name__}.save") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise ResultsFileError(f"{path} is not JSON ({exc}); pass a file written by "
                                   f"{cls.__name__}.save") from None
         return cls.from_data(data, source=str(path))

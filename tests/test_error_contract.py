@@ -42,7 +42,7 @@ ALLOWED = {
         "a module __getattr__ must raise AttributeError (PEP 562)",
 }
 # private exceptions used for control flow, caught in the same module, never escaping
-CONTROL_FLOW = {"_Captured"}
+CONTROL_FLOW = {"_Captured", "_Missing"}
 
 BUILTIN_EXCEPTIONS = {name for name, obj in vars(builtins).items()
                       if isinstance(obj, type) and issubclass(obj, BaseException)}

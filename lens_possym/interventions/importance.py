@@ -6,14 +6,17 @@ For every layer ``L`` and query head ``h``, :func:`head_importance` ablates head
 
 .. math::
 
-    \Delta_{L,h} = \sigma\,(m_0 - m_{L,h}), \qquad
+    \Delta_{L,h} = m_{L,h} - m_0, \qquad I_{L,h} = -\sigma\,\Delta_{L,h}, \qquad
     \rho_{L,h} = \Delta_{L,h} / |m_0|,
 
-``σ = +1`` for metrics where higher is better (accuracy, logit difference) and ``−1`` for
-the loss, so **Δ > 0 always means the head helps** (removing it hurts). Results are
-``[n_layers, n_heads]`` (query heads; ``nan`` where not swept).
+the **effect** ``Δ`` (ablated − baseline: the sign of every effect in lens-possym, as in
+:class:`~lens_possym.interventions.BandSweep` and patching) and the **importance** ``I``,
+with ``σ = +1`` for metrics where higher is better (accuracy, logit difference) and ``−1``
+for the loss, so **I > 0 always means the head helps** (removing it hurts): a drop in
+logit difference or a rise in loss. Results are ``[n_layers, n_heads]`` (query heads;
+``nan`` where not swept).
 
-**How concentrated is the effect?** With ``d = max(Δ, 0)`` over the swept heads,
+**How concentrated is the importance?** With ``d = max(I, 0)`` over the swept heads,
 
 * ``top_share = max d / Σ d``: the share of the summed single-head drops held by the top
   head. It answers the question asked of a task directly ("does one head carry it?"): 1
@@ -308,15 +311,16 @@ class HeadImportance(ResultIO):
 
     @property
     def effect_per_prompt(self) -> Float[Tensor, "layer head_index prompt"] | None:
-        """``σ (baseline − ablated)`` per prompt (a paired difference), or ``None``."""
+        """``Δ = ablated − baseline`` per prompt (a paired difference), or ``None``."""
         if self.per_prompt is None or self.baseline_per_prompt is None:
             return None
-        sign = 1.0 if self.config.maximize else -1.0
-        return sign * (self.baseline_per_prompt - self.per_prompt)
+        return self.per_prompt - self.baseline_per_prompt
 
     def uncertainty(self, **kwargs: Any) -> "Uncertainty":
-        """Mean, standard error and bootstrap interval of each head's effect over prompts
-        (``confidence``, ``n_resamples``, ``seed`` as in :func:`.uncertainty.uncertainty`).
+        """Mean, standard error and bootstrap interval over prompts of each head's effect
+        ``Δ`` (ablated − baseline; the importance ``I = −σ Δ`` has the same standard error
+        and the interval mirrored), with ``confidence``, ``n_resamples``, ``seed`` as in
+        :func:`.uncertainty.uncertainty`.
 
         Raises:
             InvalidSelectionError: the metric gave one value for all prompts.
@@ -338,9 +342,16 @@ class HeadImportance(ResultIO):
 
     @property
     def effect(self) -> Float[Tensor, "layer head_index"]:
-        """``Δ = σ (baseline − ablated)``: positive where the head helps."""
+        """``Δ = ablated − baseline``: the change the ablation makes to the metric (the
+        sign of every effect in lens-possym)."""
+        return self.ablated - self.baseline
+
+    @property
+    def importance(self) -> Float[Tensor, "layer head_index"]:
+        """``I = −σ Δ``: positive where the head helps (its ablation lowers a metric where
+        higher is better, or raises the loss)."""
         sign = 1.0 if self.config.maximize else -1.0
-        return sign * (self.baseline - self.ablated)
+        return -sign * self.effect
 
     @property
     def relative(self) -> Float[Tensor, "layer head_index"]:
@@ -349,25 +360,29 @@ class HeadImportance(ResultIO):
         return self.effect / scale if scale > 0 else torch.full_like(self.ablated, float("nan"))
 
     def _drops(self) -> Tensor:
-        eff = self.effect
-        return eff[torch.isfinite(eff)].clamp(min=0).double()
+        imp = self.importance
+        return imp[torch.isfinite(imp)].clamp(min=0).double()
 
     @property
     def top_head(self) -> tuple[int, int]:
-        """``(layer, head)`` whose ablation hurts most."""
-        eff = torch.nan_to_num(self.effect, nan=-float("inf"))
-        index = int(eff.flatten().argmax())
-        return divmod(index, eff.shape[1])
+        """``(layer, head)`` whose ablation hurts most (the largest importance)."""
+        imp = torch.nan_to_num(self.importance, nan=-float("inf"))
+        index = int(imp.flatten().argmax())
+        return divmod(index, imp.shape[1])
 
     @property
     def top_effect(self) -> float:
+        """The top head's effect ``Δ`` (ablated − baseline)."""
         layer, head = self.top_head
         return float(self.effect[layer, head])
 
     @property
     def top_relative(self) -> float:
+        """The top head's importance over ``|baseline|``: the share of the baseline its
+        ablation costs (``nan`` when the baseline is 0)."""
         layer, head = self.top_head
-        return float(self.relative[layer, head])
+        scale = abs(self.baseline)
+        return float(self.importance[layer, head]) / scale if scale > 0 else float("nan")
 
     def _share(self, k: int) -> float:
         drops = self._drops()
@@ -402,18 +417,20 @@ class HeadImportance(ResultIO):
         return bool(self.top_share >= share and self.top_relative >= relative_drop)
 
     def top(self, k: int = 5) -> list[tuple[int, int, float]]:
-        """The ``k`` heads with the largest ``Δ``: ``(layer, head, Δ)``."""
-        eff = torch.nan_to_num(self.effect, nan=-float("inf"))
-        order = eff.flatten().argsort(descending=True)[:k]
-        return [(*divmod(int(i), eff.shape[1]), float(eff.flatten()[i])) for i in order
-                if math.isfinite(float(eff.flatten()[i]))]
+        """The ``k`` most important heads (largest ``I``): ``(layer, head, Δ)``, ``Δ`` the
+        effect (ablated − baseline)."""
+        imp = torch.nan_to_num(self.importance, nan=-float("inf")).flatten()
+        order = imp.argsort(descending=True, stable=True)[:k]
+        eff = self.effect.flatten()
+        return [(*divmod(int(i), self.ablated.shape[1]), float(eff[i])) for i in order
+                if math.isfinite(float(imp[i]))]
 
     def summary(self) -> str:
         layer, head = self.top_head
         se = float(self.effect_se[layer, head])
         return (f"{self.config.metric} baseline {self.baseline:.3f}; top head {layer}.{head}: "
                 f"Δ {self.top_effect:+.3f}{'' if math.isnan(se) else f' ± {se:.3f}'} "
-                f"({100 * self.top_relative:.0f}% of the baseline), "
+                f"(costs {100 * self.top_relative:.0f}% of the baseline), "
                 f"share of summed drop {self.top_share:.2f}, top-{self.config.top_k} share "
                 f"{self.top_k_share:.2f}, Gini {self.gini:.2f}; "
                 + ("one head carries it" if self.carried_by_one_head()
@@ -426,6 +443,7 @@ class HeadImportance(ResultIO):
         return {
             "config": self.config.to_dict(), "baseline": self.baseline,
             "ablated": listed(self.ablated), "effect": listed(self.effect),
+            "importance": listed(self.importance),
             "relative": listed(self.relative), "n_prompts": self.n_prompts,
             "seconds": _finite(self.seconds), "n_passes": self.n_passes, "info": self.info,
             "top_head": list(self.top_head), "top_share": _finite(self.top_share),
@@ -464,11 +482,13 @@ class HeadImportance(ResultIO):
 
     def _table(self):
         """Long format, one row per swept head: ``value`` the ablated metric, ``effect``
-        (Δ), and with per-prompt values its ``se`` and 95% bootstrap ``ci_low``/``ci_high``."""
+        (Δ = ablated − baseline) and ``importance``, and with per-prompt values the effect's
+        ``se`` and 95% bootstrap ``ci_low``/``ci_high``."""
         frame = head_frame({self.config.metric: self.ablated}, None)
         frame = frame.drop(columns=["frequency", "angle"])
         rows, cols = frame["layer"].to_numpy(), frame["head"].to_numpy()
         frame["effect"] = self.effect.double().numpy()[rows, cols]
+        frame["importance"] = self.importance.double().numpy()[rows, cols]
         if self.effect_per_prompt is not None:
             unc = self.uncertainty()
             for key, tensor in (("se", unc.se), ("ci_low", unc.low), ("ci_high", unc.high)):

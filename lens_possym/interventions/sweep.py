@@ -181,11 +181,15 @@ class BandSweep(ResultIO):
             return torch.full_like(self.values[name], float("nan"))
         return standard_error(self.per_prompt[name] - self.baseline_per_prompt[name], -1)
 
-    def top(self, k: int = 10, metric: str | None = None) -> list[tuple[int, int, str, float]]:
-        """The ``k`` (layer, head, band) ablations that lower the metric most."""
+    def top(self, k: int = 10, metric: str | None = None, *, raise_: bool = False
+            ) -> list[tuple[int, int, str, float]]:
+        """The ``k`` (layer, head, band) ablations that lower the metric most (``raise_``:
+        that raise it most, as for a loss), with their effects (ablated − baseline)."""
         eff = self.effect(metric)
-        flat = torch.nan_to_num(eff, nan=float("inf")).flatten()
-        order = torch.argsort(flat)[:k]
+        sign = -1.0 if raise_ else 1.0
+        flat = torch.nan_to_num(sign * eff, nan=float("inf")).flatten()
+        order = torch.argsort(flat, stable=True)[:k]
+        flat = sign * flat
         n_heads, n_bands = eff.shape[1], eff.shape[2]
         return [(int(i) // (n_heads * n_bands), (int(i) // n_bands) % n_heads,
                  self.band_names[int(i) % n_bands], float(flat[i])) for i in order

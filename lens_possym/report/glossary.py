@@ -75,6 +75,9 @@ TERMS: dict[str, tuple[str, str]] = {
     "logit_diff": ("logit difference",
                    "Logit of the bound attribute minus the mean logit of the prompt's other "
                    "attributes, mean over prompts."),
+    "loss": ("loss", "Cross-entropy of the answer token (your prompts: each prompt's last "
+             "token, predicted from the tokens before it), mean over prompts; lower is "
+             "better."),
     "n_pairs": ("bindings per prompt", "Entity-attribute pairs in each prompt."),
     "name": ("task", "The prompts scored."),
     "seed": ("seed", "Seed of the prompt generator."),
@@ -107,7 +110,8 @@ TERMS: dict[str, tuple[str, str]] = {
     "band": ("band", "A set of frequency ids ablated together; high = the fastest third of "
              "ids, middle, low = the slowest third."),
     "effect": ("effect", "Metric with the intervention (ablation or patch) minus the metric "
-               "without it, per prompt, then averaged over prompts."),
+               "without it (intervened − baseline: every effect in lens-possym has this "
+               "sign), per prompt, then averaged over prompts."),
     "bands": ("bands", "The frequency bands each head was ablated in, one at a time."),
     "per_position": ("per-position means", "mode mean: one mean per position, not pooled."),
     "last_token_only": ("last token only", "Only the last position's logits were computed."),

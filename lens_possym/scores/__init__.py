@@ -14,6 +14,7 @@ from .config import ScoreConfig
 from .dataset import DatasetProfile, Moments, dataset_profile, read_prompts
 from .crosslogits import CrossLogitFactors, cross_logit_factors
 from .exact import SwapScores, exact_swap_scores
+from .guards import declare_hook
 from .exclusion import Exclusion, exclusion_by_enumeration, exclusion_from_factors, exclusion_from_matrix
 from .profile import LayerScores, swap_scores
 from .rerun import rerun_swap_scores
@@ -21,6 +22,7 @@ from .results import PosSymScores, pearson_r
 from .swaps import Cosine, SwapSet, clamped_cosines, swap_cosines, swap_set
 
 __all__ = [
+    "declare_hook",
     "swap_scores",
     "ScoreConfig",
     "PosSymScores",

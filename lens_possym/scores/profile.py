@@ -26,12 +26,13 @@ from .config import ScoreConfig
 from .crosslogits import cross_logit_factors
 from .exact import SwapScores, exact_swap_scores
 from .exclusion import exclusion_from_factors
+from .guards import check_decomposable_under_hooks, check_exact_under_hooks, check_finite
 from .rerun import rerun_swap_scores
 from .results import PosSymScores
 from .swaps import SwapSet, swap_set
 
 __all__ = ["swap_scores", "resolve_exclude_bos", "LayerScores", "per_prompt_scores",
-           "place_per_prompt"]
+           "place_per_prompt", "mean_over_prompts"]
 
 
 def resolve_exclude_bos(model: HookedModel, tokens: Tensor, exclude_bos: bool | str) -> bool:
@@ -124,15 +125,24 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
         InvalidSelectionError: a bad setting, bad layers/heads/positions, an empty or
             too-long prompt, too few keys for the swaps.
         NotRopeModelError: the model has no positional scheme lens-possym knows.
-        NoFrequenciesError: ``per_frequency=True`` on a layer without frequencies (absolute,
-            ALiBi): models that are not all RoPE, and any ``swap_site`` other than
-            ``"layer"``, are scored by :func:`~lens_possym.scores.sites.site_swap_scores`.
+        NoFrequenciesError: ``per_frequency=True`` asked for (in ``config`` or as a
+            keyword) on a layer without frequencies (absolute, ALiBi): models that are not
+            all RoPE, and any ``swap_site`` other than ``"layer"``, are scored by
+            :func:`~lens_possym.scores.sites.site_swap_scores`. Left at the defaults, such
+            a model is scored per frequency where that is possible and per head otherwise
+            (the result's ``config.per_frequency`` says which).
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
-    config = (config or ScoreConfig()).replace(**settings)
+    asked_per_frequency = config is not None or "per_frequency" in settings
+    config = ScoreConfig.coerce(config, **settings)
     if config.swap_site != "layer" or not _all_rope(model):
-        from .sites import site_swap_scores
+        from .sites import per_frequency_available, site_swap_scores
 
+        if (config.per_frequency and not asked_per_frequency
+                and not per_frequency_available(model, config, layers)):
+            # the default scores what the model has: whole heads where its layers have no
+            # frequencies (absolute, ALiBi) or the site has no per-frequency form
+            config = config.replace(per_frequency=False)
         return site_swap_scores(model, input, config, layers=layers, heads=heads,
                                 progress=progress)
     specs, tokens, config, results = _score_layers(model, input, config, layers, heads,
@@ -232,7 +242,7 @@ def per_prompt_scores(model: HookedModel, input: ModelInput, config: ScoreConfig
     :func:`swap_scores` sends to :func:`~lens_possym.scores.sites.site_swap_scores` are
     scored one prompt at a time (a mean over one prompt is that prompt's score).
     """
-    config = config or ScoreConfig()
+    config = ScoreConfig.coerce(config)
     if config.swap_site != "layer" or not _all_rope(model):
         tokens = as_tokens(model, input)
         rows = [swap_scores(model, tokens[b : b + 1], config, layers=layers, heads=heads)
@@ -262,12 +272,27 @@ def _score_layers(model: HookedModel, input: ModelInput, config: ScoreConfig,
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
     tokens, config = resolve_for_input(model, input, config)
+    guard_hooks(model, specs, chosen, config)
     captured = capture_attention_inputs(model, tokens, chosen,
                                         query_positions=config.query_position)
     results = [_score_layer(model, tokens, captured[layer],
                             as_heads(heads, specs[layer].n_heads, layer), config)
                for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False)]
+    check_finite(results, config.nonfinite)
     return specs, tokens, config, results
+
+
+def guard_hooks(model: HookedModel, specs: Sequence[Any], layers: Sequence[int],
+                config: ScoreConfig) -> None:
+    """Refuse the closed forms (the exact method; the exclusion, closed form only) where
+    hooks on ``model`` change what they would compute (:mod:`.guards`)."""
+    if config.method == "exact":
+        check_exact_under_hooks(model, specs, layers, site=config.swap_site)
+    elif config.per_frequency:
+        check_decomposable_under_hooks(model, layers)
+    if config.exclusion:
+        check_exact_under_hooks(model, specs, layers, site=config.swap_site,
+                                purpose="the exclusion (Theorem 1's sums, in closed form)")
 
 
 def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int, n_heads: int,
@@ -276,9 +301,21 @@ def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int,
     where not scored), averaged over prompts."""
     per_prompt, angles = place_per_prompt(results, config, n_layers=n_layers, n_heads=n_heads,
                                           n_freqs=n_freqs)
-    means = {name: None if t is None else (t.nanmean(0) if skip_undefined else t.mean(0))
-             for (name, skip_undefined), t in zip(_PER_PROMPT.items(), per_prompt.values())}
-    return PosSymScores(**means, angles=angles, layers=[r.layer for r in results],
+    return mean_over_prompts(per_prompt, angles, config, layers=[r.layer for r in results],
+                             n_tokens=n_tokens, model_name=model_name)
+
+
+def mean_over_prompts(per_prompt: dict[str, Tensor | None], angles: Float[Tensor, "layer freq"],
+                      config: ScoreConfig, *, layers: Sequence[int], n_tokens: int,
+                      model_name: str = "") -> PosSymScores:
+    """:class:`PosSymScores` from per-prompt scores (:func:`per_prompt_scores`' first
+    result; those of prompts of different lengths may be concatenated along the prompt
+    axis): each score's mean over prompts, as :func:`swap_scores` takes it (a balance
+    that is undefined for a prompt is left out of its mean; a score never is)."""
+    means = {name: None if per_prompt.get(name) is None else
+             (per_prompt[name].nanmean(0) if skip_undefined else per_prompt[name].mean(0))
+             for name, skip_undefined in _PER_PROMPT.items()}
+    return PosSymScores(**means, angles=angles, layers=list(layers),
                         pos_prompts=per_prompt["pos"], sym_prompts=per_prompt["sym"],
                         config=config, n_tokens=n_tokens, model_name=model_name)
 

@@ -5,8 +5,10 @@ answer), with linear warm-up then cosine decay, gradient clipping, evaluation on
 fixed test set every ``eval_every`` steps (accuracy overall and by answer position), optional
 early stop at a target accuracy, checkpoints and a ``metrics.json``
 (:mod:`lens_possym.synthetic.runs`). Data come from the task's seeded training split (test
-sequences never appear); weights from the model's own seed; the global RNG is never
-touched, so runs are reproducible and do not disturb callers.
+sequences never appear), or, for a task with a fixed training set (``task.epoch_size`` not
+``None``), from ``task.train_batch(step, batch_size, seed)``, which walks that set in
+epochs; weights from the model's own seed; the global RNG is never touched, so runs are
+reproducible and do not disturb callers.
 
 The loop asks the task only for what :class:`~lens_possym.synthetic.tasks.Task` lists and
 the model only for what :class:`~lens_possym.synthetic.models.TrainableModel` lists.
@@ -43,8 +45,7 @@ from .models import TrainableModel
 from .runs import (
     Checkpoint,
     TrainingState,
-    latest_checkpoint,
-    read_checkpoint,
+    read_latest_checkpoint,
     save_checkpoint,
 )
 from .tasks import Task, TaskBatch
@@ -322,9 +323,8 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
     history: list[EvalRecord] = []
     running = {"loss": 0.0, "correct": 0.0, "count": 0.0}
     reached, step, elapsed_before, finished = None, 0, 0.0, False
-    found = latest_checkpoint(out_dir) if resume else None
-    if found is not None:
-        ckpt = read_checkpoint(found)
+    ckpt = read_latest_checkpoint(out_dir) if resume else None
+    if ckpt is not None:
         _check_resumable(ckpt, model, task, config)
         state = ckpt.state
         model.load_state_dict(ckpt.state_dict)
@@ -373,13 +373,17 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
             model.train()
         return record
 
+    epoch_size = getattr(task, "epoch_size", None)
     model.train()
     if callbacks and step == 0:
         evaluate_now(0)
     while step < config.steps and not finished:
         for group in optimizer.param_groups:
             group["lr"] = config.lr_at(step)
-        batch = task.sample(config.batch_size, split="train", generator=stream).to(device)
+        if epoch_size:   # a fixed training set walked in epochs (paper B's official regime)
+            batch = task.train_batch(step, config.batch_size, config.seed).to(device)
+        else:
+            batch = task.sample(config.batch_size, split="train", generator=stream).to(device)
         logits = model(batch.tokens)[:, -1]
         loss = torch.nn.functional.cross_entropy(logits, batch.answers)
         optimizer.zero_grad(set_to_none=True)
@@ -423,13 +427,12 @@ def resume(run_dir: str | Path, *, device: str | None = None,
     The model, task and training settings are read from the checkpoint (``device``
     overrides where it runs); see :func:`train`'s ``resume``.
     """
-    found = latest_checkpoint(run_dir)
-    if found is None:
+    ckpt = read_latest_checkpoint(run_dir)
+    if ckpt is None:
         raise TrainingError(f"no checkpoint in {run_dir} to resume from (checkpoints are "
                             "written every TrainConfig.checkpoint_every steps)")
-    ckpt = read_checkpoint(found)
     if ckpt.state is None:
-        raise TrainingError(f"{found} was written without its training state and cannot be "
+        raise TrainingError(f"{ckpt.path} was written without its training state and cannot be "
                             "resumed; train the run again")
     settings = dict(ckpt.state.train_config, out_dir=str(run_dir))
     if device is not None:

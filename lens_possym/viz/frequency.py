@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._ids import head_name
 from ..decompose import FrequencyLogits, FrequencyNorms
 from ._axes import angle_label, axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
@@ -36,7 +40,7 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
 
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
                            angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
-                           ylabel: str = "", logy: bool = False, **line_kwargs):
+                           ylabel: str = "", logy: bool = False, **line_kwargs) -> "Axes":
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
     ax = axes_or_new(ax, (7, 3.5))
     values = torch.as_tensor(values, dtype=torch.float64).cpu()
@@ -53,7 +57,7 @@ def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
 
 
 def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None, query: int = -1,
-                     batch: int = 0, ax=None, share: bool = False, logy: bool = False):
+                     batch: int = 0, ax=None, share: bool = False, logy: bool = False) -> "Axes":
     """Norm over visible keys of each frequency's logit row (paper A, Figure 1D), per head.
 
     Args:
@@ -68,7 +72,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
         row = norms[fl.heads.index(head)]
         if share:
             row = row / row.sum()
-        plot_frequency_profile(row, fl.angles, ax=ax, label=f"{fl.layer}:{head}", logy=logy,
+        plot_frequency_profile(row, fl.angles, ax=ax, label=head_name(fl.layer, head), logy=logy,
                                ylabel="share of ‖λ‖" if share else "‖λ_f‖ over keys")
     ax.set_title(f"per-frequency logit norms, layer {fl.layer}, query position "
                  f"{int(fl.query_positions[query])}", fontsize="medium")
@@ -76,7 +80,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
 
 
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
-               which: str = "q", ax=None, logy: bool = False):
+               which: str = "q", ax=None, logy: bool = False) -> "Axes":
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
     ax = axes_or_new(ax, (7, 3.5))
     index = norms.layers.index(layer)
@@ -84,13 +88,13 @@ def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None
     chosen = range(data.shape[1]) if heads is None else heads
     for head in chosen:
         plot_frequency_profile(data[index, head], norms.angles[index], ax=ax,
-                               label=f"{layer}:{head}", logy=logy,
+                               label=head_name(layer, head), logy=logy,
                                ylabel=f"mean ‖{which}_f‖")
     ax.set_title(f"frequency usage ({which}), layer {layer}", fontsize="medium")
     return ax
 
 
-def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True):
+def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True) -> "Axes":
     """All heads × frequencies: rows ``layer:head``, columns frequency id.
 
     With ``normalize`` each row is divided by its sum, so rows compare by *where* a head puts

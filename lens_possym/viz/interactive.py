@@ -10,15 +10,19 @@ the head.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from jaxtyping import Float
 from torch import Tensor
 
+from .._ids import head_name
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, to_numpy
 from .atlas import ATLAS_VIEWS, atlas_values
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = ["plane_figure", "heatmaps_figure", "atlas_figure", "head_profile_figure",
            "swap_attention_figure", "PLOTLY_CONFIG"]
@@ -44,7 +48,7 @@ def _round(values: Tensor, digits: int = 4) -> list:
 
 
 def _hover_numbers(scores: PosSymScores, layer: int, head: int) -> str:
-    text = (f"head {layer}:{head}<br>s_POS {float(scores.pos[layer, head]):.3f}"
+    text = (f"head {head_name(layer, head)}<br>s_POS {float(scores.pos[layer, head]):.3f}"
             f"<br>s_SYM {float(scores.sym[layer, head]):.3f}")
     if scores.exclusion_ratio is not None:
         text += f"<br>Var/bound {float(scores.exclusion_ratio[layer, head]):.3f}"
@@ -53,7 +57,7 @@ def _hover_numbers(scores: PosSymScores, layer: int, head: int) -> str:
     return text
 
 
-def plane_figure(scores: PosSymScores, *, height: int = 440, width: int = 480):
+def plane_figure(scores: PosSymScores, *, height: int = 440, width: int = 480) -> "go.Figure":
     """Every scored head as a point ``(s_POS, s_SYM)`` coloured by layer; hover: its numbers."""
     go = _go()
     heads = [(layer, head) for layer in range(scores.n_layers) for head in range(scores.n_heads)
@@ -77,7 +81,7 @@ def plane_figure(scores: PosSymScores, *, height: int = 440, width: int = 480):
     return fig
 
 
-def heatmaps_figure(scores: PosSymScores, *, height: int | None = None, width: int = 540):
+def heatmaps_figure(scores: PosSymScores, *, height: int | None = None, width: int = 540) -> "go.Figure":
     """Layer × head heatmaps of s_POS and s_SYM side by side; hover: the head's numbers."""
     go = _go()
     from plotly.subplots import make_subplots
@@ -101,15 +105,15 @@ def heatmaps_figure(scores: PosSymScores, *, height: int | None = None, width: i
 
 
 def _row_labels(scores: PosSymScores, rows: Sequence[int]) -> list[str]:
-    return [f"{layer}:{head}" for layer in rows for head in range(scores.n_heads)]
+    return [head_name(layer, head) for layer in rows for head in range(scores.n_heads)]
 
 
 def atlas_figure(scores: PosSymScores, *,
                  share: Float[Tensor, "layer head_index freq"] | None = None,
-                 view: str = "sym", height: int | None = None):
+                 view: str = "sym", height: int | None = None) -> "go.Figure":
     """The frequency atlas (:func:`~lens_possym.viz.plot_frequency_atlas`), interactive.
 
-    Rows ``layer:head``, columns frequency ids, θ of each id on the top axis; buttons switch
+    Rows ``layer.head``, columns frequency ids, θ of each id on the top axis; buttons switch
     between s_SYM, s_POS, s_SYM − s_POS and (with ``share``) the logit share; hover gives
     the head, the id, its θ and the value.
     """
@@ -148,8 +152,9 @@ def atlas_figure(scores: PosSymScores, *,
         xaxis2=dict(overlaying="x", side="top", range=[-0.5, n_freqs - 0.5], tickvals=ticks,
                     ticktext=[angle_label(float(scores.angles[first, t])) for t in ticks],
                     title=dict(text=f"θ (rad/token), layer {first}", standoff=2)),
-        yaxis=dict(title="layer:head", autorange="reversed", tickmode="array",
-                   tickvals=[f"{layer}:0" for layer in rows],
+        # "L.H" labels read as numbers otherwise ("0.10" = "0.1"): categories, always
+        yaxis=dict(title="layer.head", type="category", autorange="reversed",
+                   tickmode="array", tickvals=[head_name(layer, 0) for layer in rows],
                    ticktext=[f"L{layer}" for layer in rows]),
         updatemenus=[dict(buttons=buttons, direction="right", type="buttons", x=0, y=1.0,
                           xanchor="left", yanchor="bottom", pad=dict(b=28),
@@ -160,7 +165,7 @@ def atlas_figure(scores: PosSymScores, *,
 
 def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
                         share: Float[Tensor, "layer head_index freq"] | None = None,
-                        height: int = 300):
+                        height: int = 300) -> "go.Figure":
     """One head's s_POS and s_SYM per frequency id (and its logit share on a second axis)."""
     go = _go()
     if scores.pos_freq is None or scores.sym_freq is None:
@@ -184,7 +189,7 @@ def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
                                            "<extra></extra>"))
     fig.update_layout(
         height=height, margin=dict(l=50, r=50, t=35, b=40),
-        title=dict(text=f"head {layer}:{head} by frequency", font_size=13),
+        title=dict(text=f"head {head_name(layer, head)} by frequency", font_size=13),
         xaxis=dict(title="frequency id (0 = fastest rotation)"),
         yaxis=dict(title="score", range=[-0.02, 1.02]),
         yaxis2=dict(title="share of ‖λ‖", overlaying="y", side="right", rangemode="tozero",
@@ -195,7 +200,7 @@ def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
 
 def swap_attention_figure(words: Sequence[str], before: Tensor, after: Tensor,
                           first: Sequence[int], second: Sequence[int], *, title: str = "",
-                          height: int = 260):
+                          height: int = 260) -> "go.Figure":
     """The query row's attention before and after a swap of key groups ``first``/``second``."""
     go = _go()
     x = list(range(len(before)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -11,16 +11,20 @@ from ..interventions.selection import freqs_label
 from ..interventions.sweep import BandSweep
 from ._axes import to_numpy
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["plot_band_sweep", "plot_ablation_comparison"]
 
 
 def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool = True,
-                    axes=None, vmax: float | None = None, cmap: str = "RdBu"):
+                    axes=None, vmax: float | None = None, cmap: str = "RdBu") -> "Figure":
     """One heatmap per band (layers × heads) of a :class:`BandSweep`.
 
     Args:
         metric: which metric (the sweep's first by default).
-        effect: plot ``ablated − baseline`` (diverging colours centred at 0), else the
+        effect: plot the effect ``ablated − baseline`` (red: the ablation lowered the
+            metric, blue: raised it, centred at 0, as every effect figure), else the
             metric's value under ablation.
         axes: a sequence of ``n_bands`` axes to draw into (a new figure otherwise).
         vmax: colour limit (default: the largest |value| over all bands).
@@ -54,7 +58,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
         ax.set_yticks(np.arange(n_layers))
         ax.set_yticklabels([str(layer) for layer in sweep.layers], fontsize="x-small")
     axes[0].set_ylabel("layer")
-    label = f"Δ {name}" if effect else name
+    label = f"Δ {name} (ablated − baseline)" if effect else name
     fig.colorbar(image, ax=list(axes), label=label, shrink=0.9)
     fig.suptitle(f"{sweep.mode}-ablating one band of one head: {label} "
                  f"(baseline {sweep.baseline[name]:.3g})", fontsize="medium")
@@ -63,7 +67,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
 
 def plot_ablation_comparison(results: Mapping[str, Mapping[str, float]],
                              metrics: Sequence[str] = ("accuracy", "logit_diff"), *,
-                             errors: Mapping[str, Mapping[str, float]] | None = None, axes=None):
+                             errors: Mapping[str, Mapping[str, float]] | None = None, axes=None) -> "Figure":
     """Bar charts comparing conditions (e.g. baseline, low band, high band, random heads).
 
     Bars are grey for ``baseline`` (also drawn as a dashed line), blue for conditions whose

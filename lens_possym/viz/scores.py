@@ -7,18 +7,21 @@ returns what it drew into.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._ids import as_int
+from .._ids import as_int, head_name
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
 from .frequency import plot_frequency_profile
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "plot_plane",
@@ -38,7 +41,7 @@ def _square(ax) -> None:
     ax.set_ylabel("symbolic score $s_{SYM}$")
 
 
-def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = "viridis"):
+def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = "viridis") -> "Axes":
     """Every head as a point ``(s_POS, s_SYM)``, coloured by layer (Figure 1A).
 
     ``annotate`` labels that many heads at each corner (most positional, most symbolic)
@@ -72,15 +75,15 @@ def _label_groups(scores: PosSymScores, k: int, radius: float = 0.06
         x, y = float(scores.pos[layer, head]), float(scores.sym[layer, head])
         near = next((p for p in groups if math.hypot(p[0] - x, p[1] - y) < radius), None)
         if near is None:
-            groups[(x, y)] = [f"{layer}:{head}"]
+            groups[(x, y)] = [head_name(layer, head)]
         elif len(groups[near]) < 3:
-            groups[near].append(f"{layer}:{head}")
+            groups[near].append(head_name(layer, head))
         elif not groups[near][-1].startswith("+"):
             groups[near].append("+")
     return groups
 
 
-def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = None):
+def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = None) -> "Sequence[Axes]":
     """Layer × head heatmaps of s_POS and s_SYM side by side (Figure 1B)."""
     import matplotlib.pyplot as plt
 
@@ -115,7 +118,7 @@ def _scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]
     return layer, head
 
 
-def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None):
+def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None) -> "Axes":
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
     layer, head = _scored_head(scores, layer, head)
     ax = axes_or_new(ax, (7, 3.5))
@@ -126,13 +129,13 @@ def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=Non
     plot_frequency_profile(scores.sym_freq[layer, head][keep], angles[keep], ax=ax,
                            label="$s_{SYM}$", color="tab:green", ylabel="score")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"head {layer}:{head} by frequency (whole head: "
+    ax.set_title(f"head {head_name(layer, head)} by frequency (whole head: "
                  f"pos {float(scores.pos[layer, head]):.2f}, "
                  f"sym {float(scores.sym[layer, head]):.2f})", fontsize="medium")
     return ax
 
 
-def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None):
+def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None) -> "Axes":
     """Each frequency id of one head as a point on the plane, coloured by id (Figure 1F)."""
     import matplotlib.pyplot as plt
 
@@ -148,14 +151,15 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
                s=180, c="white", edgecolors="k", label="whole head", zorder=3)
     ax.legend(fontsize="small", loc="lower left")
     _square(ax)
-    ax.set_title(f"head {layer}:{head}, one point per frequency", fontsize="medium")
+    ax.set_title(f"head {head_name(layer, head)}, one point per frequency", fontsize="medium")
     return ax
 
 
 def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
     """A clearly positional, a clearly symbolic and a mixed head (both scores high).
 
-    Positional: largest ``s_POS − s_SYM``; symbolic: largest ``s_SYM − s_POS``; mixed:
+    Positional: largest ``s_POS − s_SYM``; symbolic: largest ``s_SYM − s_POS`` (to two
+    decimals, ties broken by balance, as :meth:`PosSymScores.ranked_heads` ranks); mixed:
     largest ``min(s_POS, s_SYM)`` (paper A reads these as near-uniform attention).
     """
     both = torch.minimum(scores.pos, scores.sym)
@@ -170,7 +174,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
 
 def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
                         swap: str = "token", n_blocks: int = 8, exclude_bos: bool | str = "auto",
-                        axes: Sequence[Any] | None = None):
+                        axes: Sequence[Any] | None = None) -> "Sequence[Axes]":
     """The query row's attention before and after the swap that weighs most (Figure 1E).
 
     For each named head (e.g. from :func:`pick_example_heads`), the clean attention of the
@@ -205,7 +209,7 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
                 ax.axvspan(p - 0.5, p + 0.5, color=color, alpha=0.12, lw=0)
         ax.set_xlim(-0.5, n_pos - 0.5)
         ax.set_ylabel("attention")
-        ax.set_title(f"{label} head {layer}:{head}: swap {_span(first)} ↔ {_span(second)}",
+        ax.set_title(f"{label} head {head_name(layer, head)}: swap {_span(first)} ↔ {_span(second)}",
                      fontsize="small")
         ax.legend(fontsize="x-small", loc="upper left")
     axes[-1].set_xlabel("key position")

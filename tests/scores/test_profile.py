@@ -86,11 +86,17 @@ def test_pearson_ignores_nan_and_handles_constants():
 
 
 def test_ranked_heads(scores):
+    """By the score to two decimals, then by balance (lower first for "sym"); raw scores
+    with decimals=None; descending=False reverses the whole order."""
     ranked = scores.ranked_heads("sym")
-    values = [float(scores.sym[layer, head]) for layer, head in ranked]
-    assert values == sorted(values, reverse=True) and len(ranked) == 8
-    assert scores.ranked_heads("pos", 3, descending=False)[0] == min(
+    keys = [(round(float(scores.sym[lh]) * 100), -float(scores.balance[lh])) for lh in ranked]
+    assert keys == sorted(keys, reverse=True) and len(ranked) == 8
+    assert scores.ranked_heads("sym", descending=False) == ranked[::-1] or len(set(keys)) < 8
+    raw = [float(scores.sym[lh]) for lh in scores.ranked_heads("sym", decimals=None)]
+    assert raw == sorted(raw, reverse=True)
+    assert scores.ranked_heads("pos", 3, descending=False, decimals=None)[0] == min(
         ((l, h) for l in range(2) for h in range(4)), key=lambda lh: float(scores.pos[lh]))
+    torch.testing.assert_close(scores.tie_break("sym"), 1 - scores.balance)
     with pytest.raises(ValueError):
         scores.ranked_heads("nope")
 
@@ -130,8 +136,13 @@ def test_non_rope_model_is_rejected():
     config = transformers.GPT2Config(vocab_size=len(lp.models.tiny.TINY_VOCAB), n_embd=32,
                                      n_layer=1, n_head=2, n_positions=64)
     model = lp.from_hf(transformers.GPT2LMHeadModel(config).eval(), lp.models.tiny_tokenizer())
+    # asked for, per-frequency scores of a model without frequencies are refused ...
     with pytest.raises(NoFrequenciesError, match="per_frequency=False"):
-        swap_scores(model, PROMPT)
+        swap_scores(model, PROMPT, per_frequency=True)
+    # ... left at the defaults, it is scored per head (what it has)
+    scores = swap_scores(model, PROMPT)
+    assert scores.config.per_frequency is False and scores.pos_freq is None
+    torch.testing.assert_close(scores.pos, swap_scores(model, PROMPT, per_frequency=False).pos)
 
 
 # ---- ScoreConfig, and the result assembled from per-layer results ------------------------------

@@ -56,7 +56,11 @@ def test_every_scheme_runs_with_transformerlens_hooks(scheme, variant):
         assert cache[name].shape == shape
     pattern = cache["blocks.0.attn.hook_pattern"]
     assert torch.allclose(pattern.sum(-1), torch.ones(3, 4, 16))
-    assert (pattern[..., -1] > 0).all(), "bidirectional: the last key is seen by every query"
+    real = tokens != 0                            # pads: id 0, at the end
+    if model.cfg.pad_mask:                        # faithful MLA (official mla.py)
+        assert torch.equal(pattern > 0, real[:, None, None, :].expand_as(pattern))
+    else:
+        assert (pattern[..., -1] > 0).all(), "bidirectional: the last key is seen by every query"
     summed = cache["blocks.0.attn.hook_result"].sum(2) + model.blocks[0].attn.b_O
     assert torch.allclose(summed, cache["blocks.0.hook_attn_out"], atol=1e-5)
 
@@ -87,8 +91,8 @@ def test_additive_bias_is_the_schemes_bias():
             ls = model.lens_possym_schemes()[1]
             assert isinstance(ls.scheme, AdditiveBias)
             positions = torch.arange(16)
-            expected = ls.scheme.bias(positions, positions).float()
-            assert torch.allclose(model.blocks[1].attn.bias(16), expected, atol=1e-6)
+            expected = ls.scheme.bias(positions, positions)
+            assert torch.allclose(model.blocks[1].attn.bias(16).double(), expected, atol=1e-6)
     slopes = small("alibi", "faithful").lens_possym_schemes()[0].scheme.slopes
     assert torch.allclose(slopes, torch.exp(-torch.arange(4.0) / 4).double())
 
@@ -230,3 +234,25 @@ def test_bad_inputs_raise():
         model(torch.full((1, 4), 99))
     with pytest.raises(InvalidSelectionError):
         faithful_mla_ablation(model, 0, 0).__enter__()
+
+
+@pytest.mark.parametrize("variant", ["intended", "faithful"])
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fused_attention_equals_the_written_out_path(scheme, variant):
+    """Without hooks on the scores or pattern the encoder uses one fused attention kernel;
+    with one it writes the attention out. Same logits, same gradients."""
+    model = small(scheme, variant).double()
+    tokens = TASK.sample(4, seed=3).tokens
+
+    def run(hooks):
+        model.zero_grad()
+        with model.hooks(fwd_hooks=hooks):
+            logits = model(tokens)
+        logits.square().sum().backward()
+        return logits, [p.grad.clone() for p in model.parameters()]
+
+    fused, grads = run([])
+    written, grads_w = run([("blocks.1.attn.hook_pattern", lambda x, hook: x),
+                            ("blocks.0.attn.hook_attn_scores", lambda x, hook: x)])
+    assert torch.allclose(fused, written, atol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(grads, grads_w))
