@@ -47,6 +47,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from .._inputs import as_tokens
+from .._precision import model_tolerance
 from .._json import JsonConfig, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, number
@@ -336,7 +337,8 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
                     n_passes += 1
                     part = out[:len(few) * batch, -1].float()
                     scale = float(whole[:, -1].abs().max()) or 1.0
-                    if not torch.allclose(part, whole[:, -1].float(), rtol=0, atol=1e-4 * scale):
+                    atol = model_tolerance(whole.dtype) * scale  # the model's rounding
+                    if not torch.allclose(part, whole[:, -1].float(), rtol=0, atol=atol):
                         prefix, skip_blocks = 0, False
                         out = run_chunk(chunk, 0, caches, skip_blocks=False)
                         n_passes += 1
