@@ -4,7 +4,7 @@
         [--only intended|faithful|k] [--root runs/paper_b] [--no-profile]
     python benchmarks/paper_b.py report [--root runs/paper_b] [--out docs]
 
-``run`` walks :func:`lens_possym.synthetic.paper_b.grid_cells` (every scheme × both tasks ×
+``run`` walks :func:`lens_possym.papers.b.experiments.grid_cells` (every scheme × both tasks ×
 intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads) and, per cell, trains
 the model through the shared loop and caches its analyses in
 ``<root>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from lens_possym.synthetic import paper_b as pb
+from lens_possym.papers.b import experiments as pb
 
 # the paper's numbers (paper B; seed 003 of the project): accuracy in %
 PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
 
 def refresh_probe(args: argparse.Namespace) -> None:
     """Recompute the probe of every finished cell from its saved model (seconds each)."""
-    from lens_possym.synthetic.runs import load_checkpoint
+    from lens_possym.training.runs import load_checkpoint
 
     root = Path(args.root) / args.preset
     preset = pb.PRESETS[args.preset]

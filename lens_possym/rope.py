@@ -50,7 +50,12 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ._inputs import as_layer
-from .errors import InvalidSelectionError, NotRopeModelError, RopeGeometryError, UnsupportedModelError
+from .errors import (
+    InvalidSelectionError,
+    NotRopeModelError,
+    RopeGeometryError,
+    UnsupportedModelError,
+)
 from .typing import HookedModel
 
 __all__ = [

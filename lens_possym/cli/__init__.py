@@ -1,9 +1,12 @@
 """The ``lens-possym`` command.
 
-Each subcommand lives in its own module of this package and exposes
-``register(subparsers)``, which adds its parser and sets ``func`` to a function taking the
-parsed arguments and returning an exit code. Adding a subcommand is adding a module and
-one entry in :data:`SUBCOMMANDS`.
+Each subcommand lives in its own module and exposes ``register(subparsers)``, which adds
+its parser and sets ``func`` to a function taking the parsed arguments and returning an
+exit code. The core's commands are the modules of this package listed in
+:data:`SUBCOMMANDS`; the papers' commands (``train``, ``sweep``, ``encoder``,
+``multihop``) and any other plug-in's are the modules its
+:class:`~lens_possym.plugins.Plugin` lists in ``commands``. A command module imports only
+argparse helpers at its top, so ``lens-possym --help`` imports no model code.
 
 How a command ends (all of it decided here, in :func:`main`):
 
@@ -31,10 +34,11 @@ import os
 import sys
 
 from ..errors import UsageError
+from ..plugins import plugins
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
-SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "train", "sweep", "heads", "encoder", "multihop", "dataset"]
+SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "heads", "dataset"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -59,8 +63,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of any error (or set LENS_POSSYM_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # parsers of our class
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    modules = [f"{__name__}.{name}" for name in SUBCOMMANDS]
+    modules += [module for plugin in plugins().values() for module in plugin.commands]
+    for module in modules:
+        importlib.import_module(module).register(sub)
+    parser.set_defaults(commands=tuple(sub.choices))  # every command, the plug-ins' too
     for subparser in sub.choices.values():  # --debug also after the command name
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                help="show the full traceback of any error")
@@ -129,7 +136,7 @@ def _main(argv: list[str]) -> int:
         hf_logging.set_verbosity_error()
     if not getattr(args, "func", None):
         raise UsageError(f"lens-possym: error: no command given; choose one of "
-                         f"{', '.join(SUBCOMMANDS)} (see 'lens-possym --help')")
+                         f"{', '.join(args.commands)} (see 'lens-possym --help')")
     return int(args.func(args) or 0)
 
 

@@ -13,15 +13,20 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
+from typing import TYPE_CHECKING
 
 from .._json import JsonConfig
 from ..errors import InvalidSelectionError
-from ..positions.base import SWAP_SITES
-from .exact import MAX_ELEMENTS
+from ..positions.kinds import SWAP_SITES
+
+if TYPE_CHECKING:
+    import torch
 
 #: Default bound of a whole-head cross-logit matrix (elements): 2**26, 512 MiB in float64.
 MAX_MATRIX_ELEMENTS = 1 << 26
+#: Largest number of elements of one intermediate tensor of the closed form (2**21 float64 =
+#: 16 MiB); the work is cut into chunks of frequencies and of swaps to stay below it.
+MAX_ELEMENTS = 1 << 21
 
 __all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
 
@@ -88,7 +93,7 @@ class ScoreConfig(JsonConfig):
         _choice("swap kind", self.swap, SWAPS)
         _choice("cosine", self.cosine, COSINES)
         _choice("swap site", self.swap_site, SWAP_SITES)
-        if isinstance(self.dtype, torch.dtype):
+        if not isinstance(self.dtype, str):      # a torch.dtype is stored by its name
             object.__setattr__(self, "dtype", str(self.dtype).replace("torch.", ""))
         _choice("dtype", self.dtype, _DTYPES)
         if not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau) and self.tau > 0):
@@ -109,7 +114,9 @@ class ScoreConfig(JsonConfig):
                 raise InvalidSelectionError(f"{name} must be True or False")
 
     @property
-    def torch_dtype(self) -> torch.dtype:
+    def torch_dtype(self) -> "torch.dtype":
+        import torch   # not at the top: the command line reads this module's choices
+
         return getattr(torch, self.dtype)
 
     @classmethod

@@ -1,0 +1,109 @@
+"""Paper B's experiments: cells train through the shared loop and cache; the analyses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from lens_possym.errors import InvalidSelectionError
+from lens_possym.papers.b import experiments as pb
+from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for
+from lens_possym.papers.b.tasks import DistanceTask
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TINY = replace(pb.with_steps(pb.PRESETS["cpu"], 3), eval_size=32, analysis_size=32,
+               profile_prompts=2,
+               model=dict(n_layers=2, n_heads=4, d_model=16, d_head=4, d_ff=16, d_latent=8),
+               tasks={"distance": dict(n_ctx=12, max_between=5, max_side=3, n_words=8),
+                      "count": dict(n_ctx=12, n_triggers=3, max_count=8, n_words=8)})
+
+
+def test_presets():
+    paper = pb.PRESETS["paper"]
+    assert paper.model == dict(n_layers=6, n_heads=16, d_model=256, d_head=16, d_ff=512,
+                               d_latent=128)
+    config = paper.train_config("distance", "rope", 0, None)
+    assert config.betas == (0.98, 0.9) and config.lr == 1e-4 and config.batch_size == 512
+    assert config.warmup_steps == int(0.06 * config.steps)
+    assert paper.train_config("distance", "mla", 0, None).batch_size == 1024
+    task = pb.make_task(paper, "distance")
+    assert task.n_ctx == 128 and task.max_len == 120 and task.n_classes == 72
+    assert pb.make_task(paper, "count").n_classes == 101
+
+
+def test_cells_and_labels():
+    assert pb.parse_label("rope-k3") == ("rope", 3) and pb.parse_label("mla") == ("mla", None)
+    with pytest.raises(InvalidSelectionError):
+        pb.parse_label("rope-kx")
+    with pytest.raises(InvalidSelectionError):
+        pb.Cell("sorting", "rope")
+    cells = pb.grid_cells()
+    keys = [c.key for c in cells]
+    assert len(keys) == len(set(keys)) == 46
+    assert "count/faithful/rope-k8/seed0" in keys and "distance/intended/rope-k8/seed0" not in keys
+    assert cells[0].variant == "intended"
+
+
+def test_cell_trains_once_and_caches(tmp_path):
+    cell = pb.Cell("distance", "hybrid", "intended", 0)
+    data = pb.analyse_cell(TINY, cell, tmp_path)
+    folder = tmp_path / cell.key
+    assert (folder / "model.pt").is_file() and (folder / "metrics.json").is_file()
+    assert data["steps"] == 3 and len(data["ablation"]) == 2
+    assert data["profile"]["site"] == "content" and len(data["probe"]["r2"]) == 3
+    stamp = (folder / "analysis.json").stat().st_mtime_ns
+    assert pb.analyse_cell(TINY, cell, tmp_path) == json.loads(
+        (folder / "analysis.json").read_text())
+    assert (folder / "analysis.json").stat().st_mtime_ns == stamp
+    model, _, result = pb.train_cell(TINY, cell, tmp_path)   # loads, does not train
+    assert result.steps_run == 3 and isinstance(model, SchemeEncoder)
+
+
+@pytest.mark.parametrize("cell,site,has_probe", [
+    (pb.Cell("count", "alibi"), "layer", False),
+    (pb.Cell("count", "mla", "faithful"), "content", True),   # official zero-init table
+])
+def test_other_cells_analyse(cell, site, has_probe, tmp_path):
+    data = pb.analyse_cell(TINY, cell, tmp_path)
+    assert data["profile"]["site"] == site
+    assert (data["probe"] is not None) == has_probe
+    pos = torch.tensor(data["profile"]["pos"])
+    assert pos.shape == (2, 4) and pos.isfinite().all()
+
+
+def test_deposit_summary():
+    grid = torch.full((2, 3), 0.9)
+    grid[0, 1] = 0.3
+    grid[1, 2] = 0.8
+    d = pb.deposit_summary(grid, 0.9)
+    assert d["top_head"] == [0, 1] and d["top_drop"] == pytest.approx(0.6)
+    assert d["second_drop"] == pytest.approx(0.1) and d["deposit"]
+    assert not pb.deposit_summary(grid * 0.4, 0.36)["deposit"], "an unlearned task"
+    grid[1, 2] = 0.5                               # a second head nearly as important
+    assert not pb.deposit_summary(grid, 0.9)["deposit"]
+
+
+def test_positional_probe():
+    task = DistanceTask(n_ctx=12, max_between=5, max_side=3, n_words=8)
+    cfg = encoder_config_for(task, "learned", n_layers=2, n_heads=2, d_model=16, d_head=4,
+                             d_ff=16)
+    model = SchemeEncoder(cfg).eval()
+    tokens = task.sample(64).tokens
+    with torch.no_grad():
+        model.W_E.zero_()                          # the stream is the encoding alone
+    probe = pb.positional_probe(model, tokens)
+    assert probe["r2"][0] == pytest.approx(1.0) and probe["pos_share"][0] == pytest.approx(1.0)
+    assert probe["aligned"][0] >= 0.99 and probe["chance"] == probe["rank"] / 16
+    assert pb.positional_probe(model, tokens, rank=12)["aligned"][0] == pytest.approx(1.0)
+    assert all(0 <= a <= 1 + 1e-9 for a in probe["aligned"] + probe["pos_share"])
+    with torch.no_grad():                          # tokens back: position is a part only
+        model.W_E.normal_(generator=torch.Generator().manual_seed(0))
+    mixed = pb.positional_probe(model, tokens)
+    assert mixed["pos_share"][0] < 0.9 and mixed["r2"][0] < probe["r2"][0]
+    rope = SchemeEncoder(encoder_config_for(task, "rope", n_layers=1, n_heads=2, d_model=16,
+                                            d_head=4, d_ff=16))
+    assert pb.positional_probe(rope, tokens) is None
