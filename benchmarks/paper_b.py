@@ -1,53 +1,126 @@
 """Paper B reproduced: train the grid of scheme encoders, then write docs/paper_b.md's tables.
 
-    python benchmarks/paper_b.py run [--preset cpu] [--seeds 0] [--tasks distance count]
-        [--only intended|faithful|k] [--root runs/paper_b] [--no-profile]
-    python benchmarks/paper_b.py report [--root runs/paper_b] [--out docs]
+    python benchmarks/paper_b.py run [--preset cpu|paper-length|paper] [--seeds 0 1 2]
+        [--tasks distance count] [--only intended|faithful|k] [--labels rope mla]
+        [--data stream|fixed] [--shard I/N] [--root runs/paper_b]
+        [--records docs/paper_b_results.json] [--no-profile]
+    python benchmarks/paper_b.py report [--preset cpu|paper-length] [--root runs/paper_b]
+        [--out docs]
 
-``run`` walks :func:`lens_possym.papers.b.experiments.grid_cells` (every scheme × both tasks ×
-intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads) and, per cell, trains
-the model through the shared loop and caches its analyses in
-``<root>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
-trained again, an interrupted one resumes from its checkpoint. ``report`` reads every
-``analysis.json`` and writes ``docs/paper_b_results.json``, the measured tables into
-``docs/paper_b.md`` (between its ``BEGIN/END MEASURED TABLES`` markers) and
-``docs/figures/paper_b/*.png``.
+``run`` walks :func:`lens_possym.papers.b.experiments.grid_cells` (``cpu``: every scheme ×
+both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
+``paper-length`` / ``paper``: the schemes the claims name) and, per cell, trains the model
+through the shared loop and caches its analyses in
+``<root>/<preset>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
+trained again, an interrupted one resumes from its checkpoint. ``--shard I/N`` runs every
+N-th cell from the I-th (one queue per core: ``benchmarks/paper_b_jobs.sh``). Each finished
+cell's record (:func:`~lens_possym.papers.b.experiments.cell_record`) is written into
+``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
+grid runs.
+
+``report --preset cpu`` reads every ``analysis.json`` of the cpu grid and writes its
+measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``), its
+records into ``docs/paper_b_results.json`` and ``docs/figures/paper_b/*.png``.
+``report --preset paper-length`` reads the committed records and writes the verdict table
+(:func:`lens_possym.papers.b.experiments.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from lens_possym.papers.b import experiments as pb
 
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "docs" / "paper_b_results.json"
 # the paper's numbers (paper B; seed 003 of the project): accuracy in %
 PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
          ("count", "mla"): 97.41, ("distance", "mla"): 88.34}
 BEGIN, END = "<!-- BEGIN MEASURED TABLES -->", "<!-- END MEASURED TABLES -->"
+MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
+                            "<!-- END PAPER-LENGTH TABLES -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
+
+
+@contextmanager
+def _locked(path: Path):
+    """An exclusive lock beside ``path`` (two queues write the same records file)."""
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_records(path: Path = RECORDS) -> list[dict]:
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def write_records(path: Path, new: list[dict]) -> list[dict]:
+    """Merge ``new`` into the records file (a record replaces the one with its key), sorted,
+    written atomically under a lock; returns the merged list."""
+    with _locked(path):
+        merged = {pb.record_key(r): r for r in read_records(path)}
+        merged.update({pb.record_key(r): r for r in new})
+        rows = [merged[k] for k in sorted(merged, key=lambda k: tuple(map(str, k)))]
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(rows, handle, indent=1)
+            handle.write("\n")
+        os.replace(tmp, path)
+    return rows
+
+
+def _preset(args: argparse.Namespace) -> pb.Preset:
+    preset = pb.PRESETS[args.preset]
+    if getattr(args, "data", None):
+        preset = pb.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
+    return preset
+
+
+def select_cells(args: argparse.Namespace, preset: pb.Preset) -> list[pb.Cell]:
+    cells = pb.grid_cells(seeds=tuple(args.seeds), tasks=tuple(args.tasks),
+                          n_heads=preset.model["n_heads"], preset=preset)
+    if args.only == "k":
+        cells = [c for c in cells if c.label.startswith("rope-k")]
+    elif args.only:
+        cells = [c for c in cells if c.variant == args.only and (
+            preset.grid is not None or not c.label.startswith("rope-k"))]
+    if args.labels:
+        cells = [c for c in cells if c.label in args.labels]
+    if args.shard:
+        index, count = (int(x) for x in args.shard.split("/"))
+        if not 0 <= index < count:
+            sys.exit(f"--shard I/N needs 0 <= I < N, got {args.shard}")
+        cells = cells[index::count]
+    return cells
 
 
 def run(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
-    preset = pb.PRESETS[args.preset]
-    cells = pb.grid_cells(seeds=tuple(args.seeds), tasks=tuple(args.tasks),
-                          n_heads=preset.model["n_heads"])
-    if args.only == "k":
-        cells = [c for c in cells if c.label.startswith("rope-k")]
-    elif args.only:
-        cells = [c for c in cells if c.variant == args.only and not c.label.startswith("rope-k")]
-    if args.labels:
-        cells = [c for c in cells if c.label in args.labels]
+    preset = _preset(args)
+    cells = select_cells(args, preset)
     root = Path(args.root) / preset.name
+    records = Path(args.records) if args.records else None
     for i, cell in enumerate(cells):
         start = time.perf_counter()
-        data = pb.analyse_cell(preset, cell, root, profile=not args.no_profile)
+        data = pb.analyse_cell(preset, cell, root,
+                               profile=False if args.no_profile else None)
+        if records is not None:
+            write_records(records, [pb.cell_record(data)])
         print(f"[{i + 1}/{len(cells)}] {cell.key}: accuracy {data['baseline']:.4f}, top head "
               f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s; "
               f"training {data['train_time_s']:.0f} s)", flush=True)
@@ -86,7 +159,33 @@ def _critical(row: dict, points: float = 10.0) -> int:
     return int((drops > points).sum())
 
 
+def write_block(page: Path, begin: str, end: str, text: str) -> None:
+    """Replace what lies between ``begin`` and ``end`` in ``page`` by ``text``."""
+    body = page.read_text() if page.exists() else f"{begin}\n{end}\n"
+    if begin not in body or end not in body:
+        sys.exit(f"{page} lacks the markers {begin} / {end} that say where the tables go")
+    head, rest = body.split(begin, 1)
+    page.write_text(head + begin + "\n" + text + end + rest.split(end, 1)[1])
+
+
+def report_records(args: argparse.Namespace) -> None:
+    """The verdict block of a preset judged from the committed records."""
+    records = read_records(Path(args.records))
+    if not any(r["preset"] == args.preset for r in records):
+        sys.exit(f"no {args.preset} record in {args.records}; run "
+                 f"`benchmarks/paper_b_jobs.sh` (docs/paper_b.md) first")
+    text = pb.verdict_markdown(records, args.preset, tuple(args.seeds),
+                                     command=f"python benchmarks/paper_b.py report --preset "
+                                             f"{args.preset}")
+    page = Path(args.out) / "paper_b.md"
+    write_block(page, *MARKERS[args.preset], text)
+    print(f"wrote the {args.preset} verdicts into {page} from "
+          f"{sum(r['preset'] == args.preset for r in records)} records")
+
+
 def report(args: argparse.Namespace) -> None:
+    if args.preset in MARKERS:
+        return report_records(args)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -185,14 +284,8 @@ def report(args: argparse.Namespace) -> None:
         lines.append("")
 
     page = out / "paper_b.md"
-    text = page.read_text() if page.exists() else f"{BEGIN}\n{END}\n"
-    if BEGIN not in text or END not in text:
-        sys.exit(f"{page} lacks the markers {BEGIN} / {END} that say where the tables go")
-    head, rest = text.split(BEGIN, 1)
-    page.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + rest.split(END, 1)[1])
-    (out / "paper_b_results.json").write_text(json.dumps(
-        [{k: r[k] for k in ("cell", "preset", "baseline", "test_accuracy", "train_time_s",
-                            "deposit", "probe", "ablation", "steps")} for r in rows], indent=1))
+    write_block(page, BEGIN, END, "\n".join(lines) + "\n")
+    write_records(out / "paper_b_results.json", [pb.cell_record(r) for r in rows])
 
     # figures: ablation heatmaps per task and variant
     for task in ("distance", "count"):
@@ -275,10 +368,18 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--root", default="runs/paper_b")
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--no-profile", action="store_true")
+    r.add_argument("--data", choices=pb.DATA_REGIMES, default=None,
+                   help="the training data regime (default: the preset's)")
+    r.add_argument("--epochs", type=int, default=None, help="with --data fixed")
+    r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
+    r.add_argument("--records", default=str(RECORDS),
+                   help="the JSON each finished cell's record is written into ('' for none)")
     p = sub.add_parser("report")
     p.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
     p.add_argument("--root", default="runs/paper_b")
     p.add_argument("--out", default="docs")
+    p.add_argument("--records", default=str(RECORDS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     f = sub.add_parser("refresh-probe")
     f.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
     f.add_argument("--root", default="runs/paper_b")

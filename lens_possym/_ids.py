@@ -30,13 +30,20 @@ import torch
 from .bands import BAND_ALIASES, BAND_NAMES, band_partition
 from .errors import InvalidSelectionError
 
-__all__ = ["BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition", "read_ids", "as_int",
+__all__ = ["head_name", "BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition", "read_ids", "as_int",
            "check_ids_text"]
 
 IdsLike = Union[int, str, slice, range, Iterable[int], None]
 
 _INT = re.compile(r"^-?\d+$")
 _DASH_RANGE = re.compile(r"^(-?\d+)\s*-\s*(-?\d+)$")
+
+
+def head_name(layer: int, head: int) -> str:
+    """A head's one name, ``"L.H"`` (``"11.1"``): what every figure, table, label, report
+    address and message writes, and what the head grammar reads back
+    (:func:`lens_possym.interventions.parse_heads`; ``a:b`` there is a range)."""
+    return f"{int(layer)}.{int(head)}"
 
 
 def _int_item(text: str, what: str, whole: str, bands: bool) -> int:

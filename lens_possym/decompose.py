@@ -46,6 +46,7 @@ from torch import Tensor
 
 from ._inputs import ModelInput, as_heads, as_layers
 from ._mismatch import describe_mismatch, model_hidden
+from ._precision import compute_dtype, model_tolerance
 from .capture import AttentionInputs, capture_attention_inputs
 from .errors import DecompositionMismatchError, InvalidSelectionError
 from .results_io import ResultIO, head_frame
@@ -182,8 +183,9 @@ class FrequencyLogits(ResultIO):
     def check(self, atol: float | None = None) -> float:
         """Raise :class:`DecompositionMismatchError` unless the terms add up to the model.
 
-        ``atol`` defaults to ``1e-4`` (float32 and wider) or ``2e-2`` (half precision),
-        relative to the largest score magnitude when that exceeds 1. The message says what
+        ``atol`` defaults to the model's dtype's
+        (:func:`lens_possym._precision.model_tolerance`: ``1e-4`` in float32 and wider,
+        ``2.3e-2`` in bfloat16, ``2.9e-3`` in float16), relative to the largest score magnitude when that exceeds 1. The message says what
         disagrees (layer, how many entries, the worst query/key/head, the size) and the
         likely cause: the mask/window (the model hides other keys than the geometry says),
         the angles (scores agree at zero offset, where rotation cancels, but not elsewhere)
@@ -197,8 +199,7 @@ class FrequencyLogits(ResultIO):
             visible = visible[~model_hidden(visible)]  # a key the model hid is no magnitude
             magnitude = max(1.0, float(visible.abs().max())) if visible.numel() else 1.0
         if atol is None:
-            half = (torch.float16, torch.bfloat16)
-            atol = 2e-2 if self.model_dtype in half or self.terms.dtype in half else 1e-4
+            atol = model_tolerance(self.model_dtype, self.terms.dtype)
         if not self.max_abs_error <= atol * magnitude:
             detail = None
             if self.checked_against == "scores" and self.model_scores is not None:
@@ -244,7 +245,7 @@ def decompose_inputs(
     head_list = as_heads(heads, spec.n_heads, spec.layer)
     model_dtype = inputs.q.dtype
     if dtype is None:
-        dtype = torch.promote_types(model_dtype, torch.float32)
+        dtype = compute_dtype(model_dtype)
     q = inputs.q[:, :, head_list]
     k = inputs.k_for_heads(head_list)
     qpos, kpos = inputs.query_positions, inputs.key_positions

@@ -50,6 +50,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ._inputs import as_layer
+from ._precision import model_tolerance, table_tolerance
 from .errors import (
     InvalidSelectionError,
     NotRopeModelError,
@@ -796,10 +797,13 @@ def _check_tables(spec: RopeSpec, seen: dict, table: Tensor | None, positions: T
         # Cohere) or once (GPT-OSS) whatever the pairing; each carries the same angles.
         layouts = [lambda t: torch.cat([t, t], dim=-1), lambda t: t.repeat_interleave(2, -1),
                    lambda t: t]
+        # The layer casts its float32 tables to the model's dtype: compare at that dtype's
+        # rounding (half an ulp of the largest entry), not at float32's.
+        atol = table_tolerance(seen[prefix + "hook_cos"].dtype, spec.attention_scaling)
         ok = any(
             got_cos.shape == lay(cos).shape
-            and torch.allclose(got_cos, lay(cos).to(got_cos.device), atol=1e-5)
-            and torch.allclose(got_sin, lay(sin).to(got_sin.device), atol=1e-5)
+            and torch.allclose(got_cos, lay(cos).to(got_cos.device), atol=atol, rtol=0)
+            and torch.allclose(got_sin, lay(sin).to(got_sin.device), atol=atol, rtol=0)
             for lay in layouts
         )
         if not ok:
@@ -808,13 +812,16 @@ def _check_tables(spec: RopeSpec, seen: dict, table: Tensor | None, positions: T
                 f"model's rotary module (rope_type {spec.rope_type!r}, {spec.n_rot} angles) "
                 f"disagree with the tables the layer used (hook_cos has shape "
                 f"{tuple(got_cos.shape)}, expected ({len(positions)}, {spec.rotary_dim})"
-                + ("" if got_cos.shape[-1] != spec.rotary_dim else ", same shape, different values")
+                + ("" if got_cos.shape[-1] != spec.rotary_dim else
+                   f", same shape, values apart by more than {atol:.2g}, the rounding of the "
+                   f"tables' dtype {str(seen[prefix + 'hook_cos'].dtype).removeprefix('torch.')}")
                 + "); this RoPE variant is not supported yet"
             )
     if spec.family in _GPTJ_LIKE and table is not None:
         n = len(positions)
         expected = torch.cat([sin, cos], dim=-1)
-        if not torch.allclose(table[:n].float().cpu(), expected.cpu(), atol=1e-6):
+        atol = table_tolerance(table.dtype, 1.0)
+        if not torch.allclose(table[:n].float().cpu(), expected.cpu(), atol=atol, rtol=0):
             raise RopeGeometryError(
                 f"layer {spec.layer}: GPT-J's embed_positions table disagrees with base-10000 "
                 "RoPE; this checkpoint uses a RoPE variant lens-possym does not read yet"
@@ -829,12 +836,15 @@ def _probe_disagreement(spec: RopeSpec, seen: dict, positions: Tensor) -> str | 
     q = heads_view(seen[spec.q_hook], spec)
     k = heads_view(seen[spec.k_hook], spec)
     if spec.rot_hooks:
-        ours = rotate(q.float(), positions.to(q.device), spec)
-        theirs = seen[prefix + "hook_rot_q"].float()
+        # rotated in the model's dtype, as the model rotates them
+        ours = rotate(q, positions.to(q.device), spec).float()
+        theirs = seen[prefix + "hook_rot_q"]
+        tolerance = model_tolerance(q.dtype, theirs.dtype)
+        theirs = theirs.float()
         if theirs.shape != ours.shape:
             theirs = theirs.transpose(1, 2)
         if theirs.shape != ours.shape or not torch.allclose(
-            ours, theirs, atol=1e-4 * max(1.0, float(theirs.abs().max()))
+            ours, theirs, atol=tolerance * max(1.0, float(theirs.abs().max())), rtol=0
         ):
             return (f"rotating {spec.q_hook} with {spec.pairing} pairs does not reproduce "
                     "hook_rot_q. Likely cause: angles or pairing")
@@ -846,16 +856,15 @@ def _probe_disagreement(spec: RopeSpec, seen: dict, positions: Tensor) -> str | 
     if spec.softcap:
         scores = spec.softcap * torch.tanh(scores / spec.softcap)
     mask = visible_keys(spec, kpos, kpos)
-    half = q.dtype in (torch.float16, torch.bfloat16)
     if spec.scores_hook is not None and spec.scores_hook in seen:
         model = seen[spec.scores_hook]
         visible = model.double()[..., mask] if mask.any() else model.new_zeros(1)
-        tolerance = (2e-2 if half else 1e-4) * max(1.0, float(visible.abs().max()))
+        tolerance = model_tolerance(q.dtype, model.dtype) * max(1.0, float(visible.abs().max()))
         return describe_mismatch(scores, model, mask, kpos, kpos, tolerance, window=spec.window)
     if spec.pattern_hook in seen:
         pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
         worst = float((pattern - seen[spec.pattern_hook].double()).abs().max())
-        if worst > (2e-2 if half else 1e-4):
+        if worst > model_tolerance(q.dtype, seen[spec.pattern_hook].dtype):
             return (f"the attention pattern implied by the scores differs from hook_pattern "
                     f"by {worst:.3g}. Likely cause: angles, pairing, scale or mask")
     return None

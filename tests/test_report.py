@@ -60,7 +60,7 @@ def test_figures_and_report(profiled, tmp_path):
                           prompt=PROMPT, command="lens-possym profile")
     text = report.read_text()
     assert text.count("data:image/png;base64,") == len(figures)
-    assert "L2H3" in text and "Most symbolic heads" in text
+    assert "2.3" in text and "Most symbolic heads" in text
     # self-contained: no resource is loaded from anywhere (the real check, in a browser
     # with the network cut off, is tests/test_report_browser.py)
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
@@ -79,7 +79,7 @@ def test_profile_report_explorer_data(profiled):
                                                     dtype=share.dtype))
     data = explorer_data(model, scores, tokens, share)
     assert len(data["attention"]) == int(scores.pos.isfinite().sum())
-    row = data["attention"]["2:3"]
+    row = data["attention"]["2.3"]
     assert sum(row["before"]) == pytest.approx(1, abs=1e-3)
     assert sum(row["after"]) == pytest.approx(1, abs=1e-3)
     assert data["pos_freq"][2][3] == pytest.approx(scores.pos_freq[2, 3].tolist(), abs=1e-4)
@@ -166,3 +166,36 @@ def test_plane_labels_do_not_overlap(profiled):
     assert len(labels) <= len(wanted)
     ax = viz.plot_plane(scores, annotate=4)
     assert len(ax.texts) == len(_label_groups(scores, 4))
+
+
+def test_a_head_has_one_name_everywhere(profiled, tmp_path):
+    """Figures, tables, labels, the report's buttons and address all write ``L.H``, and
+    the head grammar reads each name back as that head (``a:b`` would be a range)."""
+    import matplotlib.pyplot as plt
+
+    from lens_possym.interventions import parse_heads
+    from lens_possym.report import profile_report
+    from lens_possym.rope import rope_specs
+
+    model, tokens, scores = profiled
+    specs = rope_specs(model)
+    html = profile_report(model, scores, tokens).save(tmp_path / "r.html").read_text()
+    named = re.findall(r"data-head='([^']*)'", html)
+    assert named and all(parse_heads(name, specs) == [tuple(map(int, name.split(".")))]
+                         for name in named)
+    assert "#head=LAYER.HEAD" in html and not re.search(r"head \d+:\d+", html)
+    texts = []
+    for ax in (viz.plot_plane(scores, annotate=3),
+               viz.plot_frequency_scores(scores, 2, 3),
+               viz.plot_frequency_plane(scores, 2, 3),
+               viz.plot_swap_attention(model, tokens[:1], {"x": (2, 3)})[0]):
+        texts += [ax.get_title()] + [t.get_text() for t in ax.texts]
+        plt.close(ax.figure)
+    heads = [w for t in texts for w in re.findall(r"\b\d+[.:]\d+\b", t)]
+    assert "2.3" in heads and not [h for h in heads if ":" in h]
+    from lens_possym.viz.interactive import atlas_figure, heatmaps_figure
+
+    atlas = atlas_figure(scores)
+    assert atlas.layout.yaxis.type == "category"  # "0.10" must not read as 0.1
+    assert list(atlas.data[0].y[:2]) == ["0.0", "0.1"]
+    assert "head 2.3<br>" in heatmaps_figure(scores).data[0].text[2][3]

@@ -4,7 +4,7 @@ Chromium loads ``report.html`` from ``lens-possym profile`` and ``lens-possym ab
 --sweep bands`` (tiny models) through a recording proxy that refuses everything (see
 :mod:`lens_possym.report.browser`): the test proves the page made no http(s) or websocket
 request to any host, that it rendered (a non-blank screenshot, plotly's SVGs in the DOM)
-and that selecting a head works (the address ``#head=L:H`` selects it through the same
+and that selecting a head works (the address ``#head=L.H`` selects it through the same
 function a click calls). The screenshots come from the same code as the docs' images
 (``docs/figures/make_report_screenshots.py``). Without Chromium the test skips locally and
 fails on CI (``CI=true``): ``make test`` installs it.
@@ -61,11 +61,11 @@ def test_profile_report_opens_offline_and_selects_a_head(browser, reports, tmp_p
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:|//|file:)""", page)
     for host in ("update.googleapis.com", "accounts.google.com", "clients2.google.com"):
         assert host not in text  # the hosts the recorder sets apart as the browser's own
-    run = shots.check_report(path, tmp_path / "profile.png", fragment="head=1:2", height=2400)
+    run = shots.check_report(path, tmp_path / "profile.png", fragment="head=1.2", height=2400)
     assert run.requests == []
     assert run.dom.count("main-svg") >= 5  # plane, heatmaps, profile, attention, atlas drawn
-    assert 'id="explore-head" class="caption" data-head="1:2"' in run.dom
-    assert "head 1:2 by frequency" in run.dom
+    assert 'id="explore-head" class="caption" data-head="1.2"' in run.dom
+    assert "head 1.2 by frequency" in run.dom
 
 
 @pytest.mark.enable_socket

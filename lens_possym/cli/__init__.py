@@ -38,7 +38,7 @@ from ..plugins import plugins
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
-SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "heads", "dataset"]
+SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "patch", "heads", "dataset"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 

@@ -1,28 +1,44 @@
-"""``--model`` and ``--device``, shared by the subcommands that analyse a language model."""
+"""``--model``, ``--dtype`` and ``--device``, shared by the subcommands that analyse a
+language model."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..typing import HookedModel
+
+#: ``--dtype`` values and the torch dtypes they name
+DTYPES = ("float32", "bfloat16", "float16", "float64")
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="gemma-3-270m",
-                        help="a known model name (see `lens-possym models`), or tiny-<family> "
-                        "for a tiny random model (llama, qwen2, gemma3, neox, gptj; for trying "
-                        "a command quickly)")
+                        help="a known model name (see `lens-possym models`), the path of a "
+                        ".gguf file or of a Hugging Face folder (config.json, weights and "
+                        "tokenizer, as save_pretrained writes them; read offline), or "
+                        "tiny-<family> for a tiny random model (llama, qwen2, gemma3, neox, "
+                        "gptj; for trying a command quickly)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="the weights' dtype (default float32; bfloat16 and float16 work "
+                        "throughout, within the bounds of docs/families.md)")
     parser.add_argument("--device", default="auto",
                         help="auto (a CUDA GPU when there is one, else the CPU), cpu, cuda, "
                         "cuda:N (default auto)")
 
 
-def load_from_args(args):
-    """The model ``--model`` names, on ``--device``; says which device on stderr."""
-    from ..models import TINY_FAMILIES, load_model, tiny_model
+def load_from_args(args: argparse.Namespace) -> "HookedModel":
+    """The model ``--model`` names, in ``--dtype`` on ``--device``; says which on stderr."""
+    import torch
+
     from .._inputs import resolve_device
+    from ..models import TINY_FAMILIES, load_model, tiny_model
 
     device = resolve_device(args.device)
+    dtype = getattr(torch, getattr(args, "dtype", "float32"))
     print(f"loading {args.model} on {device} ...", file=sys.stderr)
     if args.model.startswith("tiny-") and args.model[5:] in TINY_FAMILIES:
-        return tiny_model(args.model[5:], device=device)
-    return load_model(args.model, device=device)
+        return tiny_model(args.model[5:], device=device, dtype=dtype)
+    return load_model(args.model, device=device, dtype=dtype)

@@ -9,8 +9,11 @@ The first ablates the chosen frequency ids of the chosen heads together and repo
 binding task's accuracy and logit difference before and after (``DIR/ablate.json``). The
 second ablates each band of each head alone over the whole model (or ``--layers``) and
 writes ``DIR/sweep.json`` and one heatmap per metric (``DIR/sweep_<metric>.png``).
+``--prompts FILE`` uses your own prompts instead of the binding task (cut to the shortest
+one's token length; the metrics are the accuracy and the loss of predicting each prompt's
+last token). ``--model`` also takes a ``.gguf`` file or a Hugging Face folder;
 ``--model tiny-<family>`` uses a tiny random model (for smoke tests); ``--device``
-picks where the model runs.
+picks where the model runs. Every effect is ablated − baseline.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .._json import dumps
 from ..interventions.modes import MODES, SIDES
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._prompts import add_prompts_args, equal_length, prompt_tokens
 from ._types import freq_ids_text, layers_text, positive_int
 from .profile import command_line
 
@@ -36,6 +40,8 @@ def register(sub) -> None:
     )
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding"])
+    add_prompts_args(parser, "the prompts are cut to the shortest one's token length and the "
+                     "metrics are the accuracy and loss of predicting each one's last token")
     parser.add_argument("--heads", help="heads as LAYER.HEAD, comma-separated (e.g. 12.0,13.1; "
                         "12.* for a whole layer)")
     parser.add_argument("--freqs", default="all", type=freq_ids_text,
@@ -63,6 +69,11 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
+_LABELS = {"accuracy": "accuracy", "candidate_accuracy": "candidate accuracy",
+           "logit_diff": "logit difference", "loss": "loss"}
+_SHORT = {"logit_diff": "logit diff", "loss": "loss"}
+
+
 def _table(rows: list[tuple[str, float, float]]) -> str:
     lines = [f"  {'':<20} {'before':>8} {'after':>8} {'change':>8}"]
     for label, before, after in rows:
@@ -70,32 +81,51 @@ def _table(rows: list[tuple[str, float, float]]) -> str:
     return "\n".join(lines)
 
 
-def _task_info(task, args) -> dict:
-    return {"n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
+def _task(model, args):
+    """``(tokens, metrics, main metric, header, task info, reference tokens)`` of the
+    binding task or of ``--prompts``."""
+    from ..interventions import ImportanceBatch, binding_metrics
+    from ..interventions.importance import importance_metric
+    from ..tasks import binding_task
+
+    if args.prompts:
+        full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
+        batch = ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts")
+        metrics = {name: (lambda logits, fn=importance_metric(name): fn(logits, batch))
+                   for name in ("accuracy", "loss")}
+        header = (f"{args.model} · {batch.n_prompts} prompts from {args.prompts}, cut to {n} "
+                  f"tokens: the last one predicted from the {n - 1} before it")
+        info = {"name": "prompts", "file": str(args.prompts), "n_prompts": batch.n_prompts,
+                "n_tokens": n - 1}
+        # mean ablation: the means over the prompts themselves
+        return batch.tokens, metrics, "loss", header, info, batch.tokens
+    task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
+    reference = None
+    if args.mode == "mean":
+        reference = binding_task(model, n_prompts=args.reference_prompts, n_pairs=args.n_pairs,
+                                 seed=args.seed + 1000).tokens
+    header = (f"{args.model} · binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
+              f"{task.tokens.shape[1]} tokens (seed {args.seed})")
+    info = {"name": "binding", "n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
             "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
+    return task.tokens, binding_metrics(task), "logit_diff", header, info, reference
 
 
 def run(args) -> int:
     import torch
 
     from ..errors import InvalidSelectionError
-    from ..interventions import Intervention, band_sweep, binding_metrics, parse_selection
+    from ..interventions import Intervention, band_sweep, parse_selection
+    from ..interventions.metrics import evaluate_metrics
     from ..rope import rope_specs
-    from ..tasks import binding_task, evaluate_binding
 
     if (args.sweep is None) == (args.heads is None):
         raise InvalidSelectionError("pass either --heads (with --freqs) or --sweep bands")
     if args.out:
         check_output_dir(args.out)
     model = load_from_args(args)
-    task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
-    reference = None
-    if args.mode == "mean":
-        reference = binding_task(model, n_prompts=args.reference_prompts, n_pairs=args.n_pairs,
-                                 seed=args.seed + 1000).tokens
+    tokens, metrics, main, header, info, reference = _task(model, args)
     out = Path(args.out) if args.out else None
-    header = (f"{args.model} · binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
-              f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     per_position = args.per_position and args.mode == "mean"
 
     if args.sweep is None:
@@ -104,35 +134,26 @@ def run(args) -> int:
         spec = Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
                             per_position=per_position)
         with torch.no_grad():
-            before = evaluate_binding(model, task)
+            before = evaluate_metrics(metrics, model(tokens))
             with spec.apply(model, reference=reference):
-                after = evaluate_binding(model, task, logits=model(task.tokens))
+                after = evaluate_metrics(metrics, model(tokens))
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
         print(header)
         print(f"{args.mode}-ablating frequency ids {args.freqs} of heads {', '.join(heads)}")
-        print(_table([("accuracy", before.accuracy, after.accuracy),
-                      ("candidate accuracy", before.candidate_accuracy, after.candidate_accuracy),
-                      ("logit difference", before.logit_diff, after.logit_diff)]))
+        print(_table([(_LABELS.get(name, name), before[name], after[name]) for name in before]))
         if out:
             payload = {
-                "model": args.model, "task": "binding", "mode": args.mode, "side": args.side,
-                "n_prompts": task.n_prompts, "n_pairs": task.n_pairs, "seed": args.seed,
+                "model": args.model, "task": info["name"], "mode": args.mode, "side": args.side,
+                **{k: v for k, v in info.items() if k != "name"},
                 "selection": {f"{layer}.{head}": list(ids) for layer, hs in selection.items()
                               for head, ids in hs.items()},
-                "intervention": spec.to_dict(),
-                "before": {"accuracy": before.accuracy,
-                           "candidate_accuracy": before.candidate_accuracy,
-                           "logit_diff": before.logit_diff},
-                "after": {"accuracy": after.accuracy,
-                          "candidate_accuracy": after.candidate_accuracy,
-                          "logit_diff": after.logit_diff},
+                "intervention": spec.to_dict(), "before": before, "after": after,
             }
             from ..report import ablation_report
 
             report = ablation_report(
                 model=args.model, selection=payload["selection"], mode=args.mode, side=args.side,
-                before=payload["before"], after=payload["after"], task=_task_info(task, args),
-                command=command_line(args))
+                before=before, after=after, task=info, command=command_line(args))
             with staged_dir(out) as stage:  # both files, or neither
                 (stage / "ablate.json").write_text(json.dumps(payload, indent=1))
                 report.save(stage / "report.html")
@@ -140,7 +161,7 @@ def run(args) -> int:
         return 0
 
     start = time.perf_counter()
-    sweep = band_sweep(model, task.tokens, binding_metrics(task), bands=args.bands,
+    sweep = band_sweep(model, tokens, metrics, bands=args.bands,
                        mode=args.mode, side=args.side, per_position=per_position, layers=args.layers,
                        reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start
@@ -148,21 +169,23 @@ def run(args) -> int:
     print(f"{args.mode}-ablating each of {len(sweep.band_names)} bands of each head alone "
           f"({sum(len(h) for h in sweep.heads.values()) * len(sweep.band_names)} passes, "
           f"{seconds:.0f} s)")
-    print(f"baseline: accuracy {sweep.baseline['accuracy']:.3f}, logit difference "
-          f"{sweep.baseline['logit_diff']:.3f}")
-    print("largest drops in logit difference:")
-    print(f"  {'head':>6} {'band':>8} {'Δ logit diff':>13} {'Δ accuracy':>11}")
+    print("baseline: " + ", ".join(f"{_LABELS.get(name, name)} {value:.3f}"
+                                   for name, value in sweep.baseline.items()))
+    rises = main == "loss"
+    print(f"largest {'rises' if rises else 'drops'} in {_LABELS[main]} (effect = ablated − "
+          "baseline):")
+    print(f"  {'head':>6} {'band':>8} {'Δ ' + _SHORT[main]:>13} {'Δ accuracy':>11}")
     acc = sweep.effect("accuracy")
-    for layer, head, band, value in sweep.top(10, "logit_diff"):
+    for layer, head, band, value in sweep.top(10, main, raise_=rises):
         b = sweep.band_names.index(band)
         print(f"  {f'{layer}.{head}':>6} {band:>8} {value:>+13.3f} {float(acc[layer, head, b]):>+11.3f}")
-    mean_effect = sweep.effect("logit_diff")[sweep.layers].nanmean(dim=(0, 1))
-    print("mean Δ logit difference per band: " + ", ".join(
+    mean_effect = sweep.effect(main)[sweep.layers].nanmean(dim=(0, 1))
+    print(f"mean Δ {_LABELS[main]} per band: " + ", ".join(
         f"{name} {float(v):+.3f}" for name, v in zip(sweep.band_names, mean_effect)))
     if out:
         payload = {"format": sweep.FORMAT,  # BandSweep.load reads it
-                   "model": args.model, "task": "binding", "n_prompts": task.n_prompts,
-                   "n_pairs": task.n_pairs, "seed": args.seed, "seconds": seconds,
+                   "model": args.model, "task": info["name"],
+                   **{k: v for k, v in info.items() if k != "name"}, "seconds": seconds,
                    **sweep.to_dict()}
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
@@ -173,13 +196,13 @@ def run(args) -> int:
 
         with staged_dir(out) as stage:  # every file, or none
             (stage / "sweep.json").write_text(dumps(payload, indent=1))
-            for metric in ("logit_diff", "accuracy"):
+            for metric in sweep.metrics:
                 fig = Figure(figsize=(2.0 + 2.2 * len(sweep.band_names), 1.2 + 0.28 * n_layers),
                              constrained_layout=True)
                 axes = fig.subplots(1, len(sweep.band_names), sharey=True, squeeze=False)[0]
                 plot_band_sweep(sweep, metric, axes=axes)
                 fig.savefig(stage / f"sweep_{metric}.png", dpi=120)
-            band_sweep_report(sweep, model=args.model, task=_task_info(task, args),
+            band_sweep_report(sweep, model=args.model, task=info,
                               seconds=seconds, command=command_line(args)
                               ).save(stage / "report.html")
         print(f"wrote {out / 'sweep.json'}, {out / 'report.html'} and {out}/sweep_*.png")

@@ -13,7 +13,9 @@ Gini coefficient; see ``docs/head_importance.md``). ``--out DIR`` writes ``heads
 and the heatmap ``heads.png``.
 
 Tasks: ``binding`` (entity-attribute binding prompts) and ``distance`` (continue a listed
-word sequence ``--distance`` words apart; lens_possym.tasks.word_distance).
+word sequence ``--distance`` words apart; lens_possym.tasks.word_distance), or your own
+``--prompts FILE`` (text or JSONL, as ``dataset`` reads them; cut to the shortest one's
+token length, each one's last token the answer; metric ``loss`` by default).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._prompts import add_prompts_args, equal_length, prompt_tokens
 from ._types import layers_text, positions_text, positive_int
 
 METRICS = ("logit_diff", "accuracy", "loss")
@@ -38,7 +41,10 @@ def register(sub) -> None:
     )
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding", "distance"])
-    parser.add_argument("--metric", default="logit_diff", choices=METRICS)
+    add_prompts_args(parser, "the prompts are cut to the shortest one's token length, and each "
+                     "one's last token is the answer (metrics loss, the default, and accuracy)")
+    parser.add_argument("--metric", choices=METRICS,
+                        help="default logit_diff for the tasks, loss for --prompts")
     parser.add_argument("--mode", default="zero", choices=["zero", "mean"])
     parser.add_argument("--layers", type=layers_text,
                         help="layers to sweep: ids and half-open START:STOP ranges, "
@@ -67,6 +73,11 @@ def _batch(args, model, seed: int, n_prompts: int):
     from ..interventions import ImportanceBatch
     from ..tasks import binding_task, word_distance_task
 
+    if args.prompts:
+        full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
+        return ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts"), (
+            f"{full.shape[0]} prompts from {args.prompts}, cut to {n} tokens: the last one "
+            f"predicted from the {n - 1} before it")
     if args.task == "binding":
         task = binding_task(model, n_prompts=n_prompts, n_pairs=args.n_pairs, seed=seed)
         return ImportanceBatch.from_binding(task), (
@@ -84,6 +95,14 @@ def run(args) -> int:
     from .._ids import read_ids
     from ..interventions import ImportanceConfig, head_importance
 
+    from ..errors import InvalidSelectionError
+
+    if args.metric is None:
+        args.metric = "loss" if args.prompts else "logit_diff"
+    if args.prompts and args.metric == "logit_diff":
+        raise InvalidSelectionError(
+            "--metric logit_diff needs distractor tokens, which --prompts do not have; use "
+            "--metric loss or accuracy")
     if args.out:
         check_output_dir(args.out)
     model = load_from_args(args)
@@ -95,12 +114,13 @@ def run(args) -> int:
         positions=None if args.positions is None else read_ids(
             args.positions, int(batch.tokens.shape[1]), what="position", from_end=True))
     reference = None
-    if args.mode == "mean":
-        reference = _batch(args, model, args.seed + 1000, args.reference_prompts)[0].tokens
+    if args.mode == "mean":  # your prompts: the means over them
+        reference = batch.tokens if args.prompts else _batch(
+            args, model, args.seed + 1000, args.reference_prompts)[0].tokens
     result = head_importance(model, batch, args.metric, config=config, reference=reference,
                              progress=not args.no_progress)
-    result.info.update({"model": args.model, "task": args.task, "seed": args.seed,
-                        "description": header})
+    result.info.update({"model": args.model, "task": "prompts" if args.prompts else args.task,
+                        "seed": args.seed, "description": header})
     print(f"{args.model} · {header} (seed {args.seed})")
     print(f"{args.mode}-ablating each of {int(result.ablated.isfinite().sum())} heads alone: "
           f"{result.n_passes} passes, {result.seconds:.1f} s")

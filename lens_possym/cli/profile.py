@@ -14,6 +14,7 @@ from pathlib import Path
 from ..scores.config import METHODS
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._prompts import add_prompts_args, prompt_tokens
 from ._score_args import add_score_args, score_config_from
 from ._types import positive_int
 
@@ -29,6 +30,8 @@ def register(sub) -> None:
     add_model_args(parser)
     parser.add_argument("--task", choices=["binding", "random"], default="binding",
                         help="binding prompts (entity-attribute) or random word tokens")
+    add_prompts_args(parser, "prompts of any lengths (grouped by length, no padding); the "
+                     "scores are means over all of them")
     parser.add_argument("--n-prompts", type=positive_int, default=16)
     parser.add_argument("--n-pairs", type=positive_int, default=8,
                         help="bindings per prompt (binding)")
@@ -47,6 +50,13 @@ def register(sub) -> None:
 def _prompts(model, args):
     from ..tasks import binding_task, evaluate_binding, random_token_prompts
 
+    if args.prompts:
+        rows = prompt_tokens(model, args.prompts, args.field)
+        lengths = sorted({len(r) for r in rows})
+        text = "".join(model.to_str_tokens(rows[0]))
+        return rows, text, {"name": "prompts", "file": str(args.prompts), "n_prompts": len(rows),
+                            "n_tokens": lengths[0] if len(lengths) == 1 else
+                            f"{lengths[0]}-{lengths[-1]}"}
     if args.task == "binding":
         task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
         result = evaluate_binding(model, task)
@@ -67,12 +77,19 @@ def run(args) -> int:
     model = load_from_args(args)
     layers = args.layers  # text in the id grammar; swap_scores checks it against the model
     tokens, first_prompt, task = _prompts(model, args)
-    print(f"{tokens.shape[0]} {task['name']} prompts of {tokens.shape[1]} tokens; scoring "
+    mixed = isinstance(tokens, list)  # --prompts: one token tensor per prompt
+    n_prompts = len(tokens)
+    n_tokens = task["n_tokens"] if mixed else tokens.shape[1]
+    print(f"{n_prompts} {task['name']} prompts of {n_tokens} tokens; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
           f"{args.swap} swaps)", file=sys.stderr)
     config = score_config_from(args, method=args.method,
                                exclude_bos=False if args.keep_bos else "auto")
-    scores = swap_scores(model, tokens, config, layers=layers, progress=True)
+    if mixed:
+        scores = _scores_of_prompts(model, tokens, config, layers)
+        tokens = tokens[0][None]  # the report's figures and views draw the first prompt
+    else:
+        scores = swap_scores(model, tokens, config, layers=layers, progress=True)
     scores.task = task
     scores.model_name = args.model
     with staged_dir(out) as stage:  # all of scores.json, figures and report, or none
@@ -88,6 +105,34 @@ def run(args) -> int:
     _print_summary(scores, time.perf_counter() - start)
     print("wrote " + ", ".join(str(out / p.relative_to(stage)) for p in written))
     return 0
+
+
+def _scores_of_prompts(model, rows: list, config, layers):
+    """Scores of prompts of any lengths: each length's prompts as one batch, then the
+    mean over all prompts (a prompt's scores do not depend on the others')."""
+    import torch
+
+    from .._inputs import as_layers
+    from ..scores.profile import mean_over_prompts, per_prompt_scores
+
+    groups: dict[int, list] = {}
+    for row in rows:
+        groups.setdefault(len(row), []).append(row)
+    if len(groups) == 1:
+        from .. import swap_scores
+
+        return swap_scores(model, torch.stack(rows), config, layers=layers, progress=True)
+    parts, angles = [], None
+    for n, group in groups.items():
+        print(f"  {len(group)} prompt(s) of {n} tokens ...", file=sys.stderr)
+        per_prompt, angles, _ = per_prompt_scores(model, torch.stack(group), config,
+                                                  layers=layers)
+        parts.append(per_prompt)
+    joined = {name: None if parts[0][name] is None else torch.cat([p[name] for p in parts])
+              for name in parts[0]}
+    n_layers = int(angles.shape[0])
+    return mean_over_prompts(joined, angles, config, layers=as_layers(layers, n_layers),
+                             n_tokens=max(groups), model_name=str(model.cfg.model_name))
 
 
 def command_line(args) -> str:

@@ -15,7 +15,10 @@ any of them as data (:mod:`.spec`: printable, JSON round trip, replayable). Swee
 :func:`band_sweep` (every band of every head, :mod:`.sweep`) and
 :func:`compare_with_random_heads` (:mod:`.compare`), configured by frozen
 :class:`BandSweepConfig`/:class:`HeadSetConfig` objects stored in their results. Targets
-are written in one grammar (:mod:`.selection`). See ``docs/interventions.md``.
+are written in one grammar (:mod:`.selection`). Patching grids: :func:`patch_grid` and
+the batched :func:`generic_patch_grid` with its named partials (:mod:`.grid`), every
+effect with standard errors and bootstrap intervals over prompts (:mod:`.uncertainty`).
+See ``docs/interventions.md`` and ``docs/patching.md``.
 """
 
 from .._lazy import lazy_attributes
@@ -39,6 +42,11 @@ _EXPORTS = {
     "heads": ["HeadMeans", "ablate_heads", "ablate_heads_hook", "ablate_heads_hooks",
         "head_means"],
     "importance": ["HeadImportance", "ImportanceBatch", "ImportanceConfig", "head_importance"],
+    "grid": ["PATCH_SITES", "PatchGridConfig", "PatchingGrid", "generic_patch_grid",
+        "patch_attn_out", "patch_attn_out_all_pos", "patch_frequencies_grid", "patch_grid",
+        "patch_head_out_all_pos", "patch_head_out_by_pos", "patch_mlp_out",
+        "patch_mlp_out_all_pos", "patch_resid_pre", "patch_resid_pre_all_pos"],
+    "uncertainty": ["Uncertainty", "bootstrap_interval", "standard_error", "uncertainty"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -100,4 +108,23 @@ __all__ = [
     "ImportanceBatch",
     "HeadImportance",
     "head_importance",
+    # patching grids (batched generic_activation_patch) and uncertainty over prompts
+    "PATCH_SITES",
+    "PatchGridConfig",
+    "PatchingGrid",
+    "generic_patch_grid",
+    "patch_grid",
+    "patch_head_out_all_pos",
+    "patch_head_out_by_pos",
+    "patch_resid_pre",
+    "patch_attn_out",
+    "patch_mlp_out",
+    "patch_resid_pre_all_pos",
+    "patch_attn_out_all_pos",
+    "patch_mlp_out_all_pos",
+    "patch_frequencies_grid",
+    "Uncertainty",
+    "standard_error",
+    "bootstrap_interval",
+    "uncertainty",
 ]

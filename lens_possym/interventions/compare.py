@@ -211,7 +211,9 @@ def compare_with_random_heads(
         config: a :class:`HeadSetConfig`; ``**settings`` are its fields (``bands``,
             ``modes``, ``n_random``, ``seed``, ``pool``, ``per_position``,
             ``last_token_only``) and override it.
-        reference, means: reference prompts (or precomputed means) for ``mode="mean"``.
+        reference, means: reference prompts (or precomputed means) for ``mode="mean"``;
+            by default the means are taken over ``input`` itself, so the defaults (modes
+            ``zero`` and ``mean``) need nothing more.
         progress: show a tqdm progress bar.
 
     Cost: ``1 + len(bands) · len(modes) · (1 + n_random)`` forward passes.
@@ -231,7 +233,8 @@ def compare_with_random_heads(
     draws = [sorted(rng.sample(candidates, len(chosen))) for _ in range(config.n_random)]
     tokens = as_tokens(model, input)
     layers = sorted({layer for layer, _ in chosen} | {layer for d in draws for layer, _ in d})
-    means = means_for(config.modes, model, layers, means=means, reference=reference,
+    means = means_for(config.modes, model, layers, means=means,
+                      reference=tokens if reference is None else reference,
                       per_position=config.per_position)
     kwargs = last_token_kwargs(model, config.last_token_only)
 

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from torch import Tensor
 
+from .._precision import compute_dtype
 from ..errors import InvalidSelectionError
 from ..rope import RopeSpec, cos_sin
 from .engine import PairEdit
@@ -83,11 +84,13 @@ def unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
         # This input's angles (LongRoPE / dynamic NTK depend on its length), unscaled.
         unit = spec.at_length(len(positions)).with_(attention_scaling=1.0)
         cos, sin = cos_sin(unit, positions)
-        cos = cos[:, rotated].to(x.dtype)  # [pos, n] broadcast over batch
-        sin = sin[:, rotated].to(x.dtype)
-        a, b = x[..., dims_a], x[..., dims_b]
+        # in float32 or wider, rounded to the model's dtype once at the end
+        dtype = compute_dtype(x.dtype)
+        cos = cos[:, rotated].to(dtype)  # [pos, n] broadcast over batch
+        sin = sin[:, rotated].to(dtype)
+        a, b = x[..., dims_a].to(dtype), x[..., dims_b].to(dtype)
         out = x.clone()
-        out[..., dims_a] = a * cos + b * sin
-        out[..., dims_b] = b * cos - a * sin
+        out[..., dims_a] = (a * cos + b * sin).to(x.dtype)
+        out[..., dims_b] = (b * cos - a * sin).to(x.dtype)
         return out
     return edit

@@ -36,6 +36,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._precision import compute_dtype, model_tolerance
 from ..decompose import apply_softcap
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..rope import RopeSpec, heads_view, rotate
@@ -120,7 +121,7 @@ def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
     """
     positions = torch.arange(q.shape[1], device=q.device)
     spec = spec.at_length(q.shape[1])  # LongRoPE / dynamic NTK: this input's angles
-    dtype = torch.promote_types(q.dtype, torch.float32)
+    dtype = compute_dtype(q.dtype)
     qr = rotate(q, positions, spec).to(dtype)
     kr = rotate(k, positions, spec).to(dtype)
     scores = einsum(qr, kr, "batch query_pos head_index d_head, batch key_pos head_index d_head"
@@ -174,8 +175,7 @@ def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list
         check, new = both[: q.shape[0]], both[q.shape[0]:]
         model_rows = z[:, :, heads]
         err = float((check.detach().float() - model_rows.detach().float()).abs().max()) if check.numel() else 0.0
-        half = (torch.float16, torch.bfloat16)
-        tol = (2e-2 if z.dtype in half else 1e-4) * max(1.0, float(model_rows.detach().abs().max()))
+        tol = model_tolerance(z.dtype) * max(1.0, float(model_rows.detach().abs().max()))
         if not err <= tol:
             raise DecompositionMismatchError(
                 f"layer {spec.layer}: recomputing heads {heads} from their queries and keys "

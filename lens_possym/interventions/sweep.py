@@ -150,11 +150,15 @@ class BandSweep(ResultIO):
             raise InvalidSelectionError(f"no metric {name!r}; this sweep has {self.metrics}")
         return self.values[name] - self.baseline[name]
 
-    def top(self, k: int = 10, metric: str | None = None) -> list[tuple[int, int, str, float]]:
-        """The ``k`` (layer, head, band) ablations that lower the metric most."""
+    def top(self, k: int = 10, metric: str | None = None, *, raise_: bool = False
+            ) -> list[tuple[int, int, str, float]]:
+        """The ``k`` (layer, head, band) ablations that lower the metric most (``raise_``:
+        that raise it most, as for a loss), with their effects (ablated − baseline)."""
         eff = self.effect(metric)
-        flat = torch.nan_to_num(eff, nan=float("inf")).flatten()
-        order = torch.argsort(flat)[:k]
+        sign = -1.0 if raise_ else 1.0
+        flat = torch.nan_to_num(sign * eff, nan=float("inf")).flatten()
+        order = torch.argsort(flat, stable=True)[:k]
+        flat = sign * flat
         n_heads, n_bands = eff.shape[1], eff.shape[2]
         return [(int(i) // (n_heads * n_bands), (int(i) // n_bands) % n_heads,
                  self.band_names[int(i) % n_bands], float(flat[i])) for i in order
@@ -251,7 +255,8 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
         config: a :class:`BandSweepConfig` (e.g. a saved sweep's ``config``);
             ``**settings`` are its fields (``bands=3, mode="zero", layers=..., heads=...,
             side=..., per_position=..., last_token_only=...``) and override it.
-        reference, means: the reference prompts (or precomputed means) of ``mode="mean"``.
+        reference, means: the reference prompts (or precomputed means) of ``mode="mean"``;
+            by default the means are taken over ``input`` itself.
         progress: show a tqdm progress bar.
 
     Returns:
@@ -272,7 +277,8 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
             raise InvalidSelectionError("every layer needs the same bands")
         band_names = names
     head_lists = _head_lists(specs, chosen, config.heads)
-    means = means_for([config.mode], model, chosen, means=means, reference=reference,
+    means = means_for([config.mode], model, chosen, means=means,
+                      reference=tokens if reference is None else reference,
                       per_position=config.per_position)
 
     bridge = hasattr(model, "original_model")

@@ -7,7 +7,7 @@ from .._lazy import lazy_attributes
 _EXPORTS = {
     "loading": ["from_gguf", "from_hf", "list_models", "load_model"],
     "registry": ["DEFAULT_MODEL", "KNOWN_MODELS", "KnownModel", "ModelInfo"],
-    "tiny": ["TINY_FAMILIES", "tiny_model", "tiny_tokenizer"],
+    "tiny": ["TINY_FAMILIES", "tiny_hf_model", "tiny_model", "tiny_tokenizer"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -17,6 +17,7 @@ __all__ = [
     "from_hf",
     "list_models",
     "tiny_model",
+    "tiny_hf_model",
     "tiny_tokenizer",
     "TINY_FAMILIES",
     "KNOWN_MODELS",

@@ -3,9 +3,18 @@
 Three entry points, all returning a ``TransformerBridge``:
 
 * :func:`load_model` for the models in :mod:`lens_possym.models.registry` (GGUF files
-  shipped by pip packages),
+  shipped by pip packages, the extra ``lens-possym[models]``), and for a GGUF file or a
+  Hugging Face folder on disk given by its path (what ``--model`` takes on the command
+  line),
 * :func:`from_gguf` for any GGUF file on disk,
-* :func:`from_hf` for a Hugging Face model object already in memory.
+* :func:`from_hf` for a Hugging Face model object already in memory, or a folder saved by
+  ``save_pretrained`` (model and tokenizer).
+
+**Device.** Every loader defaults to ``device="auto"``, as the command line does: a CUDA
+GPU when torch sees one, else the CPU (:func:`lens_possym._inputs.resolve_device`).
+``from_hf`` of a model already in memory leaves it where it is unless ``device`` is given.
+(:func:`~lens_possym.models.tiny.tiny_model` builds on the CPU unless told otherwise: its
+models are for tests and examples, where a forward pass takes milliseconds.)
 
 Nothing here touches the network: every ``from_pretrained`` call reads a local folder with
 ``local_files_only=True``, and the bridge is booted from the model object, never by name.
@@ -22,13 +31,18 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import CorruptModelFileError, ModelNotInstalledError, UnsupportedModelError
+from .._inputs import resolve_device
+from ..errors import (CorruptModelFileError, InvalidSelectionError, ModelNotInstalledError,
+                      UnsupportedModelError)
 from . import cache
 from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, ModelInfo, known_model
+
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
 
 __all__ = ["load_model", "from_gguf", "from_hf", "list_models"]
 
@@ -52,31 +66,43 @@ def list_models() -> list[ModelInfo]:
 
 
 def load_model(
-    name: str = DEFAULT_MODEL,
+    name: str | Path = DEFAULT_MODEL,
     *,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "auto",
     dtype: torch.dtype = torch.float32,
     rebuild_cache: bool = False,
-):
-    """Load a known RoPE model by name, hooked by TransformerLens, with no network access.
+) -> TransformerBridge:
+    """Load a RoPE model, hooked by TransformerLens, with no network access.
 
-    The first call converts the GGUF file shipped by the model's pip package (about a
-    minute for gemma-3-270m) and caches the result; later calls take a few seconds.
+    ``name`` is a known model's name, or the path of a GGUF file or of a Hugging Face
+    folder (``config.json``, weights and tokenizer, as ``save_pretrained`` writes them).
+    The first load of a known model converts the GGUF file shipped by its pip package
+    (about a minute for gemma-3-270m) and caches the result; later loads take a few
+    seconds. GGUF files on disk are cached the same way (:func:`from_gguf`).
 
     Args:
         name: a key of :data:`~lens_possym.models.registry.KNOWN_MODELS`
-            (``"gemma-3-270m"``, the default, or ``"smollm2-135m"``).
-        device: where the model runs.
-        dtype: the weights' dtype (the cache stores float32).
+            (``"gemma-3-270m"``, the default, or ``"smollm2-135m"``), a ``.gguf`` file or
+            a Hugging Face folder.
+        device: where the model runs: ``"auto"`` (a CUDA GPU when there is one, else the
+            CPU; the default, as on the command line), ``"cpu"``, ``"cuda:N"``.
+        dtype: the weights' dtype (the cache stores float32); ``torch.bfloat16`` and
+            ``torch.float16`` work throughout (docs/families.md, "Half precision").
         rebuild_cache: convert again even if a valid cache entry exists.
 
     Raises:
-        UnknownModelError: ``name`` is not a known model.
+        UnknownModelError: ``name`` is neither a known model nor an existing path.
         ModelNotInstalledError: the model's package is not installed (the message gives
-            the pip command).
-        CorruptModelFileError: the GGUF file cannot be read.
+            the pip command: ``pip install 'lens-possym[models]'``).
+        CorruptModelFileError: the GGUF file or the folder cannot be read.
     """
-    entry = known_model(name)
+    device = resolve_device(device)
+    path = Path(name).expanduser()
+    if str(name) not in KNOWN_MODELS and path.exists():
+        if path.is_dir():
+            return from_hf(path, device=device, dtype=dtype)
+        return from_gguf(path, device=device, dtype=dtype, rebuild_cache=rebuild_cache)
+    entry = known_model(str(name))
     if not entry.is_installed():
         raise ModelNotInstalledError(
             f"model {name!r} needs the package {entry.package!r}, which is not installed. "
@@ -92,14 +118,16 @@ def from_gguf(
     path: str | Path,
     *,
     name: str | None = None,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "auto",
     dtype: torch.dtype = torch.float32,
     rebuild_cache: bool = False,
-):
+) -> TransformerBridge:
     """Load any GGUF checkpoint that ``transformers`` can read (llama, qwen2, gemma3, ...).
 
     The conversion is cached under the file's sha256, exactly as for :func:`load_model`.
+    ``device`` and ``dtype`` as there.
     """
+    device = resolve_device(device)
     path = Path(path).expanduser()
     if not path.is_file():
         raise CorruptModelFileError(f"no GGUF file at {path}; check the path")
@@ -109,9 +137,15 @@ def from_gguf(
     return _boot_entry(folder, sha, lambda scratch: path, display, device, dtype)
 
 
-def from_hf(hf_model: Any, tokenizer: Any, *, name: str | None = None,
-            device: str | torch.device | None = None):
-    """Wrap a Hugging Face causal LM already in memory in a ``TransformerBridge``, offline.
+def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
+            device: str | torch.device | None = None,
+            dtype: torch.dtype | None = None) -> TransformerBridge:
+    """Wrap a Hugging Face causal LM in a ``TransformerBridge``, offline.
+
+    ``hf_model`` is a model already in memory (with its ``tokenizer``), or the path of a
+    folder that ``save_pretrained`` wrote (``config.json``, the weights, and the
+    tokenizer's files; ``tokenizer`` then defaults to the folder's), read with
+    ``local_files_only=True``.
 
     Takes care of the traps of doing this by hand: the bridge dispatches on
     ``config.architectures`` (set from the model class when missing, as for GGUF-loaded
@@ -119,14 +153,34 @@ def from_hf(hf_model: Any, tokenizer: Any, *, name: str | None = None,
     and must be booted under a neutral name so that no Hub alias is resolved.
 
     Args:
-        hf_model: e.g. a ``LlamaForCausalLM``; it is switched to eager attention by the
-            bridge (that is what makes the attention-pattern hooks fire).
-        tokenizer: its tokenizer.
-        name: a label for ``model.cfg.model_name`` (prefixed with ``local/``).
-        device: defaults to the device of the model's parameters.
+        hf_model: e.g. a ``LlamaForCausalLM``, or a folder; it is switched to eager
+            attention by the bridge (that is what makes the attention-pattern hooks fire).
+        tokenizer: its tokenizer (a folder's own by default).
+        name: a label for ``model.cfg.model_name`` (prefixed with ``local/``; a folder's
+            name by default).
+        device: a model in memory stays on the device of its parameters unless this is
+            given; a folder is loaded on ``"auto"`` (a CUDA GPU when there is one).
+        dtype: a folder's weights are read in this dtype (float32 by default); a model
+            in memory is cast to it when given.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    if isinstance(hf_model, (str, Path)):
+        folder = Path(hf_model).expanduser()
+        hf_model, folder_tokenizer = _read_folder(folder, dtype or torch.float32)
+        tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
+        name = name or folder.name
+        device = resolve_device("auto" if device is None else device)
+        hf_model = hf_model.to(device)
+    elif dtype is not None:
+        hf_model = hf_model.to(dtype=dtype)
+    if tokenizer is None:
+        raise InvalidSelectionError(
+            "from_hf needs the model's tokenizer: from_hf(hf_model, tokenizer), or pass the "
+            "folder the model was saved to (its tokenizer is read from there)")
+    if device is not None:
+        device = resolve_device(device)
+        hf_model = hf_model.to(device)
     config = hf_model.config
     if not getattr(config, "architectures", None):
         config.architectures = [type(hf_model).__name__]
@@ -144,6 +198,34 @@ def from_hf(hf_model: Any, tokenizer: Any, *, name: str | None = None,
 
 # --------------------------------------------------------------------------------------
 # internals
+
+
+def _read_folder(folder: Path, dtype: torch.dtype) -> tuple[Any, Any]:
+    """A Hugging Face folder's model and tokenizer, offline."""
+    if not folder.is_dir():
+        raise CorruptModelFileError(f"no folder at {folder}; check the path")
+    if not (folder / "config.json").is_file():
+        raise CorruptModelFileError(
+            f"{folder} has no config.json, so it is not a Hugging Face model folder; save "
+            "one with model.save_pretrained(folder) and tokenizer.save_pretrained(folder), "
+            "or pass a .gguf file")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
+    except Exception as exc:
+        raise CorruptModelFileError(
+            f"could not read the model in {folder} ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]})") from exc
+    tokenizer = None
+    if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        except Exception as exc:
+            raise CorruptModelFileError(
+                f"could not read the tokenizer in {folder} ({type(exc).__name__}: {exc})"
+            ) from exc
+    return model.eval(), tokenizer
 
 
 def _known_sha256(entry: KnownModel) -> str:

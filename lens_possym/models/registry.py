@@ -124,9 +124,9 @@ def known_model(name: str) -> KnownModel:
         close = difflib.get_close_matches(name, list(KNOWN_MODELS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise UnknownModelError(
-            f"unknown model {name!r}.{hint} Known models: {', '.join(KNOWN_MODELS)}. "
-            "For your own checkpoint use lens_possym.from_gguf(path) or "
-            "lens_possym.from_hf(hf_model, tokenizer)."
+            f"unknown model {name!r} (not a known name, and no file or folder at that "
+            f"path).{hint} Known models: {', '.join(KNOWN_MODELS)}; or pass the path of a "
+            ".gguf file or of a Hugging Face folder (config.json, weights, tokenizer)."
         ) from None
 
 

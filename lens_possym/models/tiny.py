@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import InvalidSelectionError
 
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
+
 __all__ = ["TINY_FAMILIES", "ALL_TINY_FAMILIES", "REFUSED_FAMILIES", "TinyFamily", "tiny_model",
-           "tiny_tokenizer", "describe_family", "TINY_VOCAB"]
+           "tiny_hf_model", "tiny_tokenizer", "describe_family", "TINY_VOCAB"]
 
 TinyFamily = str
 
@@ -298,7 +301,7 @@ def tiny_model(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
     **config_overrides: Any,
-):
+) -> "TransformerBridge":
     """Build a tiny random model of one RoPE family and wrap it in a ``TransformerBridge``.
 
     Args:
@@ -311,16 +314,50 @@ def tiny_model(
             without GQA (GPT-NeoX, GPT-J, CodeGen).
         init_range: std of the random weights; larger than HF's 0.02 default so that
             attention patterns are far from uniform.
-        dtype: e.g. ``torch.float64`` for tests that compare two exact computations.
+        dtype: e.g. ``torch.float64`` for tests that compare two exact computations, or
+            ``torch.bfloat16``.
+        device: the CPU by default (unlike the loaders of real models, which default to
+            ``"auto"``): tiny models are for tests and examples, where a forward pass
+            takes milliseconds.
         **config_overrides: set on the Hugging Face config before the model is built.
 
     Returns:
         A ``transformer_lens.model_bridge.TransformerBridge`` with a word-level tokenizer
         over :data:`TINY_VOCAB` (``model.to_tokens("Alice likes red .")`` works).
+        :func:`tiny_hf_model` gives the Hugging Face model and tokenizer it wraps.
+    """
+    from .loading import from_hf
+
+    hf_model, tokenizer = tiny_hf_model(
+        family, seed=seed, n_layers=n_layers, d_model=d_model, n_heads=n_heads,
+        n_kv_heads=n_kv_heads, d_head=d_head, n_ctx=n_ctx, init_range=init_range, dtype=dtype,
+        device=device, **config_overrides)
+    return from_hf(hf_model, tokenizer, name=f"tiny-{family}", device=device)
+
+
+def tiny_hf_model(
+    family: str = "llama",
+    *,
+    seed: int = 0,
+    n_layers: int | None = None,
+    d_model: int = 64,
+    n_heads: int = 4,
+    n_kv_heads: int | None = None,
+    d_head: int = 16,
+    n_ctx: int = 256,
+    init_range: float = 0.1,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    **config_overrides: Any,
+) -> tuple[Any, Any]:
+    """The Hugging Face model and tokenizer that :func:`tiny_model` wraps (same arguments).
+
+    For what needs the plain model: saving it as a Hugging Face folder
+    (``hf_model.save_pretrained(folder); tokenizer.save_pretrained(folder)``, which
+    ``load_model(folder)`` and ``--model folder`` read back), or analysing it outside
+    TransformerLens (docs/outside_transformerlens.md).
     """
     import transformers
-
-    from .loading import from_hf
 
     spec = _family(family)
     for name, value in (("n_heads", n_heads), ("d_head", d_head), ("d_model", d_model),
@@ -357,5 +394,4 @@ def tiny_model(
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
         torch.manual_seed(seed)
         hf_model = cls(config)
-    hf_model = hf_model.to(dtype=dtype, device=device).eval()
-    return from_hf(hf_model, tiny_tokenizer(), name=f"tiny-{family}", device=device)
+    return hf_model.to(dtype=dtype, device=device).eval(), tiny_tokenizer()

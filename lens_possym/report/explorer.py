@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._ids import head_name
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ..viz._axes import angle_label
@@ -66,7 +67,7 @@ def explorer_data(model: HookedModel, scores: PosSymScores, tokens: Tensor,
         rows = top_swap_attention(captured[layer], heads, swap=config.swap,
                                   n_blocks=config.n_blocks, exclude_bos=bool(config.exclude_bos))
         for head, (before, after, a, b) in rows.items():
-            attention[f"{layer}:{head}"] = {"before": _rounded(before), "after": _rounded(after),
+            attention[head_name(layer, head)] = {"before": _rounded(before), "after": _rounded(after),
                                             "first": a.tolist(), "second": b.tolist()}
     examples = pick_example_heads(scores)
     data: dict[str, Any] = {
@@ -97,7 +98,7 @@ window.addEventListener('load', function () {
   }
   function span(g) { return g.length === 1 ? g[0] : g[0] + '–' + g[g.length - 1]; }
   function select(layer, head) {
-    const key = layer + ':' + head;
+    const key = layer + '.' + head;
     const a = DATA.attention[key];
     if (!a) return;
     let text = '<b>head ' + key + '</b>: s_POS ' + fmt(DATA.pos[layer][head]) +
@@ -123,7 +124,7 @@ window.addEventListener('load', function () {
   function onClick(ev) {
     const p = ev.points[0];
     let lh = Array.isArray(p.customdata) ? p.customdata : null;
-    if (!lh && typeof p.y === 'string' && p.y.indexOf(':') > 0) lh = p.y.split(':').map(Number);
+    if (!lh && typeof p.y === 'string' && p.y.indexOf('.') > 0) lh = p.y.split('.').map(Number);
     if (lh) select(lh[0], lh[1]);
   }
   for (const id of ['explore-plane', 'explore-heatmaps', 'explore-atlas']) {
@@ -132,11 +133,11 @@ window.addEventListener('load', function () {
   }
   for (const button of document.querySelectorAll('button[data-head]')) {
     button.addEventListener('click', () => {
-      const lh = button.dataset.head.split(':').map(Number);
+      const lh = button.dataset.head.split('.').map(Number);
       select(lh[0], lh[1]);
     });
   }
-  const m = /head=(\d+):(\d+)/.exec(window.location.hash);
+  const m = /head=(\d+)[.:](\d+)/.exec(window.location.hash);  // '.'; ':' of older links
   const start = m ? [+m[1], +m[2]] : DATA.examples.symbolic;
   select(start[0], start[1]);
 });
@@ -152,11 +153,11 @@ def add_explorer(report, model: HookedModel, scores: PosSymScores, tokens: Tenso
     share = logit_shares(model, tokens[:1], scores)
     data = explorer_data(model, scores, tokens, share)
     layer, head = data["examples"]["symbolic"]
-    attn = data["attention"][f"{layer}:{head}"]
+    attn = data["attention"][head_name(layer, head)]
     report.section("Explore the heads", anchor="explore", caption=(
         "Hover a point or a cell for that head's numbers; click it to show its per-frequency "
         "profile and its attention below. The page address keeps the choice "
-        "(report.html#head=LAYER:HEAD)."))
+        "(report.html#head=LAYER.HEAD)."))
     report.raw("<div class='cols'><div>")
     report.plotly(interactive.plane_figure(scores), div_id="explore-plane", caption=(
         "Every head at (s_POS, s_SYM), coloured by layer. Near the top-left corner: symbolic "
@@ -167,7 +168,7 @@ def add_explorer(report, model: HookedModel, scores: PosSymScores, tokens: Tenso
                   caption="The same scores per layer (rows) and head (columns).")
     report.raw("</div></div>")
     buttons = " ".join(
-        f"<button data-head='{h[0]}:{h[1]}'>{html.escape(name)} example {h[0]}:{h[1]}</button>"
+        f"<button data-head='{head_name(*h)}'>{html.escape(name)} example {head_name(*h)}</button>"
         for name, h in data["examples"].items())
     report.raw("<h3>Selected head</h3><p id='explore-head' class='caption'></p>"
                f"<p class='caption'>Jump to: {buttons}</p>")

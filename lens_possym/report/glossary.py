@@ -75,6 +75,9 @@ TERMS: dict[str, tuple[str, str]] = {
     "logit_diff": ("logit difference",
                    "Logit of the bound attribute minus the mean logit of the prompt's other "
                    "attributes, mean over prompts."),
+    "loss": ("loss", "Cross-entropy of the answer token (your prompts: each prompt's last "
+             "token, predicted from the tokens before it), mean over prompts; lower is "
+             "better."),
     "n_pairs": ("bindings per prompt", "Entity-attribute pairs in each prompt."),
     "name": ("task", "The prompts scored."),
     "seed": ("seed", "Seed of the prompt generator."),
@@ -106,11 +109,53 @@ TERMS: dict[str, tuple[str, str]] = {
     "side": ("side", "Which vectors are edited: q (queries), k (keys) or qk (both)."),
     "band": ("band", "A set of frequency ids ablated together; high = the fastest third of "
              "ids, middle, low = the slowest third."),
-    "effect": ("effect", "Metric with the ablation minus the metric without it."),
+    "effect": ("effect", "Metric with the intervention (ablation or patch) minus the metric "
+               "without it (intervened − baseline: every effect in lens-possym has this "
+               "sign), per prompt, then averaged over prompts."),
     "bands": ("bands", "The frequency bands each head was ablated in, one at a time."),
     "per_position": ("per-position means", "mode mean: one mean per position, not pooled."),
     "last_token_only": ("last token only", "Only the last position's logits were computed."),
     "selection": ("ablated", "Heads and the frequency ids taken from each."),
+    # ---- patching and uncertainty ---------------------------------------------------------
+    "normalized_logit_diff": ("normalised logit difference",
+                              "logit(clean answer) − logit(corrupted answer) at the last "
+                              "position, rescaled so that the unpatched corrupted run averages "
+                              "0 and the clean run 1."),
+    "corruption": ("corruption", "How the corrupted prompts differ from the clean ones "
+                   "(docs/patching.md): the answer changes, the token length does not."),
+    "changed_positions": ("changed positions", "Positions where a clean and a corrupted "
+                          "prompt hold different tokens."),
+    "corruption_seed": ("corruption seed", "Seed of the corruption's draws."),
+    "denoise": ("denoising", "Patching clean activations into the corrupted run: which "
+                "activations restore the clean answer."),
+    "noise": ("noising", "Patching corrupted activations into the clean run: which "
+              "activations destroy the clean answer."),
+    "direction": ("direction", "denoise: clean activations into the corrupted run; noise: "
+                  "corrupted activations into the clean run."),
+    "site": ("patched", "heads: a head's output (hook_z); frequencies: one RoPE pair of a "
+             "head's query or key; resid_pre / attn_out / mlp_out: a layer's residual input, "
+             "attention output, MLP output."),
+    "patch_per_position": ("one cell per position",
+                           "Each position patched alone instead of all at once."),
+    "patches_per_pass": ("patches per pass", "Cells patched together in one forward pass "
+                         "(each on its own copy of the batch)."),
+    "per_prompt_normalization": ("per-prompt normalisation", "Each prompt normalised by its "
+                                 "own clean and corrupted runs instead of the means."),
+    "value": ("value", "The metric with that cell patched, averaged over prompts."),
+    "standard_error": ("standard error", "Spread of the mean over prompts: standard deviation "
+                       "/ √n (unbiased)."),
+    "effect_standard_error": ("effect standard error", "Standard error of the per-prompt "
+                              "effect (a paired difference)."),
+    "bootstrap_interval": ("95% bootstrap interval", "Percentile interval of the mean over "
+                           "1000 resamplings of the prompts with replacement (ci_low, "
+                           "ci_high). A constant gives a point; few prompts give wide, "
+                           "skewed intervals."),
+    "ci_low": ("95% interval: low", "Lower end of the bootstrap interval of the mean."),
+    "ci_high": ("95% interval: high", "Upper end of the bootstrap interval of the mean."),
+    "p_value": ("p", "Sign-flip permutation p-value that the mean effect is 0 (exact for 12 "
+                "prompts or fewer)."),
+    "change_se": ("change: standard error", "Standard error over prompts of the per-prompt "
+                  "change (after − before)."),
     # ---- toy sweeps ----------------------------------------------------------------------
     "test_accuracy": ("test accuracy", "Accuracy of the trained toy model on held-out data."),
     "edges_minus_middle": ("edges − middle",

@@ -9,8 +9,6 @@ from .builder import Report
 
 __all__ = ["ablation_report", "band_sweep_report"]
 
-_METRICS = ("accuracy", "candidate_accuracy", "logit_diff")
-
 
 def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str,
                     side: str | None, before: Mapping[str, float], after: Mapping[str, float],
@@ -26,22 +24,24 @@ def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str
     """
     from ..interventions.selection import freqs_label
 
+    name = task.get("name", "binding")
     report = Report(f"lens-possym ablate: {model}", command=command, intro=(
-        "Chosen RoPE frequency ids of chosen heads were ablated together, and the binding "
+        f"Chosen RoPE frequency ids of chosen heads were ablated together, and the {name} "
         "task was evaluated on the same prompts without and with the ablation."))
     report.section("What was ablated")
     report.table([{"head": head, "frequency ids": freqs_label(ids), "count": len(ids)}
                   for head, ids in selection.items()])
     report.key_values([("mode", mode), ("side", side or "default")])
-    report.section("Binding task before and after", caption=(
-        "change = after − before; a drop means the ablated frequencies carried what the "
-        "task needs."))
+    report.section(f"The {name} task before and after", caption=(
+        "change = after − before (the effect of the ablation, the sign convention of every "
+        "effect in lens-possym); a drop in accuracy or logit difference, or a rise in loss, "
+        "means the ablated frequencies carried what the task needs."))
     rows = [{"metric": key, "before": before[key], "after": after[key],
-             "change": after[key] - before[key]} for key in _METRICS if key in before]
+             "change": after[key] - before[key]} for key in before]
     report.table(rows)
     report.section("Prompts").key_values(list(task.items()))
-    report.glossary(["accuracy", "candidate_accuracy", "logit_diff", "mode", "side",
-                     "frequency_id", "band"])
+    report.glossary(["accuracy", "candidate_accuracy", "logit_diff", "loss", "effect", "mode",
+                     "side", "frequency_id", "band"])
     return report
 
 
@@ -76,8 +76,9 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
     """The band sweep: baseline, effect heatmaps per metric, largest drops, band means."""
     report = Report(f"lens-possym ablate --sweep bands: {model}", command=command, intro=(
         f"Each of the {len(sweep.band_names)} frequency bands of each head was "
-        f"{sweep.mode}-ablated alone, and the binding task evaluated each time: one forward "
-        "pass per (layer, head, band). Red cells: the ablation lowered the metric."))
+        f"{sweep.mode}-ablated alone, and the {task.get('name', 'binding')} task evaluated "
+        "each time: one forward pass per (layer, head, band). Effect = with the band ablated "
+        "− baseline; red cells: the ablation lowered the metric, blue: raised it."))
     bands = next(iter(sweep.bands.values()), [])
     report.section("Bands", caption="Frequency ids of each band (id 0 = fastest rotation).")
     from ..interventions.selection import freqs_label
@@ -95,10 +96,11 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
                        caption=f"Δ {metric} = with the band ablated − baseline; hover a cell "
                        "for its head and value.")
         report.plotly(_sweep_figure(sweep, metric), div_id=f"sweep-{metric}")
-    first = "logit_diff" if "logit_diff" in sweep.metrics else sweep.metrics[0]
-    report.section(f"Largest drops in {first}")
+    first = next((m for m in ("logit_diff", "loss") if m in sweep.metrics), sweep.metrics[0])
+    rises = first == "loss"
+    report.section(f"Largest {'rises' if rises else 'drops'} in {first}")
     rows = []
-    for layer, head, band, value in sweep.top(10, first):
+    for layer, head, band, value in sweep.top(10, first, raise_=rises):
         row = {"head": f"{layer}.{head}", "band": band, f"Δ {first}": value}
         b = sweep.band_names.index(band)
         for other in sweep.metrics:
@@ -109,6 +111,6 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
     mean = sweep.effect(first)[sweep.layers].nanmean(dim=(0, 1))
     report.section(f"Mean Δ {first} per band, over heads").table(
         [{"band": name, f"mean Δ {first}": float(v)} for name, v in zip(sweep.band_names, mean)])
-    report.glossary(["accuracy", "candidate_accuracy", "logit_diff", "effect", "band", "mode",
-                     "side", "frequency_id"])
+    report.glossary(["accuracy", "candidate_accuracy", "logit_diff", "loss", "effect", "band",
+                     "mode", "side", "frequency_id"])
     return report

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .._ids import head_name
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ..viz.attention import attention_view_html
@@ -65,7 +66,7 @@ def save_profile_figures(model: HookedModel, scores: PosSymScores, tokens: torch
                              constrained_layout=True)
     for ax, (label, (layer, head)) in zip(axes, examples.items()):
         viz.plot_logit_norms(decomposed[layer], heads=[head], ax=ax, share=True)
-        ax.set_title(f"{label} head {layer}:{head}: share of the logit row per frequency",
+        ax.set_title(f"{label} head {head_name(layer, head)}: share of the logit row per frequency",
                      fontsize="small")
     save("logit_norms", fig)
     config = scores.config
@@ -110,7 +111,7 @@ def settings_rows(scores: PosSymScores) -> list[tuple[str, Any]]:
 def _heads_rows(scores: PosSymScores, by: str, k: int = 8) -> list[dict[str, Any]]:
     rows = []
     for layer, head in scores.ranked_heads(by, k):
-        row = {"head": f"{layer}:{head}", "s_POS": float(scores.pos[layer, head]),
+        row = {"head": head_name(layer, head), "s_POS": float(scores.pos[layer, head]),
                "s_SYM": float(scores.sym[layer, head])}
         if scores.exclusion_ratio is not None:
             row["exclusion_ratio"] = float(scores.exclusion_ratio[layer, head])

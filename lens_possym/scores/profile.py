@@ -31,7 +31,7 @@ from .results import PosSymScores
 from .swaps import SwapSet, swap_set
 
 __all__ = ["swap_scores", "resolve_exclude_bos", "LayerScores", "per_prompt_scores",
-           "place_per_prompt"]
+           "place_per_prompt", "mean_over_prompts"]
 
 
 def resolve_exclude_bos(model: HookedModel, tokens: Tensor, exclude_bos: bool | str) -> bool:
@@ -276,9 +276,21 @@ def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int,
     where not scored), averaged over prompts."""
     per_prompt, angles = place_per_prompt(results, config, n_layers=n_layers, n_heads=n_heads,
                                           n_freqs=n_freqs)
-    means = {name: None if t is None else (t.nanmean(0) if skip_undefined else t.mean(0))
-             for (name, skip_undefined), t in zip(_PER_PROMPT.items(), per_prompt.values())}
-    return PosSymScores(**means, angles=angles, layers=[r.layer for r in results],
+    return mean_over_prompts(per_prompt, angles, config, layers=[r.layer for r in results],
+                             n_tokens=n_tokens, model_name=model_name)
+
+
+def mean_over_prompts(per_prompt: dict[str, Tensor | None], angles: Float[Tensor, "layer freq"],
+                      config: ScoreConfig, *, layers: Sequence[int], n_tokens: int,
+                      model_name: str = "") -> PosSymScores:
+    """:class:`PosSymScores` from per-prompt scores (:func:`per_prompt_scores`' first
+    result; those of prompts of different lengths may be concatenated along the prompt
+    axis): each score's mean over prompts, as :func:`swap_scores` takes it (a balance
+    that is undefined for a prompt is left out of its mean; a score never is)."""
+    means = {name: None if per_prompt.get(name) is None else
+             (per_prompt[name].nanmean(0) if skip_undefined else per_prompt[name].mean(0))
+             for name, skip_undefined in _PER_PROMPT.items()}
+    return PosSymScores(**means, angles=angles, layers=list(layers),
                         pos_prompts=per_prompt["pos"], sym_prompts=per_prompt["sym"],
                         config=config, n_tokens=n_tokens, model_name=model_name)
 

@@ -1,4 +1,6 @@
-"""Prompts for pretrained language models: binding prompts (:mod:`.binding`).
+"""Prompts for pretrained language models: binding prompts (:mod:`.binding`), word-distance
+prompts (:mod:`.word_distance`) and their counterfactual pairs for patching
+(:mod:`.counterfactual`).
 
 Tasks with known answers for training (paper A's canonical tasks, papers B and C's) are in
 :mod:`lens_possym.training` and the papers' plug-ins.
@@ -12,6 +14,8 @@ _EXPORTS = {
     "binding": ["BINDING_TEMPLATES", "BindingResult", "BindingTask", "BindingTemplate",
         "binding_logit_diff", "WordCheck", "binding_task", "check_words", "evaluate_binding",
         "random_token_prompts"],
+    "counterfactual": ["CORRUPTIONS", "CounterfactualPairs", "NormalizedLogitDiff",
+        "binding_pairs", "counterfactual_pairs", "prompt_pairs", "word_distance_pairs"],
     "word_distance": ["WordDistanceTask", "evaluate_word_distance", "word_distance_task"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
@@ -31,4 +35,12 @@ __all__ = [
     "WordDistanceTask",
     "word_distance_task",
     "evaluate_word_distance",
+    # counterfactual pairs for patching
+    "CORRUPTIONS",
+    "CounterfactualPairs",
+    "NormalizedLogitDiff",
+    "counterfactual_pairs",
+    "binding_pairs",
+    "word_distance_pairs",
+    "prompt_pairs",
 ]

@@ -74,6 +74,7 @@ __all__ = [
     "BindingResult",
     "WordCheck",
     "binding_task",
+    "binding_task_from",
     "check_words",
     "evaluate_binding",
     "binding_logit_diff",
@@ -572,7 +573,7 @@ def binding_task(
             "pass at least two that are"
         )
     rng = random.Random(seed)
-    prompts, spans, chosen_e, chosen_a, queries = [], [], [], [], []
+    chosen_e, chosen_a, queries = [], [], []
     for _ in range(n_prompts):
         es = _draw_entities(rng, ents, starters, n_pairs)
         if n_pairs <= len(attrs):
@@ -582,14 +583,47 @@ def binding_task(
         q = rng.randrange(n_pairs)
         if n_pairs > 1 and all(a == as_[q] for a in as_):  # keep at least one distractor
             as_[(q + 1) % n_pairs] = next(a for a in attrs if a != as_[q])
-        text, e_spans, a_spans = template.prompt(es, as_, q)
-        prompts.append(text)
-        spans.append((e_spans, a_spans))
         chosen_e.append(es)
         chosen_a.append(as_)
         queries.append(q)
+    task = binding_task_from(model, chosen_e, chosen_a, queries, template=template, seed=seed)
+    task.skipped = {**skipped_e, **skipped_a}
+    return task
+
+
+def binding_task_from(model: HookedModel, entities: Sequence[Sequence[str]],
+                      attributes: Sequence[Sequence[str]], query_pair: Sequence[int], *,
+                      template: BindingTemplate | str | None = None, seed: int = 0
+                      ) -> BindingTask:
+    """The binding task of given bindings: prompt ``b`` binds ``entities[b][i]`` to
+    ``attributes[b][i]`` and asks about pair ``query_pair[b]`` (what :func:`binding_task`
+    draws; counterfactual prompts are built from edited lists).
+
+    Raises:
+        InvalidSelectionError: lists of different lengths, a query out of range, or a
+            word that is not one token where it stands (prompts must also tokenize to one
+            length).
+    """
+    template = _resolve_template(template)
+    entities, attributes = [list(e) for e in entities], [list(a) for a in attributes]
+    queries = [int(q) for q in query_pair]
+    if not (len(entities) == len(attributes) == len(queries)) or not entities:
+        raise InvalidSelectionError(
+            f"give one entity list, attribute list and query per prompt (got {len(entities)}, "
+            f"{len(attributes)}, {len(queries)})")
+    n_pairs = len(entities[0])
+    for b, (es, as_, q) in enumerate(zip(entities, attributes, queries)):
+        if len(es) != n_pairs or len(as_) != n_pairs or not 0 <= q < n_pairs:
+            raise InvalidSelectionError(
+                f"prompt {b}: {len(es)} entities, {len(as_)} attributes and query {q}; every "
+                f"prompt needs {n_pairs} of each and a query in 0..{n_pairs - 1}")
+    prompts, spans = [], []
+    for es, as_, q in zip(entities, attributes, queries):
+        text, e_spans, a_spans = template.prompt(es, as_, q)
+        prompts.append(text)
+        spans.append((e_spans, a_spans))
     tokens = as_tokens(model, prompts)
-    e_pos, a_pos = _locate(tokenizer, tokens.cpu(), prompts, spans)
+    e_pos, a_pos = _locate(model.tokenizer, tokens.cpu(), prompts, spans)
     cpu = tokens.cpu()
     entity_ids, attribute_ids = cpu.gather(1, e_pos), cpu.gather(1, a_pos)
     query = torch.tensor(queries)
@@ -598,8 +632,8 @@ def binding_task(
         answers=attribute_ids.gather(1, query[:, None])[:, 0].to(tokens.device),
         entity_ids=entity_ids.to(tokens.device), attribute_ids=attribute_ids.to(tokens.device),
         entity_positions=e_pos.to(tokens.device), attribute_positions=a_pos.to(tokens.device),
-        query_pair=query.to(tokens.device), entities=chosen_e, attributes=chosen_a,
-        template=template, seed=seed, skipped={**skipped_e, **skipped_a},
+        query_pair=query.to(tokens.device), entities=entities, attributes=attributes,
+        template=template, seed=seed,
     )
 
 

@@ -44,7 +44,7 @@ from ..typing import HookedModel
 from .binding import last_position_logits, single_token_words
 
 __all__ = ["DEFAULT_WORDS", "WordDistanceTask", "WordDistanceResult", "word_distance_task",
-           "evaluate_word_distance"]
+           "word_distance_task_from", "evaluate_word_distance"]
 
 DEFAULT_WORDS: tuple[str, ...] = tuple(
     "cat dog sun tree box lamp car book fish bird cup hat door key pen ship bell coat drum "
@@ -65,7 +65,7 @@ class WordDistanceTask:
         word_positions: ``[batch, n_words]`` where the list words stand in ``tokens``.
         answer_index: ``[batch]`` which list word is the answer.
         words: the list of each prompt.
-        distance, n_cue, seed: how the task was made.
+        distance, n_cue, seed, separator: how the task was made.
     """
 
     prompts: list[str]
@@ -78,6 +78,12 @@ class WordDistanceTask:
     distance: int
     n_cue: int
     seed: int
+    separator: str = "."
+
+    @property
+    def cue_starts(self) -> Int[Tensor, "batch"]:
+        """Which list word the cue starts at, per prompt."""
+        return self.answer_index - self.distance * self.n_cue
 
     @property
     def n_prompts(self) -> int:
@@ -144,22 +150,53 @@ def word_distance_task(model: HookedModel, *, n_prompts: int = 32, n_words: int 
             f"tokenizer, fewer than n_words={n_words}; lower n_words or pass more words")
     rng = random.Random(seed)
     step, span = distance, abs(distance) * n_cue
-    prompts, lists, answer_index = [], [], []
+    lists, starts = [], []
     for _ in range(n_prompts):
         chosen = rng.sample(pool, n_words)
-        first = rng.randrange(0, n_words - span) if step > 0 else rng.randrange(span, n_words)
-        index = [first + step * k for k in range(n_cue + 1)]
-        cue = " ".join(chosen[i] for i in index[:-1])
-        prompts.append(f"{' '.join(chosen)}{separator} {cue}")
+        starts.append(rng.randrange(0, n_words - span) if step > 0 else rng.randrange(span, n_words))
         lists.append(chosen)
+    return word_distance_task_from(model, lists, starts, n_cue=n_cue, distance=distance,
+                                   seed=seed, separator=separator)
+
+
+def word_distance_task_from(model: HookedModel, lists: Sequence[Sequence[str]],
+                            starts: Sequence[int], *, n_cue: int = 2, distance: int = 1,
+                            seed: int = 0, separator: str = ".") -> WordDistanceTask:
+    """The word-distance prompts of given lists: prompt ``b`` lists ``lists[b]`` and cues
+    the words at ``starts[b], starts[b] + distance, ...`` (``n_cue`` of them); the answer
+    is the word ``distance`` after the last (what :func:`word_distance_task` draws;
+    counterfactual prompts are built from edited lists).
+
+    Raises:
+        TaskConfigError: lists of different lengths, repeated words, a cue or answer
+            outside the list, or words that are not one token each.
+    """
+    lists = [list(ws) for ws in lists]
+    if not lists or len(lists) != len(starts):
+        raise TaskConfigError(f"give one list and one start per prompt (got {len(lists)}, "
+                              f"{len(starts)})")
+    n_words = len(lists[0])
+    _check(len(lists), n_words, n_cue, distance)
+    answer_index, prompts = [], []
+    for b, (ws, first) in enumerate(zip(lists, starts)):
+        index = [int(first) + distance * k for k in range(n_cue + 1)]
+        if len(ws) != n_words or len(set(ws)) != n_words:
+            raise TaskConfigError(f"prompt {b}: the list {ws} must hold {n_words} distinct words")
+        if not all(0 <= i < n_words for i in index):
+            raise TaskConfigError(
+                f"prompt {b}: a cue starting at word {first} with distance {distance} runs "
+                f"outside the {n_words} words")
+        cue = " ".join(ws[i] for i in index[:-1])
+        prompts.append(f"{' '.join(ws)}{separator} {cue}")
         answer_index.append(index[-1])
+    tokenizer = model.tokenizer
     tokens = as_tokens(model, prompts)
     # every word is one token and the text starts with the list, so word i of the list is
     # token i after any BOS
     shift = tokens.shape[1] - len(tokenizer.encode(prompts[0], add_special_tokens=False))
     ids = torch.tensor([[tokenizer.encode(" " + w if i else w, add_special_tokens=False)[-1]
                          for i, w in enumerate(ws)] for ws in lists])
-    positions = torch.arange(n_words).repeat(n_prompts, 1) + shift
+    positions = torch.arange(n_words).repeat(len(lists), 1) + shift
     if not torch.equal(tokens.cpu().gather(1, positions), ids):
         raise TaskConfigError("the list words do not stand one token each at the start of the "
                               "prompt for this tokenizer; pass other words or separator")
@@ -174,7 +211,7 @@ def word_distance_task(model: HookedModel, *, n_prompts: int = 32, n_words: int 
         prompts=prompts, tokens=tokens, answers=answers.to(device),
         distractors=distractors.to(device), word_positions=positions.to(device),
         answer_index=answer_index_t.to(device), words=lists, distance=distance, n_cue=n_cue,
-        seed=seed)
+        seed=seed, separator=separator)
 
 
 @dataclass

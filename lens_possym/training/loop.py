@@ -5,8 +5,10 @@ answer), with linear warm-up then cosine decay, gradient clipping, evaluation on
 fixed test set every ``eval_every`` steps (accuracy overall and by answer position), optional
 early stop at a target accuracy, checkpoints and a ``metrics.json``
 (:mod:`lens_possym.training.runs`). Data come from the task's seeded training split (test
-sequences never appear); weights from the model's own seed; the global RNG is never
-touched, so runs are reproducible and do not disturb callers.
+sequences never appear), or, for a task with a fixed training set (``task.epoch_size`` not
+``None``), from ``task.train_batch(step, batch_size, seed)``, which walks that set in
+epochs; weights from the model's own seed; the global RNG is never touched, so runs are
+reproducible and do not disturb callers.
 
 The loop asks the task only for what :class:`~lens_possym.training.tasks.Task` lists and
 the model only for what :class:`~lens_possym.training.models.TrainableModel` lists.
@@ -367,13 +369,17 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
             model.train()
         return record
 
+    epoch_size = getattr(task, "epoch_size", None)
     model.train()
     if callbacks and step == 0:
         evaluate_now(0)
     while step < config.steps and not finished:
         for group in optimizer.param_groups:
             group["lr"] = config.lr_at(step)
-        batch = task.sample(config.batch_size, split="train", generator=stream).to(device)
+        if epoch_size:   # a fixed training set walked in epochs (paper B's official regime)
+            batch = task.train_batch(step, config.batch_size, config.seed).to(device)
+        else:
+            batch = task.sample(config.batch_size, split="train", generator=stream).to(device)
         logits = model(batch.tokens)[:, -1]
         loss = torch.nn.functional.cross_entropy(logits, batch.answers)
         optimizer.zero_grad(set_to_none=True)

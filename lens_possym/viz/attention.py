@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from .._ids import head_name
 from ..typing import HookedModel
 
 __all__ = ["attention_view_html"]
@@ -18,7 +19,7 @@ def attention_view_html(model: HookedModel, tokens: torch.Tensor,
     """circuitsvis ``attention_heads`` of some ``(layer, head)`` on the first prompt, inline.
 
     ``tokens`` is ``[batch, pos]``; the view shows each head's ``[query_pos, key_pos]``
-    pattern on ``tokens[0]``, labelled ``L{layer}H{head}``.
+    pattern on ``tokens[0]``, labelled ``L.H`` (:func:`lens_possym._ids.head_name`).
     """
     import circuitsvis.attention as cv_attention
 
@@ -31,5 +32,5 @@ def attention_view_html(model: HookedModel, tokens: torch.Tensor,
                             for layer, head in heads]).float().cpu()
     words = [str(t) for t in model.to_str_tokens(first[0])]
     rendered = cv_attention.attention_heads(
-        patterns, words, attention_head_names=[f"L{layer}H{head}" for layer, head in heads])
+        patterns, words, attention_head_names=[head_name(layer, head) for layer, head in heads])
     return rendered.local_src

@@ -9,6 +9,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._ids import head_name
 from ..decompose import FrequencyLogits, FrequencyNorms
 from ._axes import angle_label, axes_or_new, to_numpy
 
@@ -68,7 +69,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
         row = norms[fl.heads.index(head)]
         if share:
             row = row / row.sum()
-        plot_frequency_profile(row, fl.angles, ax=ax, label=f"{fl.layer}:{head}", logy=logy,
+        plot_frequency_profile(row, fl.angles, ax=ax, label=head_name(fl.layer, head), logy=logy,
                                ylabel="share of ‖λ‖" if share else "‖λ_f‖ over keys")
     ax.set_title(f"per-frequency logit norms, layer {fl.layer}, query position "
                  f"{int(fl.query_positions[query])}", fontsize="medium")
@@ -84,7 +85,7 @@ def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None
     chosen = range(data.shape[1]) if heads is None else heads
     for head in chosen:
         plot_frequency_profile(data[index, head], norms.angles[index], ax=ax,
-                               label=f"{layer}:{head}", logy=logy,
+                               label=head_name(layer, head), logy=logy,
                                ylabel=f"mean ‖{which}_f‖")
     ax.set_title(f"frequency usage ({which}), layer {layer}", fontsize="medium")
     return ax

@@ -15,6 +15,7 @@ from typing import Sequence
 from jaxtyping import Float
 from torch import Tensor
 
+from .._ids import head_name
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, to_numpy
@@ -44,7 +45,7 @@ def _round(values: Tensor, digits: int = 4) -> list:
 
 
 def _hover_numbers(scores: PosSymScores, layer: int, head: int) -> str:
-    text = (f"head {layer}:{head}<br>s_POS {float(scores.pos[layer, head]):.3f}"
+    text = (f"head {head_name(layer, head)}<br>s_POS {float(scores.pos[layer, head]):.3f}"
             f"<br>s_SYM {float(scores.sym[layer, head]):.3f}")
     if scores.exclusion_ratio is not None:
         text += f"<br>Var/bound {float(scores.exclusion_ratio[layer, head]):.3f}"
@@ -101,7 +102,7 @@ def heatmaps_figure(scores: PosSymScores, *, height: int | None = None, width: i
 
 
 def _row_labels(scores: PosSymScores, rows: Sequence[int]) -> list[str]:
-    return [f"{layer}:{head}" for layer in rows for head in range(scores.n_heads)]
+    return [head_name(layer, head) for layer in rows for head in range(scores.n_heads)]
 
 
 def atlas_figure(scores: PosSymScores, *,
@@ -109,7 +110,7 @@ def atlas_figure(scores: PosSymScores, *,
                  view: str = "sym", height: int | None = None):
     """The frequency atlas (:func:`~lens_possym.viz.plot_frequency_atlas`), interactive.
 
-    Rows ``layer:head``, columns frequency ids, θ of each id on the top axis; buttons switch
+    Rows ``layer.head``, columns frequency ids, θ of each id on the top axis; buttons switch
     between s_SYM, s_POS, s_SYM − s_POS and (with ``share``) the logit share; hover gives
     the head, the id, its θ and the value.
     """
@@ -148,8 +149,9 @@ def atlas_figure(scores: PosSymScores, *,
         xaxis2=dict(overlaying="x", side="top", range=[-0.5, n_freqs - 0.5], tickvals=ticks,
                     ticktext=[angle_label(float(scores.angles[first, t])) for t in ticks],
                     title=dict(text=f"θ (rad/token), layer {first}", standoff=2)),
-        yaxis=dict(title="layer:head", autorange="reversed", tickmode="array",
-                   tickvals=[f"{layer}:0" for layer in rows],
+        # "L.H" labels read as numbers otherwise ("0.10" = "0.1"): categories, always
+        yaxis=dict(title="layer.head", type="category", autorange="reversed",
+                   tickmode="array", tickvals=[head_name(layer, 0) for layer in rows],
                    ticktext=[f"L{layer}" for layer in rows]),
         updatemenus=[dict(buttons=buttons, direction="right", type="buttons", x=0, y=1.0,
                           xanchor="left", yanchor="bottom", pad=dict(b=28),
@@ -184,7 +186,7 @@ def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
                                            "<extra></extra>"))
     fig.update_layout(
         height=height, margin=dict(l=50, r=50, t=35, b=40),
-        title=dict(text=f"head {layer}:{head} by frequency", font_size=13),
+        title=dict(text=f"head {head_name(layer, head)} by frequency", font_size=13),
         xaxis=dict(title="frequency id (0 = fastest rotation)"),
         yaxis=dict(title="score", range=[-0.02, 1.02]),
         yaxis2=dict(title="share of ‖λ‖", overlaying="y", side="right", rangemode="tozero",

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._ids import as_int
+from .._ids import as_int, head_name
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
@@ -72,9 +72,9 @@ def _label_groups(scores: PosSymScores, k: int, radius: float = 0.06
         x, y = float(scores.pos[layer, head]), float(scores.sym[layer, head])
         near = next((p for p in groups if math.hypot(p[0] - x, p[1] - y) < radius), None)
         if near is None:
-            groups[(x, y)] = [f"{layer}:{head}"]
+            groups[(x, y)] = [head_name(layer, head)]
         elif len(groups[near]) < 3:
-            groups[near].append(f"{layer}:{head}")
+            groups[near].append(head_name(layer, head))
         elif not groups[near][-1].startswith("+"):
             groups[near].append("+")
     return groups
@@ -126,7 +126,7 @@ def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=Non
     plot_frequency_profile(scores.sym_freq[layer, head][keep], angles[keep], ax=ax,
                            label="$s_{SYM}$", color="tab:green", ylabel="score")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"head {layer}:{head} by frequency (whole head: "
+    ax.set_title(f"head {head_name(layer, head)} by frequency (whole head: "
                  f"pos {float(scores.pos[layer, head]):.2f}, "
                  f"sym {float(scores.sym[layer, head]):.2f})", fontsize="medium")
     return ax
@@ -148,7 +148,7 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
                s=180, c="white", edgecolors="k", label="whole head", zorder=3)
     ax.legend(fontsize="small", loc="lower left")
     _square(ax)
-    ax.set_title(f"head {layer}:{head}, one point per frequency", fontsize="medium")
+    ax.set_title(f"head {head_name(layer, head)}, one point per frequency", fontsize="medium")
     return ax
 
 
@@ -205,7 +205,7 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
                 ax.axvspan(p - 0.5, p + 0.5, color=color, alpha=0.12, lw=0)
         ax.set_xlim(-0.5, n_pos - 0.5)
         ax.set_ylabel("attention")
-        ax.set_title(f"{label} head {layer}:{head}: swap {_span(first)} ↔ {_span(second)}",
+        ax.set_title(f"{label} head {head_name(layer, head)}: swap {_span(first)} ↔ {_span(second)}",
                      fontsize="small")
         ax.legend(fontsize="x-small", loc="upper left")
     axes[-1].set_xlabel("key position")

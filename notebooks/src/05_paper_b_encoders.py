@@ -104,7 +104,7 @@ if results.exists():
     labels = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
     fig, ax = plt.subplots(figsize=(9, 3))
     for i, (task, variant) in enumerate([("distance", "intended"), ("distance", "faithful"), ("count", "intended"), ("count", "faithful")]):
-        acc = {r["cell"]["label"]: r["baseline"] for r in rows if r["cell"]["task"] == task and r["cell"]["variant"] == variant and r["cell"]["seed"] == 0}
+        acc = {r["scheme"]: r["accuracy"] for r in rows if r["preset"] == "cpu" and r["task"] == task and r["variant"] == variant and r["seed"] == 0}
         ax.bar([j + 0.2 * i for j in range(len(labels))], [100 * acc.get(l, float("nan")) for l in labels], width=0.2, label=f"{task}, {variant}")
     ax.set_xticks([j + 0.3 for j in range(len(labels))], labels); ax.set_ylabel("test accuracy (%)"); ax.legend(fontsize=7)
     plt.tight_layout(); plt.show()

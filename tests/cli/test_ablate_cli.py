@@ -37,7 +37,7 @@ def test_ablate_reports_before_and_after(tmp_path, capsys):
         again = evaluate_binding(model, task, logits=model(task.tokens))
     assert again.logit_diff == pytest.approx(after.logit_diff, abs=1e-6)
     report = (tmp_path / "report.html").read_text()
-    assert "Binding task before and after" in report and "1.0" in report
+    assert "The binding task before and after" in report and "1.0" in report
 
 
 def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):

@@ -34,3 +34,4 @@ def test_profile_reports_bad_input_without_a_traceback(tmp_path, capsys):
                  "--swap", "block", "--n-blocks", "99", "--no-report", "--out", str(tmp_path)])
     assert code == 1
     assert "too few keys for 99 blocks" in capsys.readouterr().err
+

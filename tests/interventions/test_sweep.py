@@ -102,8 +102,6 @@ def test_bad_sweeps(llama_task):
         band_sweep(model, task.tokens, metric, heads=[4], progress=False)
     with pytest.raises(InvalidSelectionError, match="must return a scalar"):
         band_sweep(model, task.tokens, lambda logits: logits[:, -1, 0], layers=[0], progress=False)
-    with pytest.raises(InvalidSelectionError, match="needs reference"):
-        band_sweep(model, task.tokens, metric, mode="mean", progress=False)
     with pytest.raises(InvalidSelectionError, match="unknown ablation mode"):
         band_sweep(model, task.tokens, metric, mode="shuffle", layers=[0], progress=False)
     assert hooks_attached(model) == 0
@@ -141,6 +139,26 @@ def test_compare_with_random_heads_matches_by_hand(llama_task):
     with pytest.raises(InvalidSelectionError, match="from a pool of 1"):
         compare_with_random_heads(model, task.tokens, binding_metrics(task), "1.0,1.2", pool="1.3",
                                   progress=False)
+
+
+def test_mean_mode_defaults_to_the_inputs_own_means(llama_task):
+    """compare_with_random_heads and band_sweep with their defaults work: mode='mean'
+    without reference= takes the means over the input itself."""
+    from lens_possym.interventions import compare_with_random_heads
+
+    model, task = llama_task
+    metric = binding_metrics(task)
+    by_default = compare_with_random_heads(model, task.tokens, metric, "1.0", progress=False)
+    assert set(by_default.modes) == {"zero", "mean"}
+    explicit = compare_with_random_heads(model, task.tokens, metric, "1.0",
+                                         reference=task.tokens, progress=False)
+    assert by_default.chosen == explicit.chosen and by_default.random == explicit.random
+    sweep = band_sweep(model, task.tokens, metric, mode="mean", layers=[1],
+                       progress=False)
+    again = band_sweep(model, task.tokens, metric, mode="mean", layers=[1],
+                       reference=task.tokens, progress=False)
+    torch.testing.assert_close(sweep.values["logit_diff"], again.values["logit_diff"],
+                               rtol=0, atol=0, equal_nan=True)
 
 
 # ---- the sweeps' configs ------------------------------------------------------------------------

@@ -230,3 +230,59 @@ def test_tokenizer_is_read_from_json_files_and_equals_from_pretrained(gguf_file,
         config.write_text(original)
     assert "reading the tokenizer of" in caplog.text and "from_pretrained" in caplog.text
     assert fallback("the cat")["input_ids"] == reference("the cat")["input_ids"]
+
+
+# ---- a model by its path: GGUF file or Hugging Face folder; the device default ---------
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hf") / "tiny-llama-saved"
+    hf_model, tokenizer = lp.models.tiny_hf_model("llama")
+    hf_model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_hugging_face_folder_loads_as_the_model_it_was_saved_from(hf_folder):
+    tiny = lp.tiny_model("llama")
+    loaded = lp.load_model(hf_folder)
+    assert loaded.cfg.model_name == "local/tiny-llama-saved"
+    prompt = "Alice likes red . Bob likes blue ."
+    tokens = tiny.to_tokens(prompt)
+    assert torch.equal(loaded.to_tokens(prompt), tokens)
+    with torch.no_grad():
+        assert torch.equal(loaded(tokens), tiny(tokens))
+    assert torch.equal(lp.from_hf(hf_folder)(tokens), loaded(tokens))
+    half = lp.load_model(hf_folder, dtype=torch.bfloat16)
+    assert next(half.parameters()).dtype == torch.bfloat16
+    assert lp.frequency_logits(half, tokens, 1).checked_against == "scores"
+
+
+def test_a_gguf_path_loads_like_from_gguf(gguf_file, tmp_cache):
+    tokens = torch.tensor([[0, 5, 6, 7]])
+    with torch.no_grad():
+        assert torch.equal(lp.load_model(str(gguf_file))(tokens), lp.from_gguf(gguf_file)(tokens))
+
+
+def test_paths_that_are_not_models_say_so(tmp_path):
+    with pytest.raises(UnknownModelError, match="no file or folder at that path"):
+        lp.load_model(tmp_path / "nothing-here")
+    with pytest.raises(CorruptModelFileError, match="has no config.json"):
+        lp.load_model(tmp_path)
+    with pytest.raises(lp.errors.InvalidSelectionError, match="needs the model's tokenizer"):
+        lp.from_hf(lp.models.tiny_hf_model("llama")[0])
+
+
+def test_loaders_default_to_the_device_the_command_line_uses():
+    import inspect
+
+    for loader in (lp.load_model, lp.from_gguf):
+        assert inspect.signature(loader).parameters["device"].default == "auto"
+    from lens_possym.cli import main  # noqa: F401  (the CLI's --device default is auto too)
+    from lens_possym.cli._model_args import add_model_args
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    assert parser.parse_args([]).device == "auto"

@@ -21,7 +21,18 @@ One block ``blocks.{L}`` (pre-LN), residual ``x`` ``[batch, pos, d_model]``:
 
 with ``s = u`` (the **intended** variant: keys and values from the current stream) or
 ``s = x_0``, the layer-0 input (the **faithful** variant: the official code's cross-attention
-onto the embeddings). No causal mask, no padding mask (pads are tokens, as officially).
+onto the embeddings). No causal mask. Pads are ordinary tokens (attended to and mean-pooled
+over, as in the official ``trans.py`` / ``partialrope.py``) except where ``pad_mask`` is on:
+then pad keys get a score of ``-inf`` and the pooled mean runs over real tokens only (the
+official ``mla.py``, hence the default of faithful MLA).
+
+The **faithful** variant computes what the official classes compute (a test transcribes
+their forward passes and compares in float64, single-head ablations and padded batches
+included): ReLU MLPs in the ``trans.py`` / ``partialrope.py`` models and GELU in MLA
+(``activation``), MLA's pad mask and masked pooling, no bias on MLA's output projection,
+and, as options, PyTorch's default initialisation of the official modules (``init="torch"``)
+and the official dropout 0.1 (``dropout``). Intended models use GELU, no pad mask and
+``init="normal"``.
 
 Schemes (:data:`SCHEMES`; where position enters):
 
@@ -70,7 +81,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
 
 import torch
 from einops import einsum
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
@@ -97,23 +108,26 @@ __all__ = ["EncoderConfig", "SchemeEncoder", "SCHEMES", "VARIANTS", "encoder_con
 
 SCHEMES = ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid")
 VARIANTS = ("intended", "faithful")
+ACTIVATIONS = ("gelu", "relu")
+INITS = ("normal", "torch")
 Scheme = Literal["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 Variant = Literal["intended", "faithful"]
 
 
 def sinusoidal_table(n_ctx: int, d_model: int, *, layout: str = "interleaved",
-                     base: float = 10000.0) -> Float[Tensor, "pos d_model"]:
+                     base: float = 10000.0, dtype: torch.dtype = torch.float32
+                     ) -> Float[Tensor, "pos d_model"]:
     r"""Absolute sinusoids: ``"interleaved"`` (``P[p, 2i] = sin(p ω_i)``, ``P[p, 2i+1] =
     cos(p ω_i)``, ``ω_i = base^{-2i/d}``, Vaswani et al.) or ``"halves"`` (``cat(sin, cos)``,
     the official "RoPE" model's additive encoding)."""
     omega = 1.0 / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     angle = torch.arange(n_ctx, dtype=torch.float64)[:, None] * omega[None]
     if layout == "halves":
-        return torch.cat([angle.sin(), angle.cos()], dim=-1)[:, :d_model].float()
+        return torch.cat([angle.sin(), angle.cos()], dim=-1)[:, :d_model].to(dtype)
     table = torch.zeros(n_ctx, d_model, dtype=torch.float64)
     table[:, 0::2] = angle.sin()
     table[:, 1::2] = angle.cos()[:, : d_model // 2]
-    return table.float()
+    return table.to(dtype)
 
 
 def _rotate_half(x: Float[Tensor, "batch pos head_index d"], cos: Tensor, sin: Tensor) -> Tensor:
@@ -135,9 +149,9 @@ def faithful_mla_rotate(x: Float[Tensor, "batch pos ... d"], positions: Tensor,
     ``q``, ``k`` are not Toeplitz (companion_code.md: ``‖R(p)q‖/‖q‖ = 0.84–0.92``).
     """
     d = x.shape[-1]
-    omega = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
-    freqs = positions.to(x.device).float()[:, None] * omega[None]
-    table = torch.cat([freqs.sin(), freqs.cos()], dim=-1)                  # [pos, d]
+    omega = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    freqs = positions.to(x.device).double()[:, None] * omega[None]
+    table = torch.cat([freqs.sin(), freqs.cos()], dim=-1).to(x.dtype)      # [pos, d]
     shape = [1] * x.dim()
     shape[1], shape[-1] = table.shape[0], d // 2
     sin, cos = table[:, ::2].reshape(shape), table[:, 1::2].reshape(shape)
@@ -163,7 +177,21 @@ class EncoderConfig:
         d_latent: MLA's compressed width (official 128 = d_model/2; default d_model/2).
         d_rope: MLA's decoupled RoPE width (official = d_head; default d_head).
         t5_buckets, t5_max_distance: intended T5 bucketing (bidirectional).
-        seed: seed of the initial weights (private generator).
+        seed: seed of the initial weights (private generator) and of dropout's masks.
+        activation: the MLP's ``"gelu"`` or ``"relu"`` (``None``: the variant's: ReLU for
+            faithful models other than MLA, as the official ``trans.py`` /
+            ``partialrope.py``; GELU for MLA and every intended model).
+        pad_mask: mask pad keys (score ``-inf``) and mean-pool over real tokens only
+            (``None``: on for faithful MLA, as the official ``mla.py``; off otherwise).
+        pad_token: the id that ``pad_mask`` treats as padding.
+        init: ``"normal"`` (matrices ``N(0, 1/fan_in)``, biases 0) or ``"torch"`` (PyTorch's
+            defaults for the official modules: ``U(±1/√fan_in)`` for linear weights and
+            biases, ``N(0, 1)`` embeddings, ``N(0, 0.02²)`` relative-bias table).
+        dropout: the official dropout rate (0.1) or 0: on attention weights, attention
+            output and MLP output (MLA: after the MLP's activation and on its output),
+            in training mode only; masks come from a private generator seeded by ``seed``
+            and a call counter kept in the state dict (the global RNG is not touched and
+            a resumed run repeats the uninterrupted one).
     """
 
     d_vocab: int
@@ -183,6 +211,11 @@ class EncoderConfig:
     t5_buckets: int = 32
     t5_max_distance: int = 128
     seed: int = 0
+    activation: str | None = None
+    pad_mask: bool | None = None
+    pad_token: int = 0
+    init: str = "normal"
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("d_vocab", "n_classes", "n_ctx", "n_layers", "n_heads", "d_model",
@@ -215,6 +248,24 @@ class EncoderConfig:
                 f"{self.d_rope}")
         if not self.rope_base > 1:
             raise ToyConfigError(f"rope_base must be > 1, got {self.rope_base}")
+        if self.activation is None:
+            self.activation = "relu" if self.faithful and self.scheme != "mla" else "gelu"
+        if self.activation not in ACTIVATIONS:
+            raise ToyConfigError(
+                f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.pad_mask is None:
+            self.pad_mask = self.faithful and self.scheme == "mla"
+        if not isinstance(self.pad_mask, bool):
+            raise ToyConfigError(f"pad_mask must be True, False or None, got {self.pad_mask!r}")
+        if not isinstance(self.pad_token, int) or isinstance(self.pad_token, bool) \
+                or not 0 <= self.pad_token < self.d_vocab:
+            raise ToyConfigError(
+                f"pad_token must be an id in 0..{self.d_vocab - 1}, got {self.pad_token!r}")
+        if self.init not in INITS:
+            raise ToyConfigError(f"init must be one of {INITS}, got {self.init!r}")
+        if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ToyConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        self.dropout = float(self.dropout)
 
     # ---- derived ------------------------------------------------------------------------
 
@@ -290,7 +341,10 @@ class _Attention(nn.Module):
             self.b_K = nn.Parameter(torch.zeros(h, dh))
             self.b_V = nn.Parameter(torch.zeros(h, dh))
         self.W_O = nn.Parameter(torch.empty(h, dh, dm))
-        self.b_O = nn.Parameter(torch.zeros(dm))
+        if self.mla and cfg.faithful:  # the official out_proj has no bias: a fixed zero
+            self.register_buffer("b_O", torch.zeros(dm), persistent=False)
+        else:
+            self.b_O = nn.Parameter(torch.zeros(dm))
         positions = torch.arange(cfg.n_ctx)
         if cfg.scheme == "t5":
             # bucket of every (query n, key m): T5's of m − n; faithful: one per exact offset
@@ -301,16 +355,18 @@ class _Attention(nn.Module):
                               num_buckets=buckets, max_distance=max_distance)
             self.register_buffer("t5_index", index, persistent=False)
         elif isinstance(scheme, AdditiveBias):
-            self.register_buffer("fixed_bias", scheme.bias(positions, positions).float(),
+            self.register_buffer("fixed_bias", scheme.bias(positions, positions),
                                  persistent=False)
+        # fixed tables are kept in float64 and cast where used, so a float64 model is
+        # float64 throughout (not float32 tables cast up)
         if isinstance(scheme, HeadwiseRope):
             angle = positions.double()[:, None, None] * scheme.head_angles(h)[None]  # [p,h,F]
-            self.register_buffer("rot_cos", angle.cos().float(), persistent=False)
-            self.register_buffer("rot_sin", angle.sin().float(), persistent=False)
+            self.register_buffer("rot_cos", angle.cos(), persistent=False)
+            self.register_buffer("rot_sin", angle.sin(), persistent=False)
         if self.mla and not cfg.faithful:
             angle = positions.double()[:, None] * scheme.inv_freq.double()[None]     # [p, F]
-            self.register_buffer("rot_cos", angle.cos().float()[:, None], persistent=False)
-            self.register_buffer("rot_sin", angle.sin().float()[:, None], persistent=False)
+            self.register_buffer("rot_cos", angle.cos()[:, None], persistent=False)
+            self.register_buffer("rot_sin", angle.sin()[:, None], persistent=False)
         for name in ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k",
                      "hook_attn_scores", "hook_pattern", "hook_z", "hook_result"):
             setattr(self, name, HookPoint())
@@ -323,6 +379,9 @@ class _Attention(nn.Module):
             return self.fixed_bias[:, :n, :n]
         return None
 
+    def _rotation(self, n: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        return self.rot_cos[:n].to(like.dtype), self.rot_sin[:n].to(like.dtype)
+
     def _qkv(self, u: Tensor, s: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(q, k, v, rot_q, rot_k)``, each ``[batch, pos, head_index, width]``."""
         project = "batch pos d_model, head_index d_model d_head -> batch pos head_index d_head"
@@ -332,7 +391,7 @@ class _Attention(nn.Module):
             k = self.hook_k(einsum(s, self.W_K, project) + self.b_K)
             v = self.hook_v(einsum(s, self.W_V, project) + self.b_V)
             if hasattr(self, "rot_cos"):
-                cos, sin = self.rot_cos[:n], self.rot_sin[:n]
+                cos, sin = self._rotation(n, q)
                 return q, k, v, self.hook_rot_q(_rotate_half(q, cos, sin)), \
                     self.hook_rot_k(_rotate_half(k, cos, sin))
             return q, k, v, self.hook_rot_q(q), self.hook_rot_k(k)
@@ -350,14 +409,15 @@ class _Attention(nn.Module):
             rq_r = faithful_mla_rotate(q_r, positions, self.cfg.rope_base)
             rk_r = faithful_mla_rotate(k_r, positions, self.cfg.rope_base)
         else:
-            cos, sin = self.rot_cos[:n], self.rot_sin[:n]
+            cos, sin = self._rotation(n, q_r)
             rq_r, rk_r = _rotate_half(q_r, cos, sin), _rotate_half(k_r, cos, sin)
         rot_q = self.hook_rot_q(torch.cat([q_c, rq_r], dim=-1))
         rot_k = self.hook_rot_k(torch.cat([k_c, rk_r], dim=-1))
         return q, k, v, rot_q, rot_k
 
-    def forward(self, u: Float[Tensor, "batch pos d_model"], s: Float[Tensor, "batch pos d_model"]
-                ) -> Float[Tensor, "batch pos d_model"]:
+    def forward(self, u: Float[Tensor, "batch pos d_model"], s: Float[Tensor, "batch pos d_model"],
+                key_mask: Bool[Tensor, "batch pos"] | None = None,
+                drop: "_Dropout | None" = None) -> Float[Tensor, "batch pos d_model"]:
         n = u.shape[1]
         q, k, v, rq, rk = self._qkv(u, s)
         scores = einsum(rq, rk, "batch query_pos head_index d, batch key_pos head_index d"
@@ -365,8 +425,12 @@ class _Attention(nn.Module):
         bias = self.bias(n)
         if bias is not None:
             scores = scores + bias.to(scores)[None]
+        if key_mask is not None:  # official mla.py: masked_fill(attention_mask == 0, -inf)
+            scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
+        if drop is not None and not self.mla:  # official trans.py: dropout on the weights
+            pattern = drop(pattern)
         z = self.hook_z(einsum(pattern, v, "batch head_index query_pos key_pos, batch key_pos "
                                "head_index d_head -> batch query_pos head_index d_head"))
         if self.hook_result.fwd_hooks:  # per-head outputs only when someone listens
@@ -378,6 +442,19 @@ class _Attention(nn.Module):
                       " -> batch pos d_model") + self.b_O
 
 
+class _Dropout:
+    """Dropout for one forward pass, from a private generator seeded by ``seed`` (the global
+    RNG is not touched); each call draws the next mask."""
+
+    def __init__(self, p: float, seed: int, device: torch.device):
+        self.p = p
+        self.gen = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        keep = torch.rand(x.shape, generator=self.gen, device=x.device, dtype=x.dtype) >= self.p
+        return x * keep / (1.0 - self.p)
+
+
 class _Block(nn.Module):
     def __init__(self, cfg: EncoderConfig, layer: int, scheme: PositionalScheme):
         super().__init__()
@@ -385,18 +462,30 @@ class _Block(nn.Module):
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = _Attention(cfg, layer, scheme)
         self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
+        act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), act,
                                  nn.Linear(cfg.d_ff, cfg.d_model))
         for name in ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
                      "hook_resid_post"):
             setattr(self, name, HookPoint())
 
-    def forward(self, x: Tensor, memory: Tensor) -> Tensor:
+    def _mlp(self, x: Tensor, drop: _Dropout | None) -> Tensor:
+        hidden = self.mlp[1](self.mlp[0](x))
+        if drop is not None and self.cfg.scheme == "mla":  # official mla.py: after the GELU
+            hidden = drop(hidden)
+        out = self.mlp[2](hidden)
+        return out if drop is None else drop(out)
+
+    def forward(self, x: Tensor, memory: Tensor, key_mask: Tensor | None = None,
+                drop: _Dropout | None = None) -> Tensor:
         u = self.ln1(x)
         # faithful (not MLA): K/V from the layer-0 input, not layer-normed (official trans.py)
         s = memory if self.cfg.faithful and self.cfg.scheme != "mla" else u
-        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(u, s)))
-        return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
+        attn_out = self.attn(u, s, key_mask, drop)
+        if drop is not None and self.cfg.scheme != "mla":  # official trans.py: after out_linear
+            attn_out = drop(attn_out)
+        x = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
+        return self.hook_resid_post(x + self.hook_mlp_out(self._mlp(self.ln2(x), drop)))
 
 
 class SchemeEncoder(HookedRootModule):
@@ -425,7 +514,8 @@ class SchemeEncoder(HookedRootModule):
         elif encoding is not None:
             layout = "halves" if encoding == "halves" else "interleaved"
             self.register_buffer("W_pos", sinusoidal_table(cfg.n_ctx, cfg.d_model, layout=layout,
-                                                           base=cfg.rope_base),
+                                                           base=cfg.rope_base,
+                                                           dtype=torch.float64),
                                  persistent=False)
         self.hook_embed = HookPoint()
         self.hook_pos_embed = HookPoint()
@@ -436,6 +526,8 @@ class SchemeEncoder(HookedRootModule):
         self.hook_pooled = HookPoint()
         self.W_cls = nn.Parameter(torch.empty(cfg.d_model, cfg.n_classes))
         self.b_cls = nn.Parameter(torch.zeros(cfg.n_classes))
+        if cfg.dropout > 0:  # training forwards so far: seeds the next dropout masks
+            self.register_buffer("dropout_calls", torch.zeros((), dtype=torch.long))
         self.init_weights()
         self.setup()
 
@@ -478,22 +570,49 @@ class SchemeEncoder(HookedRootModule):
                            d_content=self.cfg.d_head if self.cfg.scheme == "mla" else None)
 
     def init_weights(self, seed: int | None = None) -> None:
-        """Token embeddings and the learned table ``N(0, 1)`` (as ``nn.Embedding``; faithful
-        MLA's table zero), matrices ``N(0, 1/fan_in)``, biases and bias tables 0, norms 1."""
-        gen = torch.Generator().manual_seed(self.cfg.seed if seed is None else seed)
-        zero_pos = self.cfg.scheme == "mla" and self.cfg.faithful
+        """Initial weights from a private generator (``seed``: default ``cfg.seed``).
+
+        ``init="normal"``: token embeddings and the learned table ``N(0, 1)`` (as
+        ``nn.Embedding``), matrices ``N(0, 1/fan_in)``, biases and bias tables 0, norms 1.
+        ``init="torch"``: what PyTorch gives the official modules: ``nn.Linear`` weights and
+        biases ``U(-1/√fan_in, 1/√fan_in)``, embeddings and the learned table ``N(0, 1)``,
+        the relative-bias (T5) table ``N(0, 0.02²)``, norms 1 and 0. Faithful MLA's
+        learned table is zero either way (the official ``zeros`` parameter).
+        """
+        cfg = self.cfg
+        gen = torch.Generator().manual_seed(cfg.seed if seed is None else seed)
+        zero_pos = cfg.scheme == "mla" and cfg.faithful
+        torch_init = cfg.init == "torch"
+        bias_fan_in = {"b_Q": cfg.d_model, "b_K": cfg.d_model, "b_V": cfg.d_model,
+                       "b_O": cfg.n_heads * cfg.d_head, "b_cls": cfg.d_model}
+
+        def uniform(shape: torch.Size, fan_in: int) -> Tensor:
+            return (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1) \
+                / math.sqrt(fan_in)
+
         with torch.no_grad():
             for name, param in sorted(self.named_parameters()):
                 leaf = name.rsplit(".", 1)[-1]
-                if "ln" in name or leaf.startswith("b_") or leaf == "bias" or leaf == "t5_table":
-                    param.fill_(1.0 if "ln" in name and leaf == "weight" else 0.0)
+                if "ln" in name:
+                    param.fill_(1.0 if leaf == "weight" else 0.0)
+                elif leaf == "t5_table":
+                    param.copy_(torch.randn(param.shape, generator=gen) * 0.02 if torch_init
+                                else torch.zeros_like(param))
+                elif leaf.startswith("b_") or leaf == "bias":
+                    if not torch_init:
+                        param.zero_()
+                        continue
+                    fan_in = (bias_fan_in[leaf] if leaf in bias_fan_in else
+                              cfg.d_model if name.endswith("mlp.0.bias") else cfg.d_ff)
+                    param.copy_(uniform(param.shape, fan_in))
                 elif leaf in ("W_E", "W_pos"):
                     param.copy_(torch.zeros_like(param) if leaf == "W_pos" and zero_pos
                                 else torch.randn(param.shape, generator=gen))
                 else:
                     fan_in = (param.shape[-1] if leaf == "weight" else
                               param.shape[0] * param.shape[1] if leaf == "W_O" else param.shape[-2])
-                    param.copy_(torch.randn(param.shape, generator=gen) / math.sqrt(fan_in))
+                    param.copy_(uniform(param.shape, fan_in) if torch_init else
+                                torch.randn(param.shape, generator=gen) / math.sqrt(fan_in))
 
     # ---- what lens-possym asks of a model ------------------------------------------------
 
@@ -523,18 +642,37 @@ class SchemeEncoder(HookedRootModule):
                 f"return_type must be 'logits' or None, got {return_type!r}")
         tokens = batched_token_ids(tokens, self.cfg.n_ctx, self.cfg.d_vocab)
         n = tokens.shape[1]
+        key_mask = None
+        if self.cfg.pad_mask:
+            key_mask = tokens != self.cfg.pad_token
+            if not bool(key_mask.any(dim=1).all()):
+                raise InvalidSelectionError(
+                    f"a prompt holds only pads (id {self.cfg.pad_token}); with pad_mask on it "
+                    "has no token to attend to or pool over: drop it or pass pad_mask=False")
+        drop = None
+        if self.training and self.cfg.dropout > 0:
+            drop = _Dropout(self.cfg.dropout, self.cfg.seed * 1_000_003
+                            + int(self.dropout_calls), tokens.device)
+            self.dropout_calls += 1
         x = self.hook_embed(self.W_E[tokens])
         if hasattr(self, "W_pos"):
-            x = x + self.hook_pos_embed(self.W_pos[:n].expand(x.shape[0], -1, -1))
+            pos = self.W_pos[:n].to(x.dtype)
+            x = x + self.hook_pos_embed(pos.expand(x.shape[0], -1, -1))
         memory = None
         stop = self.cfg.n_layers if stop_at_layer is None else stop_at_layer
         for block in self.blocks[:stop]:
             x = block.hook_resid_pre(x)
             memory = x if memory is None else memory
-            x = block(x, memory)
+            x = block(x, memory, key_mask, drop)
         if stop_at_layer is not None:
             return x
-        pooled = self.hook_pooled(self.ln_final(x).mean(dim=1))
+        x = self.ln_final(x)
+        if key_mask is None:
+            pooled = x.mean(dim=1)
+        else:  # official mla.py: the mean over real tokens
+            weight = key_mask.to(x.dtype)[..., None]
+            pooled = (x * weight).sum(dim=1) / weight.sum(dim=1)
+        pooled = self.hook_pooled(pooled)
         if return_type is None:
             return None
         logits = pooled @ self.W_cls + self.b_cls

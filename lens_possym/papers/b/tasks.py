@@ -36,6 +36,15 @@ Departures from the official code, each deliberate and small:
 * Duplicates: the official code drops duplicate samples; here train and test are disjoint
   by the hash split of :class:`~lens_possym.training.tasks.SyntheticTask`.
 
+**Data regimes.** By default a task is a *fresh stream*: every training batch is new
+sentences (hash-disjoint from the test split). With ``n_sentences`` set it is the
+**official regime**: ``n_sentences`` sentences drawn once (from the task's seed),
+duplicates dropped, split at random ``train_share`` / ``1 - train_share`` (official 70 /
+30); the training loop then walks the training part in epochs (each epoch one seeded
+shuffle, batches in order, the last one short, as a shuffled ``DataLoader``;
+:meth:`train_batch`), and the test set is drawn from the held-out part. Official sizes:
+100,000 distance and 50,000 count sentences, 100 epochs (MLA 150).
+
 Official sizes (the ``paper`` preset of :mod:`lens_possym.papers.b.experiments`): distance
 ``max_len 120, max_between 70, max_side 25``; count ``max_len 120, n_triggers 30,
 max_count 100``; both padded to 128.
@@ -43,12 +52,14 @@ max_count 100``; both padded to 128.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
 from ...errors import TaskConfigError
-from ...training.tasks import SyntheticTask, TaskBatch
+from ...training.tasks import Split, SyntheticTask, TaskBatch
 
 __all__ = ["DistanceTask", "CountTask", "PAD"]
 
@@ -62,16 +73,94 @@ def _positive(**values: int) -> None:
 
 
 class _PaperBTask(SyntheticTask):
-    """Shared parts: classes read at the last position, pads, fillers."""
+    """Shared parts: classes read at the last position, pads, fillers, the data regimes."""
 
     def __init__(self, *, n_ctx: int, max_len: int | None, n_words: int, seed: int,
-                 test_fraction: float):
+                 test_fraction: float, n_sentences: int | None = None,
+                 train_share: float = 0.7):
         super().__init__(seed=seed, test_fraction=test_fraction)
         max_len = n_ctx if max_len is None else max_len
         _positive(n_ctx=n_ctx, max_len=max_len, n_words=n_words)
         if max_len > n_ctx:
             raise TaskConfigError(f"max_len ({max_len}) must be <= n_ctx ({n_ctx})")
         self._n_ctx, self.max_len, self.n_words = n_ctx, max_len, n_words
+        if n_sentences is not None:
+            _positive(n_sentences=n_sentences)
+            if n_sentences < 2:
+                raise TaskConfigError(f"n_sentences must be >= 2 (a train and a test part), "
+                                      f"got {n_sentences}")
+        if not 0.0 < train_share < 1.0:
+            raise TaskConfigError(f"train_share must be in (0, 1), got {train_share!r}")
+        self.n_sentences, self.train_share = n_sentences, float(train_share)
+        self._fixed: tuple[TaskBatch, TaskBatch] | None = None
+
+    def _regime_config(self) -> dict:
+        if self.n_sentences is None:
+            return {}
+        return {"n_sentences": self.n_sentences, "train_share": self.train_share}
+
+    # ---- the official regime: a fixed set, split once, walked in epochs ---------------
+
+    def fixed_split(self) -> tuple[TaskBatch, TaskBatch]:
+        """``(train, test)`` of the fixed sentence set (official regime only; built once)."""
+        if self.n_sentences is None:
+            raise TaskConfigError(f"{self.describe()} is a fresh stream; pass n_sentences=N "
+                                  "for a fixed set of N sentences (the official regime)")
+        if self._fixed is None:
+            gen = torch.Generator().manual_seed(self.seed + 104_729)
+            draw = self._generate(self.n_sentences, gen)
+            _, inverse = torch.unique(draw.tokens, dim=0, return_inverse=True)
+            first = torch.full((int(inverse.max()) + 1,), len(draw), dtype=torch.long)
+            first = first.scatter_reduce(0, inverse, torch.arange(len(draw)), reduce="amin")
+            draw = draw[first.sort().values]                          # duplicates dropped
+            order = torch.randperm(len(draw), generator=gen)
+            n_train = int(self.train_share * len(draw))
+            if not 0 < n_train < len(draw):
+                raise TaskConfigError(f"{self.describe()}: {len(draw)} distinct sentences "
+                                      "cannot be split into a train and a test part")
+            small = torch.int16 if self.d_vocab <= 32767 else torch.int32
+            compact = [TaskBatch(part.tokens.to(small), part.answers, part.answer_pos)
+                       for part in (draw[order[:n_train]], draw[order[n_train:]])]
+            self._fixed = (compact[0], compact[1])
+        return self._fixed
+
+    @property
+    def epoch_size(self) -> int | None:
+        """Training sentences per epoch (official regime), ``None`` for a fresh stream."""
+        return None if self.n_sentences is None else len(self.fixed_split()[0])
+
+    def train_batch(self, step: int, batch_size: int, seed: int) -> TaskBatch:
+        """The batch at optimiser step ``step`` (0-based) of the official regime: epoch
+        ``step // ceil(epoch_size / batch_size)`` is one shuffle of the training part,
+        seeded by ``(seed, epoch)``, cut into batches in order (the last one short)."""
+        train, _ = self.fixed_split()
+        per_epoch = math.ceil(len(train) / batch_size)
+        epoch, index = divmod(step, per_epoch)
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        rows = torch.randperm(len(train), generator=gen)[index * batch_size:
+                                                          (index + 1) * batch_size]
+        return self._widen(train[rows])
+
+    @staticmethod
+    def _widen(batch: TaskBatch) -> TaskBatch:
+        return TaskBatch(batch.tokens.long(), batch.answers, batch.answer_pos)
+
+    def sample(self, n: int, *, split: Split = "train", generator: torch.Generator | None = None,
+               seed: int | None = None) -> TaskBatch:
+        """As :meth:`SyntheticTask.sample`; in the official regime, ``n`` distinct
+        sentences of that part of the fixed set."""
+        if self.n_sentences is None:
+            return super().sample(n, split=split, generator=generator, seed=seed)
+        if split not in ("train", "test"):
+            raise TaskConfigError(f"split must be 'train' or 'test', got {split!r}")
+        part = self.fixed_split()[0 if split == "train" else 1]
+        if not 1 <= n <= len(part):
+            raise TaskConfigError(
+                f"{self.describe()}: asked for {n} {split} sentences, the fixed set's {split} "
+                f"part holds {len(part)}; ask for fewer or raise n_sentences")
+        gen = generator if generator is not None else torch.Generator().manual_seed(
+            self.seed if seed is None else seed)
+        return self._widen(part[torch.randperm(len(part), generator=gen)[:n]])
 
     n_special: int = 1  # pad + triggers; set by subclasses
 
@@ -118,9 +207,11 @@ class DistanceTask(_PaperBTask):
     TRIGGER_A, TRIGGER_B = 1, 2
 
     def __init__(self, n_ctx: int = 32, *, max_len: int | None = None, max_between: int = 16,
-                 max_side: int = 6, n_words: int = 64, seed: int = 0, test_fraction: float = 0.1):
+                 max_side: int = 6, n_words: int = 64, seed: int = 0, test_fraction: float = 0.1,
+                 n_sentences: int | None = None, train_share: float = 0.7):
         super().__init__(n_ctx=n_ctx, max_len=max_len, n_words=n_words, seed=seed,
-                         test_fraction=test_fraction)
+                         test_fraction=test_fraction, n_sentences=n_sentences,
+                         train_share=train_share)
         _positive(max_between=max_between, max_side=max_side)
         self.max_between, self.max_side = max_between, max_side
         if max_side + max_between + 2 > self.max_len:
@@ -142,7 +233,7 @@ class DistanceTask(_PaperBTask):
     def config(self) -> dict:
         return {"n_ctx": self.n_ctx, "max_len": self.max_len, "max_between": self.max_between,
                 "max_side": self.max_side, "n_words": self.n_words, "seed": self.seed,
-                "test_fraction": self.test_fraction}
+                "test_fraction": self.test_fraction, **self._regime_config()}
 
     def _generate(self, n: int, gen: torch.Generator) -> TaskBatch:
         left = torch.randint(1, self.max_side + 1, (n,), generator=gen)
@@ -177,9 +268,11 @@ class CountTask(_PaperBTask):
 
     def __init__(self, n_ctx: int = 64, *, max_len: int | None = None, n_triggers: int = 8,
                  max_count: int = 48, n_words: int = 64, seed: int = 0,
-                 test_fraction: float = 0.1):
+                 test_fraction: float = 0.1, n_sentences: int | None = None,
+                 train_share: float = 0.7):
         super().__init__(n_ctx=n_ctx, max_len=max_len, n_words=n_words, seed=seed,
-                         test_fraction=test_fraction)
+                         test_fraction=test_fraction, n_sentences=n_sentences,
+                         train_share=train_share)
         _positive(n_triggers=n_triggers, max_count=max_count)
         if max_count > self.max_len:
             raise TaskConfigError(f"max_count ({max_count}) must be <= max_len ({self.max_len})")
@@ -204,7 +297,7 @@ class CountTask(_PaperBTask):
     def config(self) -> dict:
         return {"n_ctx": self.n_ctx, "max_len": self.max_len, "n_triggers": self.n_triggers,
                 "max_count": self.max_count, "n_words": self.n_words, "seed": self.seed,
-                "test_fraction": self.test_fraction}
+                "test_fraction": self.test_fraction, **self._regime_config()}
 
     def _generate(self, n: int, gen: torch.Generator) -> TaskBatch:
         count = torch.randint(1, self.max_count + 1, (n,), generator=gen)

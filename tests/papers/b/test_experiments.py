@@ -26,13 +26,74 @@ def test_presets():
     paper = pb.PRESETS["paper"]
     assert paper.model == dict(n_layers=6, n_heads=16, d_model=256, d_head=16, d_ff=512,
                                d_latent=128)
-    config = paper.train_config("distance", "rope", 0, None)
+    assert paper.data == "fixed" and paper.sentences == {"distance": 100_000, "count": 50_000}
+    config = paper.train_config("distance", "rope", 0, None, epoch_size=70_000)
     assert config.betas == (0.98, 0.9) and config.lr == 1e-4 and config.batch_size == 512
+    assert config.steps == 100 * 137 and config.grad_clip is None   # 100 epochs, no clip
     assert config.warmup_steps == int(0.06 * config.steps)
-    assert paper.train_config("distance", "mla", 0, None).batch_size == 1024
-    task = pb.make_task(paper, "distance")
-    assert task.n_ctx == 128 and task.max_len == 120 and task.n_classes == 72
-    assert pb.make_task(paper, "count").n_classes == 101
+    mla = paper.train_config("distance", "mla", 0, None, epoch_size=70_000)
+    assert mla.batch_size == 1024 and mla.steps == 150 * 69
+    with pytest.raises(InvalidSelectionError, match="epoch_size"):
+        paper.train_config("distance", "rope", 0, None)
+    length = pb.PRESETS["paper-length"]
+    assert length.model == pb.PRESETS["cpu"].model and length.data == "stream"
+    for preset in (paper, length):
+        task = pb.make_task(preset, "distance")
+        assert task.n_ctx == 128 and task.max_len == 120 and task.n_classes == 72
+        assert task.max_between == 70
+        count = pb.make_task(preset, "count")
+        assert count.n_classes == 101 and count.max_len == 120 and count.n_triggers == 30
+    assert pb.make_task(paper, "count").n_sentences == 50_000
+    faithful = pb.make_model(length, pb.make_task(length, "count"), "rope-k1", "faithful")
+    assert faithful.cfg.init == "torch" and faithful.cfg.dropout == 0.1
+    assert faithful.cfg.activation == "relu" and faithful.cfg.rope_heads == 1
+    intended = pb.make_model(length, pb.make_task(length, "count"), "mla", "intended")
+    assert intended.cfg.init == "normal" and intended.cfg.dropout == 0.0
+
+
+def test_paper_length_grid_names_every_claimed_scheme():
+    cells = pb.grid_cells(seeds=(0, 1, 2), preset=pb.PRESETS["paper-length"])
+    keys = {c.key for c in cells}
+    assert len(cells) == len(keys) == 3 * 2 * (10 + 9)
+    for label in ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k1",
+                  "rope-k2", "mla", "hybrid"):
+        assert f"distance/intended/{label}/seed2" in keys and f"count/intended/{label}/seed0" in keys
+    assert "count/faithful/hybrid/seed0" not in keys and "count/faithful/rope-k2/seed1" in keys
+    assert [c.seed for c in cells[:38]] == [0] * 38, "seed 0 first"
+
+
+def test_data_regime_option():
+    fixed = pb.with_data(pb.PRESETS["paper-length"], "fixed", epochs=3)
+    assert fixed.name == "paper-length+fixed" and fixed.epochs == 3
+    assert fixed.sentences == {"distance": 100_000, "count": 50_000}
+    assert pb.with_data(pb.PRESETS["paper"], "stream").data == "stream"
+    assert pb.with_data(pb.PRESETS["cpu"], "stream") is pb.PRESETS["cpu"]
+    with pytest.raises(InvalidSelectionError):
+        pb.with_data(pb.PRESETS["cpu"], "epochs")
+
+
+def test_fixed_regime_cell_trains_for_epochs(tmp_path):
+    preset = replace(pb.with_data(TINY, "fixed", sentences={"distance": 60, "count": 60},
+                                  epochs=2), batch_size=16, eval_size=8, analysis_size=8)
+    cell = pb.Cell("distance", "rope", "intended", 0)
+    model, task, result = pb.train_cell(preset, cell, tmp_path)
+    assert task.epoch_size == 42 and result.steps_run == 2 * 3     # ceil(42 / 16) per epoch
+    assert result.train_config["steps"] == 6
+    resumed = pb.train_cell(preset, cell, tmp_path)[2]
+    assert resumed.steps_run == 6
+
+
+def test_cell_record_has_the_committed_fields(tmp_path):
+    data = pb.analyse_cell(TINY, pb.Cell("count", "mla", "faithful", 1), tmp_path,
+                           profile=False)
+    record = pb.cell_record(data)
+    assert pb.record_key(record) == ("cpu", "count", "faithful", "mla", 1)
+    assert record["accuracy"] == data["baseline"] and record["ablation_kind"] == "per head"
+    assert set(record["ablation"]) >= {"top_drop", "second_drop", "heads_over_10", "deposit",
+                                       "top_head"}
+    assert record["ablation_grid"] == data["ablation_heads"] != data["ablation"]
+    assert record["ablation_official_grid"] == data["ablation"]
+    assert json.loads(json.dumps(record)) == record
 
 
 def test_cells_and_labels():

@@ -80,7 +80,46 @@ def test_registry_and_config_round_trip():
     lambda: DistanceTask(max_side=0),
     lambda: CountTask(n_ctx=16, max_count=20),
     lambda: CountTask(n_triggers=0),
+    lambda: DistanceTask(n_sentences=1),
+    lambda: CountTask(n_sentences=100, train_share=1.0),
 ])
 def test_bad_configs_raise(build):
     with pytest.raises(TaskConfigError):
         build()
+
+
+@pytest.mark.parametrize("cls", [DistanceTask, CountTask])
+def test_official_regime_fixed_set_split_70_30(cls):
+    task = cls(n_sentences=400, seed=3)
+    train, test = task.fixed_split()
+    rows = torch.cat([train.tokens, test.tokens]).long()
+    assert len(torch.unique(rows, dim=0)) == len(rows), "duplicates dropped, parts disjoint"
+    assert len(train) == int(0.7 * len(rows)) and len(rows) > 380
+    answers, _ = task.solve(train.tokens.long())
+    assert torch.equal(answers, train.answers)
+    again = make_task(task.name, **task.config())                # rebuilt from its config
+    assert torch.equal(again.fixed_split()[1].tokens, test.tokens)
+    assert task.config()["n_sentences"] == 400 and "n_sentences" not in cls().config()
+    held_out = {tuple(r) for r in test.tokens.tolist()}
+    assert {tuple(r) for r in task.test_set(50).tokens.tolist()} <= held_out
+    assert {tuple(r) for r in task.sample(50).tokens.tolist()} <= {
+        tuple(r) for r in train.tokens.tolist()}
+    with pytest.raises(TaskConfigError, match="fixed set"):
+        task.test_set(len(test) + 1)
+    with pytest.raises(TaskConfigError, match="fresh stream"):
+        cls().fixed_split()
+    assert cls().epoch_size is None and task.epoch_size == len(train)
+
+
+def test_official_regime_walks_epochs():
+    task = DistanceTask(n_sentences=100, seed=1)
+    n = task.epoch_size                                          # 70
+    batches = [task.train_batch(step, 32, seed=5) for step in range(6)]   # 3 per epoch
+    assert [len(b) for b in batches] == [32, 32, 6, 32, 32, 6]
+    train = {tuple(r) for r in task.fixed_split()[0].tokens.tolist()}
+    for epoch in (batches[:3], batches[3:]):
+        seen = [tuple(r) for b in epoch for r in b.tokens.tolist()]
+        assert len(seen) == n and set(seen) == train, "each sentence once per epoch"
+    assert not torch.equal(batches[0].tokens, batches[3].tokens), "a new shuffle per epoch"
+    assert torch.equal(task.train_batch(4, 32, seed=5).tokens, batches[4].tokens)
+    assert batches[0].tokens.dtype == torch.long

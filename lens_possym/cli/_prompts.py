@@ -1,0 +1,72 @@
+"""``--prompts FILE`` (with ``--field``): your own prompts instead of a built-in task.
+
+The file is read as ``lens-possym dataset`` reads it
+(:func:`lens_possym.scores.dataset.read_prompts`: text, one prompt a line; or ``.jsonl``,
+``--field`` of each object, or bare strings / token-id lists). ``profile`` scores prompts
+of any lengths (grouped by length, no padding); ``ablate`` and ``heads``, which run the
+prompts through one batch per ablation, cut them to the shortest prompt's token length
+and predict each prompt's last kept token from the tokens before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ..typing import HookedModel
+
+__all__ = ["add_prompts_args", "prompt_tokens", "equal_length"]
+
+
+def add_prompts_args(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--prompts", metavar="FILE",
+                        help="your own prompts instead of --task: a text file (one prompt a "
+                        "line) or .jsonl (one object a line, its --field; or a string or a "
+                        f"list of token ids a line); {what}")
+    parser.add_argument("--field", default="text",
+                        help="the JSONL field holding the prompt (default text)")
+
+
+def prompt_tokens(model: "HookedModel", path: str | Path, field: str = "text") -> list["Tensor"]:
+    """Every prompt of the file as token ids ``[pos]`` (BOS first for text), in file order.
+
+    Raises:
+        InvalidSelectionError: no such file, no prompts in it, a bad line (named by its
+            number), a prompt that is not valid for the model.
+    """
+    import torch
+
+    from .._inputs import as_tokens
+    from ..errors import InvalidSelectionError
+    from ..scores.dataset import read_prompts
+
+    path = Path(path)
+    rows = []
+    for number, prompt in enumerate(read_prompts(path, field=field), 1):
+        try:
+            tokens = as_tokens(model, prompt if isinstance(prompt, str)
+                               else torch.tensor(prompt, dtype=torch.long))
+        except InvalidSelectionError as exc:
+            raise InvalidSelectionError(f"{path}, prompt {number}: {exc}") from None
+        rows.append(tokens[0])
+    if not rows:
+        raise InvalidSelectionError(f"{path} holds no prompts (every line is blank)")
+    return rows
+
+
+def equal_length(rows: list["Tensor"], *, min_tokens: int = 2) -> tuple["Tensor", int]:
+    """The prompts cut to the shortest one's length, as ``[batch, pos]``, and that length."""
+    import torch
+
+    from ..errors import InvalidSelectionError
+
+    n = min(len(r) for r in rows)
+    if n < min_tokens:
+        raise InvalidSelectionError(
+            f"the shortest prompt has {n} token(s); every prompt needs at least {min_tokens} "
+            "(a context and the token to predict)")
+    return torch.stack([r[:n] for r in rows]), n
