@@ -12,7 +12,7 @@ import pytest
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.papers.b import experiments as v
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRESET = "paper-length"
 
 
