@@ -147,7 +147,7 @@ def sweep(model, name: str, batch: ImportanceBatch, per_pass: int, seed: int, de
     row = {
         "task": name, "description": description, "baseline_logit_diff": result.baseline,
         "baseline_accuracy": base_acc, "top_head": f"{layer}.{head}",
-        "top_drop": result.top_effect, "top_relative": result.top_relative,
+        "top_drop": float(result.importance[layer, head]), "top_relative": result.top_relative,
         "top_share": result.top_share, "top3_share": result.top_k_share, "gini": result.gini,
         "accuracy_without_top": accuracy_without(model, batch, f"{layer}.{head}"),
         "top3": ",".join(f"{l}.{h}" for l, h, _ in top3),

@@ -25,6 +25,9 @@ reaches for; everything else lives in subpackages with their own ``__all__``:
   sweeps, hand-built heads): :mod:`lens_possym.training`.
 """
 
+from ._interrupt import install_if_command as _install_if_command
+
+_install_if_command()  # the command: Ctrl-C while importing is one line, exit 130
 __version__ = "0.1.0"
 
 from ._lazy import lazy_attributes

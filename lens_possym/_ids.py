@@ -35,8 +35,9 @@ __all__ = ["head_name", "BAND_NAMES", "BAND_ALIASES", "IdsLike", "band_partition
 
 IdsLike = Union[int, str, slice, range, Iterable[int], None]
 
-_INT = re.compile(r"^-?\d+$")
-_DASH_RANGE = re.compile(r"^(-?\d+)\s*-\s*(-?\d+)$")
+# ASCII digits only: ``\d`` would also read "１" (a full-width one) or "٣" as digits
+_INT = re.compile(r"^-?[0-9]+$")
+_DASH_RANGE = re.compile(r"^(-?[0-9]+)\s*-\s*(-?[0-9]+)$")
 
 
 def head_name(layer: int, head: int) -> str:
@@ -62,7 +63,12 @@ def _parse_text(text: str, what: str, bands: bool) -> list[tuple]:
     items: list[tuple] = []
     if text.strip().lower() == "all":
         return [("all",)]
-    for part in (p.strip() for p in text.split(",")):
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not all(parts):
+        raise InvalidSelectionError(
+            f"cannot read {what}s {text!r}: an empty item between commas; write ids like "
+            "'0,1' or '0:4'")
+    for part in parts:
         if not part:
             continue
         low = part.lower()
@@ -182,7 +188,21 @@ def read_ids(value: IdsLike, n: int, *, what: str = "frequency id", bands: bool 
         raise InvalidSelectionError(
             f"{what} {bad} out of range"
             + _range_message(what, n, where, from_end, extra))
-    return [i % n for i in ids] if from_end else ids
+    ids = [i % n for i in ids] if from_end else ids
+    seen: set[int] = set()
+    twice = sorted({i for i in ids if i in seen or seen.add(i)})
+    if twice:
+        raise InvalidSelectionError(
+            f"{what}s {_shown(value)}: {twice} given more than once"
+            + (" (counting negatives from the end)" if from_end else "")
+            + f"; list each {what} once")
+    return ids
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, (str, range, slice)) else repr(
+        value.tolist() if isinstance(value, torch.Tensor) else value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _range(start: int | None, stop: int | None, n: int, what: str, where: str,

@@ -59,6 +59,19 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return resolved
 
 
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _to_tokens(model: HookedModel, text: str) -> Tensor:
+    """``model.to_tokens(text)`` without TransformerLens's silent truncation at ``n_ctx``
+    (the length is checked against the context afterwards, with a message)."""
+    try:
+        return model.to_tokens(text, truncate=False)
+    except TypeError:  # a model whose to_tokens has no ``truncate`` (it does not truncate)
+        return model.to_tokens(text)
+
+
 def _context_length(model: HookedModel) -> int | None:
     n_ctx = getattr(getattr(model, "cfg", None), "n_ctx", None)
     if _extends_its_context(model):
@@ -86,7 +99,7 @@ def as_tokens(model: HookedModel, input: ModelInput) -> Int[Tensor, "batch pos"]
         texts = [input] if isinstance(input, str) else list(input)
         if any(not t.strip() for t in texts):
             raise InvalidSelectionError("a prompt is empty; pass at least one token of text")
-        rows = [model.to_tokens(t)[0] for t in texts]
+        rows = [_to_tokens(model, t)[0] for t in texts]
         lengths = {len(r) for r in rows}
         if len(lengths) > 1:
             raise InvalidSelectionError(
@@ -96,10 +109,21 @@ def as_tokens(model: HookedModel, input: ModelInput) -> Int[Tensor, "batch pos"]
         tokens = torch.stack(rows)
     elif isinstance(input, Tensor):
         if input.is_floating_point() or input.is_complex() or input.dtype == torch.bool:
-            raise InvalidSelectionError(f"tokens must be integer ids, got a {input.dtype} tensor")
+            raise InvalidSelectionError(
+                f"tokens must be integer ids, got a {input.dtype} tensor; pass a torch.long "
+                "tensor [batch, pos] (model.to_tokens(text) makes one)")
+        if input.device.type == "meta":
+            raise InvalidSelectionError(
+                "the tokens are a meta tensor (no values); pass real token ids")
         tokens = input[None] if input.ndim == 1 else input
         if tokens.ndim != 2:
             raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
+        tokens = tokens.long()  # int8/uint8/int16/int32 ids are ids; embeddings need int64
+    elif isinstance(input, (list, tuple)) and input and all(
+            isinstance(x, (list, tuple)) or _is_int(x) for x in input):
+        raise InvalidSelectionError(
+            "token ids as a Python list: pass torch.tensor(ids) ([pos] or [batch, pos]) "
+            "or the text")
     elif is_activation_cache(input):
         raise InvalidSelectionError(
             "this function needs the prompt or its tokens, not an activation cache: pass the "
@@ -154,7 +178,18 @@ def as_heads(heads: int | Sequence[int] | str | None, n_heads: int, layer: int) 
 
 
 def as_layer(layer: int, n_layers: int) -> int:
-    """One layer index (negatives count from the end), as a non-negative index."""
+    """One layer index (negatives count from the end), as a non-negative index.
+
+    Text (``"3"``, ``"-1"``) and integer tensors are read as ids; anything else (a float, a
+    bool, ``None``, a list) is refused: this takes one layer.
+    """
+    from ._ids import as_int
+
+    if layer is None or isinstance(layer, (list, tuple, range, slice)):
+        raise InvalidSelectionError(
+            f"pass one layer index here (e.g. 3 or -1), got {layer!r}; the functions that "
+            "take several layers are named *_all or take layers=")
+    layer = as_int(layer, "a layer")
     if not -n_layers <= layer < n_layers:
         raise InvalidSelectionError(
             f"layer {layer} out of range: the model has {n_layers} layers (0..{n_layers - 1})")

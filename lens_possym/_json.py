@@ -87,7 +87,9 @@ class JsonConfig:
         """The config as JSON text (also written to ``path`` when given)."""
         text = dumps(self.to_dict(), indent=1)
         if path is not None:
-            Path(path).write_text(text)
+            from ._files import write_text_atomically
+
+            write_text_atomically(Path(path), text)
         return text
 
     @classmethod

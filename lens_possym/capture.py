@@ -108,6 +108,7 @@ class AttentionInputs:
     key_positions: Int[Tensor, "key_pos"]
     model_scores: Float[Tensor, "batch head_index query_pos key_pos"] | None = None
     model_pattern: Float[Tensor, "batch head_index query_pos key_pos"] | None = None
+    key_edits: dict[int, Callable] | None = None
 
     @property
     def layer(self) -> int:
@@ -119,8 +120,25 @@ class AttentionInputs:
 
     def k_for_heads(self, heads: Sequence[int] | None = None
                     ) -> Float[Tensor, "batch key_pos head_index d_head"]:
-        """Keys expanded to the query heads ``heads`` through the GQA map."""
-        return self.k[:, :, self.spec.kv_index(heads).to(self.k.device)]
+        """Keys expanded to the query heads ``heads`` through the GQA map.
+
+        Query heads with their own key edit (``key_edits``: an intervention that edits the
+        keys of part of a KV group, which the model applies by recomputing those heads)
+        get their edited keys: what the hooked model attends with.
+        """
+        keys = self.k[:, :, self.spec.kv_index(heads).to(self.k.device)]
+        if not self.key_edits:
+            return keys
+        chosen = list(range(self.spec.n_heads)) if heads is None else list(heads)
+        edited = [i for i, h in enumerate(chosen) if h in self.key_edits]
+        if edited:
+            keys = keys.clone()
+            positions = self.key_positions.to(keys.device)
+            for i in edited:
+                h = chosen[i]
+                keys[:, :, i] = self.key_edits[h](self.k[:, :, self.spec.kv_head(h)],
+                                                  self.spec.kv_head(h), positions)
+        return keys
 
 
 def capture_attention_inputs(
@@ -208,7 +226,61 @@ def capture_attention_inputs(
             model_scores=store.get(spec.scores_hook) if spec.scores_hook else None,
             model_pattern=store.get(spec.pattern_hook),
         )
+        _read_partial_key_edits(model, out[layer])
     return out
+
+
+def _read_partial_key_edits(model: HookedModel, inputs: AttentionInputs) -> None:
+    """Give ``inputs`` the key edits the model applies to part of a KV group at its layer.
+
+    Such an edit (:mod:`lens_possym.interventions.engine`) leaves the shared key, the
+    model's scores and its pattern alone and recomputes the edited heads' output at
+    ``hook_z``; what those heads attend with is the edited keys. The capture reads them
+    from the ``hook_z`` hook's declaration, and replaces those heads' score and pattern
+    rows by the ones the edited keys give, so that every analysis of the capture (and
+    the re-run swap scores, which read the pattern) sees what the hooked model computes.
+    """
+    from ._hooks import attached_hooks, partial_key_edits
+
+    spec = inputs.spec
+    names = [f"blocks.{spec.layer}.attn.hook_z"] + (
+        [spec.extra["z_hook"]] if spec.extra.get("z_hook") else [])
+    edits: dict[int, Callable] = {}
+    for _, fn, _ in attached_hooks(model, names):
+        found = partial_key_edits(fn) if fn is not None else None
+        if found is not None:
+            edits.update(found[1])
+    if not edits:
+        return
+    inputs.key_edits = edits
+    heads = sorted(edits)
+    if inputs.model_scores is None and inputs.model_pattern is None:
+        return
+    logits = _recomputed_logits(inputs, heads)                  # [b, h, q, k] float32+
+    if inputs.model_scores is not None:
+        scores = inputs.model_scores.clone()
+        low = torch.finfo(scores.dtype).min
+        scores[:, heads] = logits.masked_fill(logits == float("-inf"), low).to(scores.dtype)
+        inputs.model_scores = scores
+    if inputs.model_pattern is not None:
+        pattern = inputs.model_pattern.clone()
+        pattern[:, heads] = torch.softmax(logits, -1).to(pattern.dtype)
+        inputs.model_pattern = pattern
+
+
+def _recomputed_logits(inputs: AttentionInputs, heads: list[int]) -> Tensor:
+    """The query rows' logits of ``heads`` from the captured q and the (edited) keys, as
+    the intervention engine computes them (RoPE in the model's dtype, float32 scores)."""
+    from .rope import rotate
+
+    spec = inputs.spec
+    dtype = torch.promote_types(inputs.q.dtype, torch.float32)
+    q = rotate(inputs.q[:, :, heads], inputs.query_positions, spec).to(dtype)
+    k = rotate(inputs.k_for_heads(heads), inputs.key_positions, spec).to(dtype)
+    logits = torch.einsum("bqhd,bkhd->bhqk", q, k) * spec.scale
+    if spec.softcap:
+        logits = spec.softcap * torch.tanh(logits / spec.softcap)
+    return logits.masked_fill(~inputs.mask().to(logits.device), float("-inf"))
 
 
 def cache_hook_names(model: HookedModel, layers: int | Sequence[int] | None = None, *,

@@ -44,7 +44,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from ._inputs import ModelInput, as_heads, as_layers
+from ._inputs import ModelInput, as_heads, as_layer, as_layers
 from ._mismatch import describe_mismatch, model_hidden
 from ._precision import compute_dtype, model_tolerance
 from .capture import AttentionInputs, capture_attention_inputs
@@ -354,7 +354,7 @@ def frequency_logits(
         fl.max_abs_error        # ~1e-6: the terms add up to the model's scores
     """
     n_layers = len(rope_specs(model))
-    (layer,) = as_layers(layer, n_layers)
+    layer = as_layer(layer, n_layers)
     return frequency_logits_all(
         model, input, [layer], heads=heads, query_positions=query_positions,
         relative=relative, check=check, dtype=dtype,

@@ -18,6 +18,10 @@ __all__ = [
     "RopeGeometryError",
     "DecompositionMismatchError",
     "InvalidSelectionError",
+    "ExactUnderHooksError",
+    "NonFiniteResultError",
+    "InsufficientMemoryError",
+    "ClusterError",
     "ToyConfigError",
     "TaskConfigError",
     "TrainingError",
@@ -70,6 +74,24 @@ class DecompositionMismatchError(LensPossymError, RuntimeError):
 
 class InvalidSelectionError(LensPossymError, ValueError):
     """A layer, head, position or frequency outside the model's range, or an unusable input."""
+
+
+class ExactUnderHooksError(LensPossymError, RuntimeError):
+    """The closed-form scores cannot read what a hooked model computes (a hook that edits
+    queries or keys by position, or mixes rows): score it with ``method="rerun"``."""
+
+
+class NonFiniteResultError(LensPossymError, FloatingPointError):
+    """A result that came out ``nan`` or ``inf`` where a number was due (non-finite
+    weights or inputs, a setting the floats cannot hold)."""
+
+
+class InsufficientMemoryError(LensPossymError, MemoryError):
+    """An allocation the machine cannot make (a size setting too large for its memory)."""
+
+
+class ClusterError(LensPossymError, ConnectionError):
+    """A compute cluster (Ray) that cannot be reached or started."""
 
 
 class ToyConfigError(LensPossymError, ValueError):

@@ -22,7 +22,7 @@ import os
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, runtime_checkable
 
-from .errors import LensPossymError
+from .errors import ClusterError, LensPossymError
 
 __all__ = ["Executor", "InProcess", "RayExecutor", "resolve_executor"]
 
@@ -132,10 +132,18 @@ class RayExecutor:
         if ray.is_initialized():
             return self
         kwargs = {"log_to_driver": False, "configure_logging": False} | self.init_kwargs
-        if self.address is None:
-            _init_local(ray, num_cpus=self.num_cpus, num_gpus=self.num_gpus, **kwargs)
-        else:
-            ray.init(address=self.address, **kwargs)
+        try:
+            if self.address is None:
+                _init_local(ray, num_cpus=self.num_cpus, num_gpus=self.num_gpus, **kwargs)
+            else:
+                ray.init(address=self.address, **kwargs)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - Ray ends with SystemExit too
+            where = self.address or "a local cluster"
+            raise ClusterError(
+                f"cannot start Ray at {where}: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}; check the address (e.g. "
+                "'ray://host:10001', 'auto' for a cluster started with 'ray start'), or run "
+                "without --ray") from None
         self._started = True
         return self
 

@@ -161,16 +161,34 @@ class ResultIO:
         if dtypes:
             data["tensor_dtypes"] = dtypes
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dumps(data))
+        from ._files import write_text_atomically
+
+        write_text_atomically(path, dumps(data))
         return path
 
     @classmethod
     def load(cls: type[R], path: str | Path) -> R:
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save`.
+
+        Raises:
+            ResultsFileError: no such file, a folder, a file that is not UTF-8 JSON, or one
+                of another format or shape.
+        """
+        path = Path(path)
+        if path.is_dir():
+            raise ResultsFileError(f"{path} is a folder; pass the {cls.__name__} file in it "
+                                   "(e.g. scores.json)")
         try:
-            data = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as exc:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            raise ResultsFileError(f"no file at {path}; pass a file written by "
+                                   f"{cls.__name__}.save") from None
+        except OSError as exc:
+            raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ResultsFileError(f"{path} is not a text file (not UTF-8); pass a file "
+                                   f"written by {cls.__name__}.save") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise ResultsFileError(f"{path} is not JSON ({exc}); pass a file written by "
                                   f"{cls.__name__}.save") from None
         return cls.from_data(data, source=str(path))

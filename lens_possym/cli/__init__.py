@@ -87,21 +87,44 @@ def main(argv: list[str] | None = None) -> int:
     as_program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = os.environ.get("LENS_POSSYM_DEBUG", "") not in ("", "0") or "--debug" in argv
+    if as_program:
+        from .._interrupt import interrupt_raises, quiet_exit_on_interrupt
+
+        # while the command runs, Ctrl-C is a KeyboardInterrupt (staged outputs are removed
+        # on the way out); before (imports) and after (shutdown) it ends the process with
+        # one line and exit 130 (lens_possym._interrupt)
+        interrupt_raises()
+        try:
+            code = _run(argv, debug, as_program)
+        except KeyboardInterrupt:  # landed in the reporting itself
+            code = _interrupted(as_program)
+        quiet_exit_on_interrupt()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return code
+    return _run(argv, debug, as_program)
+
+
+def _interrupted(as_program: bool) -> int:
+    _say("interrupted (outputs are only written when a command completes)")
+    if as_program:
+        # CPython 3.11 marks an interrupt that lands inside exec() of a string (e.g. while
+        # dataclasses builds a class during a lazy import) as unhandled even after it is
+        # caught, and then ends the process by SIGINT (exit -2) instead of our code. The
+        # staged outputs are already cleaned up here; end now with the code we mean.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str], debug: bool, as_program: bool) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:
         if debug:
             raise
-        _say("interrupted (outputs are only written when a command completes)")
-        if as_program:
-            # CPython 3.11 marks an interrupt that lands inside exec() of a string (e.g. while
-            # dataclasses builds a class during a lazy import) as unhandled even after it is
-            # caught, and then ends the process by SIGINT (exit -2) instead of our code. The
-            # staged outputs are already cleaned up here; end now with the code we mean.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
-        return EXIT_INTERRUPTED
+        return _interrupted(as_program)
     except UsageError as exc:
         print(_one_line(exc), file=sys.stderr)
         return EXIT_USAGE
@@ -112,13 +135,44 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, LensPossymError):
             _say(f"error: {exc}")
-        elif isinstance(exc, OSError):
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            _say(f"error: {exc.strerror or exc}{where}")
         else:
-            _say(f"internal error: {type(exc).__name__}: {exc} (a bug; run again with --debug "
-                 "for the traceback, and please report it)")
+            _say(_explain(exc))
         return EXIT_ERROR
+
+
+_NO_MEMORY = ("can't allocate memory", "out of memory", "cannot allocate memory",
+              "failed to allocate", "not enough memory")
+_WRITE_FAILED = ("pytorchstreamwriter failed", "file write failed", "unexpected pos")
+
+
+def _explain(exc: BaseException) -> str:
+    """One line for an exception that is not lens-possym's own: what the machine, the disk
+    or a file did, and what to do; "internal error" only for what is left (a bug)."""
+    import errno
+
+    text = " ".join(str(exc).split())
+    low = text.lower()
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or (
+            isinstance(exc, RuntimeError) and any(m in low for m in _NO_MEMORY)):
+        size = ""
+        for word in text.split():
+            if word.isdigit() and int(word) > 1 << 20:
+                size = f" ({int(word) / 2**30:.1f} GiB asked for)"
+                break
+        return (f"error: not enough memory{size}: a size setting (length, batch size, "
+                "number of prompts) is too large for this machine; make it smaller")
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+            return f"error: the disk is full{where}; free some space and run again"
+        return f"error: {exc.strerror or text}{where}"
+    if isinstance(exc, UnicodeError):
+        return (f"error: a file is not UTF-8 text ({text[:120]}); pass a text file saved as "
+                "UTF-8")
+    if isinstance(exc, RuntimeError) and any(m in low for m in _WRITE_FAILED):
+        return f"error: a file could not be written (is the disk full?): {text[:160]}"
+    return (f"internal error: {type(exc).__name__}: {text} (a bug; run again with --debug "
+            "for the traceback, and please report it)")
 
 
 def _main(argv: list[str]) -> int:

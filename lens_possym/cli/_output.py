@@ -9,7 +9,10 @@ or is interrupted, the staging folder is removed and the destination is exactly 
 an older run's outputs stay intact, and no file under a final name is ever partial.
 
 The destination may hold other files (``--out .``): only the files this run wrote are
-replaced; nothing else there is touched.
+replaced; nothing else there is touched. Two runs that finish together move their files
+one after the other (under a lock on the destination folder), so the destination holds
+one run's set of files, never a mix. Staging folders left by runs that were killed
+(``DEST.partial-<pid>`` of a process that is gone) are removed by the next run.
 """
 
 from __future__ import annotations
@@ -80,10 +83,13 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
     On an exception (``KeyboardInterrupt`` included) the staging folder is removed, ``dest``
     is left as it was, and the exception propagates.
     """
+    from .._files import remove_stale
+
     dest = Path(dest)
     check_output_dir(dest)
     stage = staging_path(dest)
     shutil.rmtree(stage, ignore_errors=True)  # a leftover of a killed run with our pid
+    remove_stale(stage.parent, names={dest.absolute().name})  # of killed runs' pids
     try:
         stage.mkdir(parents=True)
     except OSError as exc:
@@ -91,9 +97,11 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
                           f"{exc.strerror or exc}") from exc
     try:
         yield stage
+        from .._lock import folder_lock
+
         with _sigint_held():
-            dest.mkdir(parents=True, exist_ok=True)
-            _move_into_place(stage, dest)
+            with folder_lock(dest, what="another command", lock_file=False, wait=True):
+                _move_into_place(stage, dest)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -101,9 +109,12 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
 @contextmanager
 def staged_file(dest: str | Path) -> Iterator[Path]:
     """Yield a staging path for one file; it replaces ``dest`` atomically on success."""
+    from .._files import remove_stale
+
     dest = Path(dest)
     check_output_file(dest)
     stage = staging_path(dest)
+    remove_stale(stage.parent, names={dest.absolute().name})
     try:
         yield stage
         with _sigint_held():

@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 
 def _count(path: Path) -> int:
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:  # bytes: a bad line is reported by read_prompts, by number
         return sum(1 for line in f if line.strip())
 
 

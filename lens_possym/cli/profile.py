@@ -80,7 +80,9 @@ def run(args) -> int:
     mixed = isinstance(tokens, list)  # --prompts: one token tensor per prompt
     n_prompts = len(tokens)
     n_tokens = task["n_tokens"] if mixed else tokens.shape[1]
-    print(f"{n_prompts} {task['name']} prompts of {n_tokens} tokens; scoring "
+    what = (f"{n_prompts} prompts from {task['file']} ({n_tokens} tokens)" if mixed else
+            f"{n_prompts} {task['name']} prompts of {n_tokens} tokens")
+    print(f"{what}; scoring "
           f"{'all layers' if layers is None else f'layers {layers}'} ({args.method}, "
           f"{args.swap} swaps)", file=sys.stderr)
     config = score_config_from(args, method=args.method,
@@ -147,6 +149,19 @@ def command_line(args) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def _print_top_heads(scores, k: int = 5) -> None:
+    """The most positional and most symbolic heads, ranked as the report ranks them (the
+    score to two decimals, then the balance)."""
+    from ..report.profile import heads_rows
+
+    for by, what in (("pos", "positional"), ("sym", "symbolic")):
+        rows = heads_rows(scores, by, k)
+        tie = " (ties by balance)" if scores.balance is not None else ""
+        print(f"most {what} heads{tie}: " + ", ".join(
+            f"{r['head']} (s_POS {r['s_POS']:.2f}, s_SYM {r['s_SYM']:.2f}"
+            + (f", balance {r['balance']:.4f}" if "balance" in r else "") + ")" for r in rows))
+
+
 def _print_summary(scores, seconds: float) -> None:
     s = scores.summary()
     task = s.get("task") or {}
@@ -158,6 +173,7 @@ def _print_summary(scores, seconds: float) -> None:
           f"{s['second_half_layers'][1]} {s['median_pos_second_half']:.2f}  "
           f"(s_SYM {s['median_sym_first_half']:.2f} / {s['median_sym_second_half']:.2f})")
     print(f"Pearson r(s_POS, s_SYM) over {s['n_heads_scored']} heads: {s['pearson_pos_sym']:.2f}")
+    _print_top_heads(scores)
     if "sym_low_minus_high_freq" in s:
         print(f"low- minus high-frequency third, mean over heads: s_SYM "
               f"{s['sym_low_minus_high_freq']:+.3f}, s_POS {s['pos_low_minus_high_freq']:+.3f}")

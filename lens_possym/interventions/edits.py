@@ -16,6 +16,7 @@ from typing import Sequence
 
 from torch import Tensor
 
+from .._hooks import declare_hook
 from .._precision import compute_dtype
 from ..errors import InvalidSelectionError
 from ..rope import RopeSpec, cos_sin
@@ -35,7 +36,7 @@ def zero_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
         out = x.clone()
         out[..., dims] = 0
         return out
-    return edit
+    return declare_hook(edit, "position_free")
 
 
 def replace_edit(spec: RopeSpec, freqs: Sequence[int], table: Tensor, what: str) -> PairEdit:
@@ -64,7 +65,9 @@ def replace_edit(spec: RopeSpec, freqs: Sequence[int], table: Tensor, what: str)
         out[..., dims] = source[..., dims].to(device=x.device, dtype=x.dtype).expand(
             x.shape[0], x.shape[1], len(dims))
         return out
-    return edit
+    # one value for every position (pooled means) edits every row the same way; a table
+    # per position (per-position means, a source run) edits each row by its position
+    return declare_hook(edit, "position_free" if table.shape[1] == 1 else "rowwise")
 
 
 def unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
@@ -93,4 +96,4 @@ def unrotate_edit(spec: RopeSpec, freqs: Sequence[int]) -> PairEdit:
         out[..., dims_a] = (a * cos + b * sin).to(x.dtype)
         out[..., dims_b] = (b * cos - a * sin).to(x.dtype)
         return out
-    return edit
+    return declare_hook(edit, "rowwise" if rotated else "observe")

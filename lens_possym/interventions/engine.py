@@ -36,6 +36,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._hooks import declare_hook, declare_partial_keys, hook_effect
 from .._precision import compute_dtype, model_tolerance
 from ..decompose import apply_softcap
 from ..errors import DecompositionMismatchError, InvalidSelectionError
@@ -106,7 +107,18 @@ def edit_hook(spec: RopeSpec, side: str, edits: dict[int, PairEdit]) -> HookFn:
             view[:, :, head] = edit(source[:, :, head], head, positions)
         return out
 
-    return hook
+    return declare_hook(hook, strongest_effect(edits.values()))
+
+
+_EFFECT_ORDER = ("observe", "position_free", "rowwise")
+
+
+def strongest_effect(edits) -> str | None:
+    """The declared effect of applying all ``edits`` (``None`` if one is undeclared)."""
+    effects = [hook_effect(e) for e in edits]
+    if any(e not in _EFFECT_ORDER for e in effects):
+        return None
+    return max(effects, key=_EFFECT_ORDER.index, default="observe")
 
 
 def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
@@ -151,7 +163,7 @@ def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list
         def hook(tensor: Tensor, hook: Any = None) -> Tensor:
             store[name] = bphd(tensor, layout)
             return tensor
-        return hook
+        return declare_hook(hook, "observe")
 
     def replace_z(z: Tensor, hook: Any = None) -> Tensor:
         missing = [n for n in ("q", "k", "v") if n not in store]
@@ -188,6 +200,8 @@ def _recompute_hooks(spec: RopeSpec, k_edits: dict[int, PairEdit]) -> tuple[list
         out[:, :, heads] = new.to(z.dtype)
         return out
 
+    # captures read the edited keys of these heads from here (lens_possym.capture)
+    declare_partial_keys(replace_z, spec, k_edits, strongest_effect(k_edits.values()))
     return ([(spec.q_hook, keep("q", spec))],
             [(spec.k_hook, keep("k", spec))],
             [(v_hook_name(spec), keep("v", None))],

@@ -96,11 +96,40 @@ class FrequencyMeans:
     per_position: bool
     n_prompts: int
     layers: list[int] = field(default_factory=list)
+    model_name: str = ""
 
     def __post_init__(self) -> None:
         if set(self.q) != set(self.k):
             raise InvalidSelectionError("FrequencyMeans needs q and k means for the same layers")
         self.layers = sorted(self.q)
+
+    def check_model(self, model: HookedModel, specs: Sequence[RopeSpec]) -> None:
+        """Refuse means taken on another model: another name, or shapes that do not fit
+        ``specs`` (means of another model would replace the pairs with foreign values)."""
+        name = str(getattr(getattr(model, "cfg", None), "model_name", "") or "")
+        if self.model_name and name and self.model_name != name:
+            raise InvalidSelectionError(
+                f"these reference means were taken on {self.model_name!r}, not on {name!r}; "
+                "compute them on this model: frequency_means(model, reference)")
+        for layer in self.layers:
+            if not 0 <= layer < len(specs):
+                raise InvalidSelectionError(
+                    f"the reference means cover layer {layer}, which this model "
+                    f"({len(specs)} layers) does not have; compute them on this model")
+            self.check_layer(specs[layer])
+
+    def check_layer(self, spec: RopeSpec) -> None:
+        """Refuse this layer's means unless their shapes fit ``spec``."""
+        layer = spec.layer
+        self.require([layer])
+        q, k = self.q[layer], self.k[layer]
+        if (q.ndim != 4 or k.ndim != 4 or tuple(q.shape[2:]) != (spec.n_heads, spec.d_head)
+                or tuple(k.shape[2:]) != (spec.n_kv_heads, spec.d_head)):
+            raise InvalidSelectionError(
+                f"the reference means of layer {layer} have shapes {tuple(q.shape)} / "
+                f"{tuple(k.shape)}, but the layer has {spec.n_heads} query and "
+                f"{spec.n_kv_heads} KV heads of width {spec.d_head}: they were taken on "
+                "another model; compute them on this model")
 
     def require(self, layers: Sequence[int]) -> None:
         missing = sorted(set(layers) - set(self.q))
@@ -156,7 +185,9 @@ def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Ten
                 )
             q_means[layer] = q[:, 1:].mean((0, 1), keepdim=True)
             k_means[layer] = k[:, 1:].mean((0, 1), keepdim=True)
-    return FrequencyMeans(q=q_means, k=k_means, per_position=per_position, n_prompts=n_prompts)
+    return FrequencyMeans(q=q_means, k=k_means, per_position=per_position, n_prompts=n_prompts,
+                          model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")
+                                         or ""))
 
 
 def means_for(modes: Sequence[str], model: HookedModel, layers: Sequence[int], *,
@@ -169,7 +200,14 @@ def means_for(modes: Sequence[str], model: HookedModel, layers: Sequence[int], *
     Raises:
         InvalidSelectionError: ``"mean"`` among ``modes`` with neither means nor a reference.
     """
-    if "mean" not in modes or means is not None:
+    if "mean" not in modes:
+        return means
+    if means is not None:
+        if not isinstance(means, FrequencyMeans):
+            raise InvalidSelectionError(
+                f"means must be a FrequencyMeans (frequency_means(model, reference)), got "
+                f"{type(means).__name__}")
+        means.check_model(model, rope_specs(model))
         return means
     if reference is None:
         raise InvalidSelectionError(
@@ -193,7 +231,7 @@ def _edit_for(mode: str, spec: RopeSpec, freqs: Sequence[int], side: str,
             "mode='mean' needs a reference: pass reference=<prompts or tokens> (or "
             "means=frequency_means(model, reference))"
         )
-    means.require([spec.layer])
+    means.check_layer(spec)
     table = (means.q if side == "q" else means.k)[spec.layer]
     return replace_edit(spec, freqs, table, "mean")
 
@@ -322,6 +360,8 @@ class FrequencyGate(nn.Module):
             self.weight = nn.Parameter(values)
         else:
             self.register_buffer("weight", values)
+        # each pair of every row scaled the same way at every position (lens_possym.scores)
+        setattr(self, "__lens_possym_effect__", "position_free")
         freq_of_dim = torch.empty(spec.d_head, dtype=torch.long)
         for f in range(spec.n_freqs):
             freq_of_dim[spec.dims_of(f)] = f

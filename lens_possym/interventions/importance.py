@@ -6,14 +6,17 @@ For every layer ``L`` and query head ``h``, :func:`head_importance` ablates head
 
 .. math::
 
-    \Delta_{L,h} = \sigma\,(m_0 - m_{L,h}), \qquad
+    \Delta_{L,h} = m_{L,h} - m_0, \qquad I_{L,h} = -\sigma\,\Delta_{L,h}, \qquad
     \rho_{L,h} = \Delta_{L,h} / |m_0|,
 
-``σ = +1`` for metrics where higher is better (accuracy, logit difference) and ``−1`` for
-the loss, so **Δ > 0 always means the head helps** (removing it hurts). Results are
-``[n_layers, n_heads]`` (query heads; ``nan`` where not swept).
+the **effect** ``Δ`` (ablated − baseline: the sign of every effect in lens-possym, as in
+:class:`~lens_possym.interventions.BandSweep` and patching) and the **importance** ``I``,
+with ``σ = +1`` for metrics where higher is better (accuracy, logit difference) and ``−1``
+for the loss, so **I > 0 always means the head helps** (removing it hurts): a drop in
+logit difference or a rise in loss. Results are ``[n_layers, n_heads]`` (query heads;
+``nan`` where not swept).
 
-**How concentrated is the effect?** With ``d = max(Δ, 0)`` over the swept heads,
+**How concentrated is the importance?** With ``d = max(I, 0)`` over the swept heads,
 
 * ``top_share = max d / Σ d``: the share of the summed single-head drops held by the top
   head. It answers the question asked of a task directly ("does one head carry it?"): 1
@@ -291,9 +294,16 @@ class HeadImportance:
 
     @property
     def effect(self) -> Float[Tensor, "layer head_index"]:
-        """``Δ = σ (baseline − ablated)``: positive where the head helps."""
+        """``Δ = ablated − baseline``: the change the ablation makes to the metric (the
+        sign of every effect in lens-possym)."""
+        return self.ablated - self.baseline
+
+    @property
+    def importance(self) -> Float[Tensor, "layer head_index"]:
+        """``I = −σ Δ``: positive where the head helps (its ablation lowers a metric where
+        higher is better, or raises the loss)."""
         sign = 1.0 if self.config.maximize else -1.0
-        return sign * (self.baseline - self.ablated)
+        return -sign * self.effect
 
     @property
     def relative(self) -> Float[Tensor, "layer head_index"]:
@@ -302,25 +312,29 @@ class HeadImportance:
         return self.effect / scale if scale > 0 else torch.full_like(self.ablated, float("nan"))
 
     def _drops(self) -> Tensor:
-        eff = self.effect
-        return eff[torch.isfinite(eff)].clamp(min=0).double()
+        imp = self.importance
+        return imp[torch.isfinite(imp)].clamp(min=0).double()
 
     @property
     def top_head(self) -> tuple[int, int]:
-        """``(layer, head)`` whose ablation hurts most."""
-        eff = torch.nan_to_num(self.effect, nan=-float("inf"))
-        index = int(eff.flatten().argmax())
-        return divmod(index, eff.shape[1])
+        """``(layer, head)`` whose ablation hurts most (the largest importance)."""
+        imp = torch.nan_to_num(self.importance, nan=-float("inf"))
+        index = int(imp.flatten().argmax())
+        return divmod(index, imp.shape[1])
 
     @property
     def top_effect(self) -> float:
+        """The top head's effect ``Δ`` (ablated − baseline)."""
         layer, head = self.top_head
         return float(self.effect[layer, head])
 
     @property
     def top_relative(self) -> float:
+        """The top head's importance over ``|baseline|``: the share of the baseline its
+        ablation costs (``nan`` when the baseline is 0)."""
         layer, head = self.top_head
-        return float(self.relative[layer, head])
+        scale = abs(self.baseline)
+        return float(self.importance[layer, head]) / scale if scale > 0 else float("nan")
 
     def _share(self, k: int) -> float:
         drops = self._drops()
@@ -355,16 +369,19 @@ class HeadImportance:
         return bool(self.top_share >= share and self.top_relative >= relative_drop)
 
     def top(self, k: int = 5) -> list[tuple[int, int, float]]:
-        """The ``k`` heads with the largest ``Δ``: ``(layer, head, Δ)``."""
-        eff = torch.nan_to_num(self.effect, nan=-float("inf"))
-        order = eff.flatten().argsort(descending=True)[:k]
-        return [(*divmod(int(i), eff.shape[1]), float(eff.flatten()[i])) for i in order
-                if math.isfinite(float(eff.flatten()[i]))]
+        """The ``k`` most important heads (largest ``I``): ``(layer, head, Δ)``, ``Δ`` the
+        effect (ablated − baseline)."""
+        imp = torch.nan_to_num(self.importance, nan=-float("inf")).flatten()
+        order = imp.argsort(descending=True, stable=True)[:k]
+        eff = self.effect.flatten()
+        return [(*divmod(int(i), self.ablated.shape[1]), float(eff[i])) for i in order
+                if math.isfinite(float(imp[i]))]
 
     def summary(self) -> str:
         layer, head = self.top_head
         return (f"{self.config.metric} baseline {self.baseline:.3f}; top head {layer}.{head}: "
-                f"Δ {self.top_effect:+.3f} ({100 * self.top_relative:.0f}% of the baseline), "
+                f"Δ {self.top_effect:+.3f} (costs {100 * self.top_relative:.0f}% of the "
+                "baseline), "
                 f"share of summed drop {self.top_share:.2f}, top-{self.config.top_k} share "
                 f"{self.top_k_share:.2f}, Gini {self.gini:.2f}; "
                 + ("one head carries it" if self.carried_by_one_head()
@@ -377,6 +394,7 @@ class HeadImportance:
         return {
             "config": self.config.to_dict(), "baseline": self.baseline,
             "ablated": listed(self.ablated), "effect": listed(self.effect),
+            "importance": listed(self.importance),
             "relative": listed(self.relative), "n_prompts": self.n_prompts,
             "seconds": _finite(self.seconds), "n_passes": self.n_passes, "info": self.info,
             "top_head": list(self.top_head), "top_share": _finite(self.top_share),

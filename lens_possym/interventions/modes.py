@@ -44,7 +44,7 @@ def resolve_side(mode: str, side: str | None) -> str:
     Raises:
         InvalidSelectionError: an unknown mode or side, or ``unrotate`` on one side only.
     """
-    side = check_side(side or _DEFAULT_SIDE[check_mode(mode)])
+    side = check_side(_DEFAULT_SIDE[check_mode(mode)] if side is None else side)
     if mode == "unrotate" and side != "qk":
         raise InvalidSelectionError(
             "mode='unrotate' acts on queries and keys together (side='qk'): the angle "

@@ -106,6 +106,10 @@ def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, 
         return [(layer, h) for layer, spec in enumerate(specs) for h in range(spec.n_heads)]
     if isinstance(heads, str):
         tokens: list[Any] = [t for t in heads.split(",") if t.strip()]
+        if len(tokens) != len(heads.split(",")) and heads.strip():
+            raise InvalidSelectionError(
+                f"cannot read heads {heads!r}: an empty item between commas; write heads "
+                "like '12.0,13.1'")
     elif isinstance(heads, Mapping):
         tokens = []
         for layer, hs in heads.items():
@@ -129,25 +133,37 @@ def parse_heads(heads: HeadsLike, specs: Sequence[RopeSpec]) -> list[tuple[int, 
     out: list[tuple[int, int]] = []
     for token in tokens:
         out.extend(_parse_head_token(token, specs))
-    return sorted(set(out))
+    twice = sorted({h for h in out if out.count(h) > 1})
+    if twice:
+        raise InvalidSelectionError(
+            f"heads {heads!r}: {', '.join(f'{l}.{h}' for l, h in twice)} given more than "
+            "once; list each head once")
+    return sorted(out)
 
 
-def parse_freqs(freqs: FreqsLike, spec: FrequencyIds) -> tuple[int, ...]:
+def parse_freqs(freqs: FreqsLike, spec: FrequencyIds, *, allow_empty: bool = False
+                ) -> tuple[int, ...]:
     """Frequency ids of one layer, sorted and distinct (see the module docstring for forms).
 
     ``spec`` is anything with the frequency-id bookkeeping (:class:`~lens_possym.rope.RopeSpec`,
-    a toy model's config). An empty selection (``[]``) is allowed: it means "no frequency"
-    (an intervention that changes nothing).
+    a toy model's config). An empty selection (``[]``) is refused: an intervention on no
+    frequency changes nothing, silently (``allow_empty=True`` accepts it, for callers that
+    mean "none").
 
     Raises:
-        InvalidSelectionError: an id out of ``0..n_freqs-1``, a dash range or an unreadable
-            value.
+        InvalidSelectionError: an id out of ``0..n_freqs-1``, a dash range, an id given
+            twice, an empty selection or an unreadable value.
     """
     n, layer = spec.n_freqs, getattr(spec, "layer", None)
     extra = ("; id 0 is the fastest rotation"
              + (f", id {n - 1} the non-rotated tail" if spec.has_tail else ""))
     ids = read_ids(freqs, n, what="frequency id", bands=True,
                    where="" if layer is None else f"layer {layer}", extra=extra)
+    if not ids and not allow_empty:
+        raise InvalidSelectionError(
+            f"no frequency ids in {freqs!r}" + ("" if layer is None else f" for layer {layer}")
+            + ": an intervention on no frequency would change nothing; pass ids such as "
+            "'0:4' or 'low' (or leave the head out)")
     return tuple(sorted(set(ids)))
 
 

@@ -319,7 +319,9 @@ class InterventionSpec:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1)
         if path is not None:
-            Path(path).write_text(text)
+            from .._files import write_text_atomically
+
+            write_text_atomically(Path(path), text)
         return text
 
     @classmethod

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["cache_root", "file_sha256", "file_digest", "entry_dir", "entry_is_valid",
-           "entry_problem", "write_entry_atomically", "CACHE_FORMAT"]
+           "entry_problem", "write_entry_atomically", "remove_stale", "CACHE_FORMAT"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,12 +181,14 @@ def entry_is_valid(folder: Path, *, check_content: bool = True) -> bool:
 def write_entry_atomically(folder: Path, fill, metadata: dict) -> None:
     """Create ``folder`` by calling ``fill(tmp_folder)`` and renaming the result into place.
 
-    A crash halfway leaves only a ``*.partial-*`` folder beside the entry, never a
-    half-written entry. ``metadata`` is stored in the manifest next to each file's size and
+    A crash halfway leaves only a ``*.partial-<pid>-*`` folder beside the entry, never a
+    half-written entry; :func:`remove_stale` removes it on a later load. ``metadata`` is stored in the manifest next to each file's size and
     content digest (hashed here, while the files just written are in the page cache).
     """
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".partial-", dir=folder.parent))
+    # NAME.partial-<pid>-<random>: the next load removes it if this process was killed
+    staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}.partial-{os.getpid()}-",
+                                    dir=folder.parent))
     algorithm = _preferred_digest()
     try:
         fill(staging)
@@ -200,6 +202,19 @@ def write_entry_atomically(folder: Path, fill, metadata: dict) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_stale() -> list[Path]:
+    """Remove what conversions that were killed left in the cache: staging folders
+    (``models/*.partial-<pid>-*``) and scratch folders (``scratch/*.partial-<pid>-*``, a
+    GGUF assembled from chunks: 250 MB to GBs) of processes that are gone."""
+    from .._files import remove_stale as remove
+
+    root = cache_root()
+    removed = remove(root / "models") + remove(root / "scratch")
+    for path in removed:
+        logger.info("removed %s, left by a conversion that was interrupted", path)
+    return removed
 
 
 def _write_json_atomically(path: Path, data: dict) -> None:

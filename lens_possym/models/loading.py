@@ -172,12 +172,21 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
         name = name or folder.name
         device = resolve_device("auto" if device is None else device)
         hf_model = hf_model.to(device)
+    elif getattr(hf_model, "config", None) is None or not callable(
+            getattr(hf_model, "parameters", None)):
+        raise UnsupportedModelError(
+            f"from_hf needs a Hugging Face model (e.g. AutoModelForCausalLM.from_pretrained"
+            f"(...)) or the folder it was saved to, got {type(hf_model).__name__}")
     elif dtype is not None:
         hf_model = hf_model.to(dtype=dtype)
     if tokenizer is None:
         raise InvalidSelectionError(
             "from_hf needs the model's tokenizer: from_hf(hf_model, tokenizer), or pass the "
             "folder the model was saved to (its tokenizer is read from there)")
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise UnsupportedModelError(
+            f"from_hf needs the model's tokenizer (AutoTokenizer.from_pretrained(...)), got "
+            f"{type(tokenizer).__name__}")
     if device is not None:
         device = resolve_device(device)
         hf_model = hf_model.to(device)
@@ -249,6 +258,7 @@ def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Pat
     :class:`CorruptModelFileError` rather than loaded.
     """
     folder = cache.entry_dir(sha)
+    cache.remove_stale()  # leftovers of conversions that were killed (a listing: cheap)
     problem = None
     if not rebuild and folder.exists():
         problem = cache.entry_problem(folder)
@@ -259,7 +269,7 @@ def _ensure_converted(sha: str, gguf_source, display: str, rebuild: bool) -> Pat
     logger.info("converting %s from GGUF into %s (once; later loads read the cache)", display,
                 folder)
     try:
-        with tempfile.TemporaryDirectory(prefix="lens_possym_gguf_",
+        with tempfile.TemporaryDirectory(prefix=f"gguf.partial-{os.getpid()}-",
                                          dir=_scratch_parent()) as scratch:
             gguf_path = gguf_source(Path(scratch))
             cache.write_entry_atomically(

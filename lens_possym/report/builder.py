@@ -221,7 +221,6 @@ class Report:
 
     def save(self, path: str | Path) -> Path:
         """Write the page (parents created); returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_html(), encoding="utf-8")
-        return path
+        from .._files import write_text_atomically
+
+        return write_text_atomically(Path(path), self.to_html())

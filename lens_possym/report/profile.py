@@ -23,7 +23,7 @@ from ..viz.attention import attention_view_html
 from .builder import Report
 
 __all__ = ["profile_report", "save_profile_figures", "attention_view_html", "write_report",
-           "summary_rows", "settings_rows"]
+           "summary_rows", "settings_rows", "heads_rows"]
 
 
 def save_profile_figures(model: HookedModel, scores: PosSymScores, tokens: torch.Tensor,
@@ -108,15 +108,18 @@ def settings_rows(scores: PosSymScores) -> list[tuple[str, Any]]:
     return rows + [("n_prompts", scores.n_prompts), ("n_tokens", scores.n_tokens)]
 
 
-def _heads_rows(scores: PosSymScores, by: str, k: int = 8) -> list[dict[str, Any]]:
+def heads_rows(scores: PosSymScores, by: str, k: int = 8) -> list[dict[str, Any]]:
+    """The ``k`` heads :meth:`~lens_possym.scores.PosSymScores.ranked_heads` puts first,
+    with their scores, the balance that breaks their ties, and Var/bound (the report's
+    tables and the command line's lists)."""
     rows = []
     for layer, head in scores.ranked_heads(by, k):
         row = {"head": head_name(layer, head), "s_POS": float(scores.pos[layer, head]),
                "s_SYM": float(scores.sym[layer, head])}
-        if scores.exclusion_ratio is not None:
-            row["exclusion_ratio"] = float(scores.exclusion_ratio[layer, head])
         if scores.balance is not None:
             row["balance"] = float(scores.balance[layer, head])
+        if scores.exclusion_ratio is not None:
+            row["exclusion_ratio"] = float(scores.exclusion_ratio[layer, head])
         rows.append(row)
     return rows
 
@@ -149,14 +152,16 @@ def _head_sections(report: Report, scores: PosSymScores) -> None:
     report.section("Summary", caption="Medians are over the heads of each half of the "
                    "scored layers.").key_values(summary_rows(scores))
     report.raw("<div class='cols'><div>")
-    report.section("Most positional heads").table(_heads_rows(scores, "pos"))
+    report.section("Most positional heads").table(heads_rows(scores, "pos"))
     report.raw("</div><div>")
-    report.section("Most symbolic heads").table(_heads_rows(scores, "sym"))
+    report.section("Most symbolic heads").table(heads_rows(scores, "sym"))
     report.raw("</div></div>")
-    report.caption("Var/bound: the head's logit variance over Theorem 1's bound (near 1: it "
-                   "uses both position and content; near 0: near-uniform). Balance: 1 = the "
-                   "logits depend on position only, 0 = on content only. Hover a column "
-                   "header for its definition.")
+    report.caption("Ranked by s_POS (s_SYM) to two decimals; heads equal to that precision "
+                   "(at tau = 1e-4 many saturate at 1) are ranked by balance, higher "
+                   "(lower) first. Balance: 1 = the logits depend on position only, 0 = on "
+                   "content only. Var/bound: the head's logit variance over Theorem 1's "
+                   "bound (near 1: it uses both position and content; near 0: near-uniform). "
+                   "Hover a column header for its definition.")
 
 
 GLOSSARY = ["s_POS", "s_SYM", "per_frequency", "frequency_id", "theta", "logit_share",

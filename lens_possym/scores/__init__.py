@@ -19,6 +19,7 @@ _EXPORTS = {
     "dataset": ["DatasetProfile", "Moments", "dataset_profile", "read_prompts"],
     "crosslogits": ["CrossLogitFactors", "cross_logit_factors"],
     "exact": ["SwapScores", "exact_swap_scores"],
+    "guards": ["declare_hook"],
     "exclusion": ["Exclusion", "exclusion_by_enumeration", "exclusion_from_factors",
         "exclusion_from_matrix"],
     "profile": ["LayerScores", "swap_scores"],
@@ -29,6 +30,7 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
+    "declare_hook",
     "swap_scores",
     "ScoreConfig",
     "PosSymScores",

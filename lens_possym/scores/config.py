@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,8 @@ MAX_MATRIX_ELEMENTS = 1 << 26
 #: Largest number of elements of one intermediate tensor of the closed form (2**21 float64 =
 #: 16 MiB); the work is cut into chunks of frequencies and of swaps to stay below it.
 MAX_ELEMENTS = 1 << 21
+#: Most blocks of a block swap (each block holds at least one key position).
+MAX_BLOCKS = 1 << 16
 
 __all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
 
@@ -70,6 +72,11 @@ class ScoreConfig(JsonConfig):
             Definition 2 where position enters inside the head), ``"content"`` (token
             embeddings only, position embeddings kept: absolute-PE models) or ``"input"``
             (token ids, the model re-run); see ``docs/positional_schemes.md``.
+        nonfinite: what a ``nan`` or ``inf`` score of a head that was scored does:
+            ``"raise"`` (default: :class:`~lens_possym.errors.NonFiniteResultError`, which
+            names the heads; a model with non-finite weights, a setting the floats cannot
+            hold) or ``"keep"`` (return it). Undefined values are not errors: a balance
+            ``0/0`` is ``nan`` by definition, and unscored heads are ``nan``.
     """
 
     method: Literal["exact", "rerun"] = "exact"
@@ -87,6 +94,7 @@ class ScoreConfig(JsonConfig):
     max_elements: int = MAX_ELEMENTS
     max_matrix_elements: int = MAX_MATRIX_ELEMENTS
     swap_site: Literal["layer", "content", "input"] = "layer"
+    nonfinite: Literal["raise", "keep"] = "raise"
 
     def __post_init__(self) -> None:
         _choice("method", self.method, METHODS)
@@ -96,8 +104,19 @@ class ScoreConfig(JsonConfig):
         if not isinstance(self.dtype, str):      # a torch.dtype is stored by its name
             object.__setattr__(self, "dtype", str(self.dtype).replace("torch.", ""))
         _choice("dtype", self.dtype, _DTYPES)
-        if not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau) and self.tau > 0):
-            raise InvalidSelectionError(f"tau must be positive, got {self.tau}")
+        _choice("nonfinite", self.nonfinite, ("raise", "keep"))
+        if isinstance(self.tau, bool) or not (isinstance(self.tau, (int, float))
+                                              and math.isfinite(self.tau) and self.tau > 0):
+            raise InvalidSelectionError(
+                f"tau must be a positive finite number (paper C: 1e-4), got {self.tau!r}")
+        tiny = torch.finfo(self.torch_dtype).tiny
+        if self.tau < tiny:
+            # the swap weights are |a_1 - a_2| / tau: below the smallest normal number its
+            # reciprocal overflows and every score would be nan
+            raise InvalidSelectionError(
+                f"tau={self.tau!r} is below the smallest normal {self.dtype} ({tiny:.3g}): "
+                f"the swap weights |a_1 - a_2| / tau overflow; use tau >= {tiny:.3g} (tau -> 0 "
+                "weights only the swaps of largest |a_1 - a_2|; 1e-4 already does)")
         if not (self.exclude_bos == "auto" or isinstance(self.exclude_bos, bool)):
             raise InvalidSelectionError(
                 f"exclude_bos must be True, False or 'auto', not {self.exclude_bos!r}")
@@ -106,6 +125,10 @@ class ScoreConfig(JsonConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidSelectionError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.n_blocks > MAX_BLOCKS:
+            raise InvalidSelectionError(
+                f"n_blocks={self.n_blocks} is more blocks than keys in any context (at most "
+                f"{MAX_BLOCKS}: each block holds at least one key); paper A uses 8")
         if isinstance(self.query_position, bool) or not isinstance(self.query_position, int):
             raise InvalidSelectionError(
                 f"query_position must be an integer, got {self.query_position!r}")
@@ -118,6 +141,20 @@ class ScoreConfig(JsonConfig):
         import torch   # not at the top: the command line reads this module's choices
 
         return getattr(torch, self.dtype)
+
+    @classmethod
+    def coerce(cls, config: "ScoreConfig | None", **settings: Any) -> "ScoreConfig":
+        """``config`` (default ``ScoreConfig()``) with ``settings`` applied; anything else
+        than a config (a dict, a name) is refused with what to pass."""
+        if config is None:
+            config = cls()
+        elif not isinstance(config, cls):
+            hint = (f"ScoreConfig(**{config!r})" if isinstance(config, dict)
+                    else "ScoreConfig(...)")
+            raise InvalidSelectionError(
+                f"config must be a ScoreConfig, got {type(config).__name__}; pass {hint} or "
+                "the settings as keywords")
+        return config.replace(**settings)
 
     @classmethod
     def from_settings(cls, settings: dict) -> "ScoreConfig":

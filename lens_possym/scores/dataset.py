@@ -20,6 +20,13 @@ frequency, the count, the mean and the spread over prompts:
   (``shards/shard_000012.pt``, atomically) next to ``dataset.json`` (the settings); run the
   same call again after an interruption and the shards on disk are read back, not
   recomputed (the prompts of each are checked by digest);
+* **nothing silent on disk**: every shard carries a digest of its own content and of the
+  settings it was computed with, checked whenever it is read: a shard whose bytes changed
+  (bit rot, a stray write) or that cannot be read is computed again, with a
+  :class:`DatasetIntegrityWarning` saying so; an unreadable ``dataset.json`` is reported
+  with what to do; ``out_dir`` is locked (``.lock``) while a run writes to it, so a second
+  run on the same folder is refused instead of mixing its shards in; temporary files of
+  killed runs are removed on the next run;
 * **fans out**: shards are independent tasks for an
   :class:`~lens_possym.execution.Executor` (in process by default, or Ray).
 
@@ -41,6 +48,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._files import disk_error
 from .._json import tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError, LensPossymError, ResultsFileError
 from ..execution import Executor, resolve_executor
@@ -50,13 +58,19 @@ from .config import ScoreConfig
 from .profile import per_prompt_scores, resolve_exclude_bos
 from .results import PosSymScores
 
-__all__ = ["Moments", "DatasetProfile", "dataset_profile", "read_prompts", "SCORES"]
+__all__ = ["Moments", "DatasetProfile", "dataset_profile", "read_prompts", "SCORES",
+           "DatasetIntegrityWarning"]
 
 #: The scores a dataset profile aggregates (those :func:`per_prompt_scores` returns).
 SCORES = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "exclusion_ratio_freq",
           "balance", "balance_freq")
 FORMAT = "lens-possym/dataset-profile@1"
 SHARD_FORMAT = "lens-possym/dataset-shard@1"
+
+
+class DatasetIntegrityWarning(UserWarning):
+    """A shard on disk that failed its check and was computed again (the profile is
+    right; the warning says which file was bad)."""
 ModelSource = HookedModel | str | Callable[[], HookedModel]
 
 
@@ -331,6 +345,10 @@ def _digest(prompts: Sequence) -> str:
     return h.hexdigest()[:32]
 
 
+def _is_id(t: Any) -> bool:
+    return isinstance(t, int) and not isinstance(t, bool)
+
+
 def _shards(prompts: Iterable, shard_size: int) -> Iterator[_Shard]:
     batch: list = []
     index = 0
@@ -338,10 +356,12 @@ def _shards(prompts: Iterable, shard_size: int) -> Iterator[_Shard]:
         if isinstance(prompt, Tensor):
             prompt = prompt.tolist()
         if not isinstance(prompt, str) and not (isinstance(prompt, (list, tuple))
-                                               and all(isinstance(t, int) for t in prompt)):
+                                               and all(_is_id(t) for t in prompt)):
             raise InvalidSelectionError(
-                f"prompt {index * shard_size + len(batch)} is a {type(prompt).__name__}; "
-                "give text or a list of token ids")
+                f"prompt {index * shard_size + len(batch)} is "
+                + (f"a list holding {_short(prompt)}" if isinstance(prompt, (list, tuple))
+                   else f"a {type(prompt).__name__}")
+                + "; give text or a list of integer token ids (not bools or floats)")
         batch.append(prompt)
         if len(batch) == shard_size:
             yield _Shard(index, index * shard_size, batch, _digest(batch))
@@ -362,22 +382,111 @@ def _settings(model: ModelSource, config: ScoreConfig, layers, heads, shard_size
             "group_size": group_size}
 
 
-def _write_atomic(data: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(data, tmp)
-    os.replace(tmp, path)
+def _content_digest(data: dict) -> str:
+    """sha256 of a shard's content: its fields (JSON) and every tensor's dtype, shape and
+    bytes, in a fixed order; the ``content_digest`` field itself left out."""
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(value, dict):
+            h.update(b"{")
+            for key in sorted(value, key=str):
+                h.update(json.dumps(str(key)).encode())
+                feed(value[key])
+            h.update(b"}")
+        elif isinstance(value, (list, tuple)):
+            h.update(b"[")
+            for item in value:
+                feed(item)
+            h.update(b"]")
+        else:
+            h.update(json.dumps(value).encode())
+
+    feed({k: v for k, v in data.items() if k != "content_digest"})
+    return h.hexdigest()
 
 
-def _read_shard(path: Path, shard: _Shard) -> dict | None:
+def _write_shard(data: dict, path: Path) -> None:
+    from .._files import save_atomically
+
+    save_atomically({**data, "content_digest": _content_digest(data)}, path)
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, DatasetIntegrityWarning, stacklevel=3)
+
+
+def _read_shard(path: Path, shard: _Shard, settings_digest: str) -> dict | None:
+    """The shard at ``path`` if it is intact and of this run's prompts and settings;
+    ``None`` (it is computed again, and a warning says why) if it is damaged."""
     try:
         data = torch.load(path, weights_only=True)
-    except Exception:  # a torn or foreign file: computed again
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: computed again
+        _warn(f"{path} cannot be read ({type(exc).__name__}); computing shard {shard.index} "
+              "again")
         return None
-    if data.get("format") != SHARD_FORMAT or data.get("digest") != shard.digest:
+    if not isinstance(data, dict) or data.get("format") != SHARD_FORMAT:
+        _warn(f"{path} is not a dataset shard; computing shard {shard.index} again")
+        return None
+    if data.get("content_digest") != _content_digest(data):
+        _warn(f"{path} failed its content digest (its bytes changed since it was written); "
+              f"computing shard {shard.index} again")
+        return None
+    if data.get("digest") != shard.digest:
         raise ResultsFileError(
             f"{path} holds other prompts than shard {shard.index} of this run; the prompts "
-            "changed since the profile was started: use a new out_dir")
+            "changed since the profile was started: use a new out_dir (or delete this one "
+            "to start over)")
+    if data.get("settings") != settings_digest:
+        _warn(f"{path} was computed with other settings; computing shard {shard.index} "
+              "again")
+        return None
     return data
+
+
+def _settings_digest(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _read_manifest(manifest: Path, out: Path) -> dict | None:
+    """The settings ``dataset.json`` holds, or ``None`` when there is none yet."""
+    try:
+        raw = manifest.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {manifest}: {exc.strerror or exc}") from None
+    try:
+        found = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        found = None
+    if not isinstance(found, dict) or not str(found.get("format", "")).startswith(FORMAT):
+        what = "is empty" if not raw.strip() else "is not a dataset manifest (damaged)"
+        raise ResultsFileError(
+            f"{manifest} {what}, so the settings of the profile in {out} cannot be checked; "
+            f"delete {manifest} to go on with this run's settings (shards computed with "
+            "other settings or prompts are detected and computed again), or use another "
+            "out_dir")
+    return found
+
+
+def _normalised(settings: dict) -> dict:
+    """Settings with the config's defaults filled in (a manifest written before a config
+    field existed reads as that field's default)."""
+    out = dict(settings)
+    config = out.get("config")
+    if isinstance(config, dict):
+        try:
+            out["config"] = ScoreConfig.from_dict(config).to_dict()
+        except LensPossymError:
+            pass
+    return out
 
 
 def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
@@ -420,7 +529,7 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
             ``shard:index``), a bad setting.
         ResultsFileError: ``out_dir`` holds a profile with other settings or prompts.
     """
-    config = (config or ScoreConfig()).replace(**settings)
+    config = ScoreConfig.coerce(config, **settings)
     for name, value, low in (("shard_size", shard_size, 1), ("group_size", group_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidSelectionError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -431,34 +540,52 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
             "'gemma-3-270m') or a picklable loader, not a loaded model")
     task = _ShardTask(model, config, layers, heads, group_size)
     out = Path(out_dir) if out_dir is not None else None
-    shard_dir = None
-    if out is not None:
+    if out is None:
+        return _profile(prompts, task, runner, config, shard_size, None, None, "",
+                        _progress(progress, n_prompts), stop_after)
+    from .._files import remove_stale
+    from .._lock import folder_lock
+
+    with folder_lock(out, what="a dataset profile"):
         shard_dir = out / "shards"
-        shard_dir.mkdir(parents=True, exist_ok=True)
         wanted = _settings(model, config, layers, heads, shard_size, group_size)
         manifest = out / "dataset.json"
-        if manifest.exists():
-            found = json.loads(manifest.read_text())
-            if found != wanted:
-                diff = sorted(k for k in wanted if found.get(k) != wanted[k])
+        found = _read_manifest(manifest, out)
+        if found is not None:
+            if _normalised(found) != _normalised(wanted):
+                diff = sorted(k for k in wanted if _normalised(found).get(k) != _normalised(wanted)[k])
                 raise ResultsFileError(
                     f"{out} holds a dataset profile with other settings ({', '.join(diff)}); "
                     "use another out_dir, or delete it to start over")
-        else:
-            manifest.write_text(json.dumps(wanted, indent=1))
+        try:
+            shard_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise disk_error(exc, shard_dir) from exc
+        remove_stale(shard_dir)  # temporary files of runs that were killed mid-write
+        remove_stale(out, names={"dataset.json", "profile.json"})
+        if found is None:
+            from .._files import write_text_atomically
 
-    reporter = _progress(progress, n_prompts)
+            write_text_atomically(manifest, json.dumps(wanted, indent=1))
+        return _profile(prompts, task, runner, config, shard_size, out, shard_dir,
+                        _settings_digest(_normalised(wanted)), _progress(progress, n_prompts),
+                        stop_after)
+
+
+def _profile(prompts, task: _ShardTask, runner: Executor, config: ScoreConfig, shard_size: int,
+             out: Path | None, shard_dir: Path | None, settings_digest: str, reporter,
+             stop_after: int | None) -> DatasetProfile:
+    """Score the shards not on disk, then merge every shard in order."""
     done_prompts = 0
-    order: list[int] = []          # every shard's index, in order
-    on_disk: dict[int, dict] = {}  # shards read back (resume), merged at their place
+    order: list[tuple[int, str]] = []  # every shard's index and prompts digest, in order
 
     def todo() -> Iterator[_Shard]:
         nonlocal done_prompts
         for shard in _shards(prompts, shard_size):
-            order.append(shard.index)
+            order.append((shard.index, shard.digest))
             path = shard_dir / f"shard_{shard.index:06d}.pt" if shard_dir else None
             if path is not None and path.exists():
-                found = _read_shard(path, shard)
+                found = _read_shard(path, shard, settings_digest)
                 if found is not None:
                     done_prompts += found["n_prompts"]
                     reporter(done_prompts)
@@ -470,8 +597,9 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
     try:
         for result in runner.imap(task, todo()):
             index = result["index"]
+            result["settings"] = settings_digest
             if shard_dir is not None:
-                _write_atomic(result, shard_dir / f"shard_{index:06d}.pt")
+                _write_shard(result, shard_dir / f"shard_{index:06d}.pt")
             else:
                 computed[index] = result
             done_prompts += result["n_prompts"]
@@ -484,12 +612,21 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
     if not order:
         raise InvalidSelectionError("no prompts: give at least one prompt")
 
-    # merge every shard in order (read back one at a time when on disk)
+    # merge every shard in order (read back one at a time when on disk, and checked again:
+    # nothing another process or the disk changed since is merged)
     moments: dict[str, Moments] = {}
     angles, lengths, model_name = None, [], ""
-    for index in order:
-        data = computed.pop(index, None) if shard_dir is None else torch.load(
-            shard_dir / f"shard_{index:06d}.pt", weights_only=True)
+    for index, digest in order:
+        if shard_dir is None:
+            data = computed.pop(index)
+        else:
+            path = shard_dir / f"shard_{index:06d}.pt"
+            data = _read_shard(path, _Shard(index, 0, [], digest), settings_digest) \
+                if path.exists() else None
+            if data is None:
+                raise ResultsFileError(
+                    f"{path} changed or went missing while this profile ran; run the same "
+                    "call again (it computes that shard again)")
         for name, m in data["moments"].items():
             m = Moments.from_dict(m)
             moments[name] = m if name not in moments else moments[name].merge(m)
@@ -543,9 +680,18 @@ def read_prompts(path: str | Path, *, field: str = "text") -> Iterator[str | lis
     if not path.is_file():
         raise InvalidSelectionError(f"no prompts file at {path}")
     jsonl = path.suffix.lower() in (".jsonl", ".ndjson")
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\n")
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise InvalidSelectionError(
+                    f"{path}:{number} is not UTF-8 text; save the prompts as UTF-8 (one a "
+                    "line, or .jsonl)") from None
+            if "\x00" in line:
+                raise InvalidSelectionError(
+                    f"{path}:{number} holds a NUL byte: {path} looks like a binary file, not "
+                    "prompts")
             if not line.strip():
                 continue
             if not jsonl:
@@ -553,19 +699,18 @@ def read_prompts(path: str | Path, *, field: str = "text") -> Iterator[str | lis
                 continue
             try:
                 item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidSelectionError(
-                    f"{path}:{number} is not valid JSON ({exc.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = getattr(exc, "msg", "nested too deeply")
+                raise InvalidSelectionError(f"{path}:{number} is not valid JSON ({why})") from None
             if isinstance(item, dict):
                 if field not in item:
                     raise InvalidSelectionError(
                         f"{path}:{number} has no {field!r} field (fields: "
                         f"{', '.join(map(str, item)) or 'none'}); pick one with --field")
                 item = item[field]
-            if isinstance(item, str) or (isinstance(item, list)
-                                         and all(isinstance(t, int) for t in item)):
+            if isinstance(item, str) or (isinstance(item, list) and all(map(_is_id, item))):
                 yield item
             else:
                 raise InvalidSelectionError(
-                    f"{path}:{number}: a prompt must be text or a list of token ids, got "
-                    f"{type(item).__name__}")
+                    f"{path}:{number}: a prompt must be text or a list of integer token ids, "
+                    f"got {_short(item) if isinstance(item, list) else type(item).__name__}")

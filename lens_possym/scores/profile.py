@@ -26,6 +26,7 @@ from .config import ScoreConfig
 from .crosslogits import cross_logit_factors
 from .exact import SwapScores, exact_swap_scores
 from .exclusion import exclusion_from_factors
+from .guards import check_decomposable_under_hooks, check_exact_under_hooks, check_finite
 from .rerun import rerun_swap_scores
 from .results import PosSymScores
 from .swaps import SwapSet, swap_set
@@ -129,7 +130,7 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
             ``"layer"``, are scored by :func:`~lens_possym.scores.sites.site_swap_scores`.
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
-    config = (config or ScoreConfig()).replace(**settings)
+    config = ScoreConfig.coerce(config, **settings)
     if config.swap_site != "layer" or not _all_rope(model):
         from .sites import site_swap_scores
 
@@ -232,7 +233,7 @@ def per_prompt_scores(model: HookedModel, input: ModelInput, config: ScoreConfig
     :func:`swap_scores` sends to :func:`~lens_possym.scores.sites.site_swap_scores` are
     scored one prompt at a time (a mean over one prompt is that prompt's score).
     """
-    config = config or ScoreConfig()
+    config = ScoreConfig.coerce(config)
     if config.swap_site != "layer" or not _all_rope(model):
         tokens = as_tokens(model, input)
         rows = [swap_scores(model, tokens[b : b + 1], config, layers=layers, heads=heads)
@@ -262,12 +263,27 @@ def _score_layers(model: HookedModel, input: ModelInput, config: ScoreConfig,
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
     tokens, config = resolve_for_input(model, input, config)
+    guard_hooks(model, specs, chosen, config)
     captured = capture_attention_inputs(model, tokens, chosen,
                                         query_positions=config.query_position)
     results = [_score_layer(model, tokens, captured[layer],
                             as_heads(heads, specs[layer].n_heads, layer), config)
                for layer in tqdm(chosen, desc="scoring layers", disable=not progress, leave=False)]
+    check_finite(results, config.nonfinite)
     return specs, tokens, config, results
+
+
+def guard_hooks(model: HookedModel, specs: Sequence[Any], layers: Sequence[int],
+                config: ScoreConfig) -> None:
+    """Refuse the closed forms (the exact method; the exclusion, closed form only) where
+    hooks on ``model`` change what they would compute (:mod:`.guards`)."""
+    if config.method == "exact":
+        check_exact_under_hooks(model, specs, layers, site=config.swap_site)
+    elif config.per_frequency:
+        check_decomposable_under_hooks(model, layers)
+    if config.exclusion:
+        check_exact_under_hooks(model, specs, layers, site=config.swap_site,
+                                purpose="the exclusion (Theorem 1's sums, in closed form)")
 
 
 def _assemble(results: list[LayerScores], config: ScoreConfig, *, n_layers: int, n_heads: int,

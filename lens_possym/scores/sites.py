@@ -244,10 +244,14 @@ def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig 
     """
     from .profile import LayerScores, _assemble, resolve_for_input
 
-    config = (config or ScoreConfig()).replace(**settings)
+    from .guards import check_finite
+    from .profile import guard_hooks
+
+    config = ScoreConfig.coerce(config, **settings)
     layer_schemes = schemes(model)
     chosen = as_layers(layers, len(layer_schemes))
     tokens, config = resolve_for_input(model, input, config)
+    guard_hooks(model, layer_schemes, chosen, config)
     qpos = config.query_position
     if config.per_frequency:
         for layer in chosen:
@@ -300,6 +304,7 @@ def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig 
                 ex = exclusion_from_matrix(cross[..., keys[:, None], keys[None, :]])
                 out.exclusion_ratio, out.balance = ex.ratio, ex.balance
         results.append(out)
+    check_finite(results, config.nonfinite)
     return _assemble(results, config, n_layers=len(layer_schemes),
                      n_heads=max(ls.n_heads for ls in layer_schemes),
                      n_freqs=max((len(r.angles) for r in results), default=0),

@@ -722,8 +722,21 @@ def last_position_logits(model: HookedModel, tokens: Int[Tensor, "batch pos"],
 
 def evaluate_binding(model: HookedModel, task: BindingTask,
                      logits: Float[Tensor, "batch pos d_vocab"] | None = None) -> BindingResult:
-    """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks)."""
+    """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks).
+
+    Raises:
+        NonFiniteResultError: the logits hold ``nan``/``inf`` (an argmax over them would
+            report a made-up accuracy).
+    """
     last = last_position_logits(model, task.tokens, logits)
+    if not bool(last.isfinite().all()):
+        from ..errors import NonFiniteResultError
+
+        rows = (~last.isfinite()).any(-1).nonzero().flatten().tolist()
+        raise NonFiniteResultError(
+            f"the logits of prompts {rows[:8]}{' ...' if len(rows) > 8 else ''} hold nan/inf, "
+            "so no accuracy can be read from them; check the model's weights and any hooks "
+            "that produced them")
     answers = task.answers.to(last.device)
     correct = last.argmax(-1) == answers
     cand = task.candidate_mask(last.shape[-1]).to(last.device)

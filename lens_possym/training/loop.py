@@ -42,7 +42,12 @@ from .._inputs import resolve_device
 from ..errors import TrainingError
 from ..results_io import ResultIO
 from .models import TrainableModel
-from .runs import Checkpoint, TrainingState, latest_checkpoint, read_checkpoint, save_checkpoint
+from .runs import (
+    Checkpoint,
+    TrainingState,
+    read_latest_checkpoint,
+    save_checkpoint,
+)
 from .tasks import Task, TaskBatch
 
 __all__ = [
@@ -318,9 +323,8 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
     history: list[EvalRecord] = []
     running = {"loss": 0.0, "correct": 0.0, "count": 0.0}
     reached, step, elapsed_before, finished = None, 0, 0.0, False
-    found = latest_checkpoint(out_dir) if resume else None
-    if found is not None:
-        ckpt = read_checkpoint(found)
+    ckpt = read_latest_checkpoint(out_dir) if resume else None
+    if ckpt is not None:
         _check_resumable(ckpt, model, task, config)
         state = ckpt.state
         model.load_state_dict(ckpt.state_dict)
@@ -423,13 +427,12 @@ def resume(run_dir: str | Path, *, device: str | None = None,
     The model, task and training settings are read from the checkpoint (``device``
     overrides where it runs); see :func:`train`'s ``resume``.
     """
-    found = latest_checkpoint(run_dir)
-    if found is None:
+    ckpt = read_latest_checkpoint(run_dir)
+    if ckpt is None:
         raise TrainingError(f"no checkpoint in {run_dir} to resume from (checkpoints are "
                             "written every TrainConfig.checkpoint_every steps)")
-    ckpt = read_checkpoint(found)
     if ckpt.state is None:
-        raise TrainingError(f"{found} was written without its training state and cannot be "
+        raise TrainingError(f"{ckpt.path} was written without its training state and cannot be "
                             "resumed; train the run again")
     settings = dict(ckpt.state.train_config, out_dir=str(run_dir))
     if device is not None:

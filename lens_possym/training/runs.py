@@ -18,7 +18,6 @@ state, the evaluations so far and the running training loss. ``model.pt`` is mar
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ __all__ = [
     "load_checkpoint",
     "latest_checkpoint",
     "checkpoint_paths",
+    "read_latest_checkpoint",
     "write_json",
 ]
 
@@ -113,15 +113,12 @@ def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step
     }
     if state is not None:
         data["training_state"] = asdict(state)
-    # written beside its final name and renamed: a kill mid-write leaves the previous
-    # checkpoint as the latest, never a torn file under a checkpoint's name
-    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    try:
-        torch.save(data, partial)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
+    # written beside its final name, synced and renamed: a kill mid-write leaves the
+    # previous checkpoint as the latest, never a torn file under a checkpoint's name; a
+    # full disk is an OutputError naming the file
+    from .._files import save_atomically
+
+    return save_atomically(data, path)
 
 
 def read_checkpoint(path: str | Path) -> Checkpoint:
@@ -192,9 +189,49 @@ def checkpoint_paths(run_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def read_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
+    """The newest checkpoint of ``run_dir`` that reads (``model.pt`` first, then
+    ``checkpoint_*.pt`` by step, newest first); ``None`` when there is none.
+
+    Checkpoints are written atomically, so a torn one should not exist; if the newest is
+    unreadable anyway (a disk fault, a copy cut short) the run goes back to the one before
+    it, with a warning naming the bad file, instead of refusing to resume. Temporary files
+    of writes that were killed are removed.
+
+    Raises:
+        TrainingError: every checkpoint there is unreadable.
+    """
+    import warnings
+
+    from .._files import remove_stale
+
+    run_dir = Path(run_dir)
+    numbered = _numbered(run_dir)
+    ours = {"model.pt", "metrics.json"} | {p.name for _, p in numbered}
+    ours |= {m.group(1) for p in run_dir.glob("checkpoint_*.pt.*")
+             if (m := re.match(r"(checkpoint_\d+\.pt)\.(?:tmp-|partial-)", p.name))}
+    remove_stale(run_dir, names=ours)
+    candidates = ([run_dir / "model.pt"] if (run_dir / "model.pt").is_file() else []) + [
+        p for _, p in reversed(numbered)]
+    problems = []
+    for path in candidates:
+        try:
+            ckpt = read_checkpoint(path)
+        except TrainingError as exc:
+            problems.append(str(exc))
+            continue
+        if problems:
+            warnings.warn(f"{'; '.join(problems)}; resuming from {path.name} instead",
+                          stacklevel=2)
+        return ckpt
+    if problems:
+        raise TrainingError(f"no checkpoint in {run_dir} can be read ({'; '.join(problems)}); "
+                            "delete them to train the run from the start")
+    return None
+
+
 def write_json(obj: dict, path: str | Path) -> Path:
     """Write ``obj`` as JSON (non-finite floats as ``null``), creating the folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(obj, indent=1))
-    return path
+    from .._files import write_text_atomically
+
+    return write_text_atomically(Path(path), dumps(obj, indent=1))

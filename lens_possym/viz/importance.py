@@ -14,16 +14,19 @@ __all__ = ["plot_head_importance"]
 
 def plot_head_importance(result: HeadImportance, *, relative: bool = False, ax=None,
                          title: str | None = None, annotate: bool = True,
-                         cmap: str = "RdBu_r"):
-    """Heatmap of ``Δ`` (or ``Δ / |baseline|``) per layer and query head.
+                         cmap: str = "RdBu"):
+    """Heatmap of the effect ``Δ`` = ablated − baseline (or ``Δ / |baseline|``) per layer
+    and query head.
 
-    Red = the head helps (ablating it hurts), blue = ablating it helps; colours are centred
-    at 0. The most important head is outlined, and the title carries the baseline, the top
-    head's drop and its share of the summed drops (see
+    Red = the ablation lowered the metric, blue = it raised it, centred at 0: the colours of
+    every effect figure (:func:`~lens_possym.viz.plot_band_sweep` too). For accuracy and
+    logit difference red marks the heads that help; for the loss, blue does. The most
+    important head is outlined, and the title carries the baseline, the top head's effect
+    and its share of the summed drops (see
     :class:`~lens_possym.interventions.HeadImportance`).
 
     Args:
-        relative: plot the drop as a fraction of the baseline.
+        relative: plot the effect as a fraction of the baseline.
         ax: axes to draw into (a new figure otherwise).
         annotate: write each cell's value (when there are at most 24 heads per layer).
 
@@ -55,13 +58,13 @@ def plot_head_importance(result: HeadImportance, *, relative: bool = False, ax=N
     layer, head = result.top_head
     ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="k", lw=2))
     metric = result.config.metric.replace("_", " ")
-    label = f"{'relative ' if relative else ''}drop in {metric}"
+    label = f"{'relative ' if relative else ''}Δ {metric} (ablated − baseline)"
     ax.figure.colorbar(image, ax=ax, label=label, shrink=0.9)
     share = result.top_share
     lines = [title] if title else []
     lines.append(f"{result.config.mode}-ablating one head: {metric} baseline {result.baseline:.3g}")
     lines.append(f"top {layer}.{head}: Δ {result.top_effect:+.3g} "
-                 f"({100 * result.top_relative:.0f}% of baseline), share of summed drop "
+                 f"(costs {100 * result.top_relative:.0f}% of baseline), share of summed drop "
                  f"{share:.2f}" if math.isfinite(share)
                  else "no head's ablation hurts")
     ax.set_title("\n".join(lines), fontsize="small")

@@ -20,7 +20,8 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
 
     Args:
         metric: which metric (the sweep's first by default).
-        effect: plot ``ablated − baseline`` (diverging colours centred at 0), else the
+        effect: plot the effect ``ablated − baseline`` (red: the ablation lowered the
+            metric, blue: raised it, centred at 0, as every effect figure), else the
             metric's value under ablation.
         axes: a sequence of ``n_bands`` axes to draw into (a new figure otherwise).
         vmax: colour limit (default: the largest |value| over all bands).
@@ -54,7 +55,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
         ax.set_yticks(np.arange(n_layers))
         ax.set_yticklabels([str(layer) for layer in sweep.layers], fontsize="x-small")
     axes[0].set_ylabel("layer")
-    label = f"Δ {name}" if effect else name
+    label = f"Δ {name} (ablated − baseline)" if effect else name
     fig.colorbar(image, ax=list(axes), label=label, shrink=0.9)
     fig.suptitle(f"{sweep.mode}-ablating one band of one head: {label} "
                  f"(baseline {sweep.baseline[name]:.3g})", fontsize="medium")

@@ -40,11 +40,12 @@ def _rows(grid) -> tuple[np.ndarray, list[str], str, str]:
     raise InvalidSelectionError(f"cannot draw a {mean.ndim}-D grid as a heatmap")
 
 
-def plot_patching_grid(grid, *, ax=None, title: str | None = None, cmap: str = "RdBu_r",
+def plot_patching_grid(grid, *, ax=None, title: str | None = None, cmap: str = "RdBu",
                        annotate: bool = True):
     """The mean over prompts of each cell of a :class:`~lens_possym.interventions.PatchingGrid`.
 
-    Colours are centred on the unpatched run's mean (white = the patch changed nothing).
+    Colours are centred on the unpatched run's mean (white = the patch changed nothing;
+    red = the patch lowered the metric, blue = raised it, as in every effect figure).
     A grid of layers alone is drawn as bars with 95% bootstrap intervals.
 
     Returns:

@@ -155,7 +155,8 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
 def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
     """A clearly positional, a clearly symbolic and a mixed head (both scores high).
 
-    Positional: largest ``s_POS − s_SYM``; symbolic: largest ``s_SYM − s_POS``; mixed:
+    Positional: largest ``s_POS − s_SYM``; symbolic: largest ``s_SYM − s_POS`` (to two
+    decimals, ties broken by balance, as :meth:`PosSymScores.ranked_heads` ranks); mixed:
     largest ``min(s_POS, s_SYM)`` (paper A reads these as near-uniform attention).
     """
     both = torch.minimum(scores.pos, scores.sym)

@@ -61,7 +61,7 @@ def _error_lines(err: str) -> list[str]:
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["decompose", *TINY, "--layer", "9"], "layer [9] out of range"),
+    (["decompose", *TINY, "--layer", "9"], "layer 9 out of range"),
     (["decompose", *TINY, "--layer", "1", "--head", "7"], "head [7] out of range"),
     (["profile", *TINY, "--layers", "0,5", "--no-report", "--n-prompts", "1"],
      "layer [5] out of range"),

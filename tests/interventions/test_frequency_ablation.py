@@ -66,19 +66,22 @@ def _direct(model, tokens, spec, edited: dict[int, list[int]], how: str):
 
 
 @pytest.mark.parametrize("mode", ["zero", "mean", "unrotate"])
-def test_ablating_no_frequency_changes_nothing_bit_for_bit(tiny, mode):
+def test_ablating_no_frequency_is_refused_not_a_silent_no_op(tiny, mode):
+    """``freqs=[]`` would change nothing without a word (issue 27): it is refused, at every
+    entry point, and no hook is left behind."""
     tokens = tiny.to_tokens(PROMPT)
-    clean = tiny(tokens)
     spec = lp.rope_spec(tiny, 1)
     means = frequency_means(tiny, tokens) if mode == "mean" else None
-    # the hooks are attached and run (they clone and return), but edit no pair
-    hooks = [(spec.q_hook, ablate_frequencies_hook(spec, range(spec.n_heads), [], mode, means=means)),
-             (spec.k_hook, ablate_frequencies_hook(spec, range(spec.n_kv_heads), [], mode,
-                                                   side="k", means=means))]
-    with tiny.hooks(fwd_hooks=hooks):
-        assert torch.equal(tiny(tokens), clean)
-    with ablate_frequencies(tiny, {"1.0": [], "0.*": []}, mode, reference=tokens):
-        assert torch.equal(tiny(tokens), clean)
+    before = hooks_attached(tiny)
+    with pytest.raises(InvalidSelectionError, match="no frequency ids"):
+        ablate_frequencies_hook(spec, range(spec.n_heads), [], mode, means=means)
+    with pytest.raises(InvalidSelectionError, match="no frequency ids"):
+        with ablate_frequencies(tiny, {"1.0": [], "0.*": []}, mode, reference=tokens):
+            pass
+    with pytest.raises(InvalidSelectionError, match="no frequency ids"):
+        ablate_frequencies_hooks(tiny, "1.0", mode, freqs=torch.zeros(0, dtype=torch.long),
+                                 reference=tokens)
+    assert hooks_attached(tiny) == before
 
 
 def test_mean_over_the_run_itself_is_the_identity(tiny):

@@ -87,13 +87,20 @@ def test_batched_sweep_equals_hand_ablation_on_the_toy_model():
                 _by_hand(toy, data, layer, head, "logit_diff"), abs=1e-10)
 
 
-def test_effect_sign_follows_the_metric(llama64, batch):
-    """Δ > 0 means the head helps: baseline − ablated for logit_diff, ablated − baseline
-    for the loss."""
+def test_effect_is_ablated_minus_baseline_and_importance_follows_the_metric(llama64, batch):
+    """The effect has one sign for every metric (ablated − baseline, as BandSweep's); the
+    importance is > 0 where the head helps: baseline − ablated for logit_diff, ablated −
+    baseline for the loss; top() ranks by importance."""
     for metric, sign in (("logit_diff", 1), ("loss", -1)):
         r = head_importance(llama64, batch, metric)
-        torch.testing.assert_close(r.effect, sign * (r.baseline - r.ablated))
+        torch.testing.assert_close(r.effect, r.ablated - r.baseline)
+        torch.testing.assert_close(r.importance, sign * (r.baseline - r.ablated))
         torch.testing.assert_close(r.relative, r.effect / abs(r.baseline))
+        layer, head, delta = r.top(1)[0]
+        assert (layer, head) == r.top_head and delta == pytest.approx(r.top_effect)
+        assert float(r.importance[layer, head]) == pytest.approx(
+            float(torch.nan_to_num(r.importance, nan=-1e9).max()))
+        assert r.top_relative == pytest.approx(float(r.importance[layer, head]) / abs(r.baseline))
 
 
 def test_a_silent_head_has_zero_effect(llama64, batch):
@@ -144,10 +151,11 @@ def _result(ablated, baseline=1.0, metric="logit_diff", top_k=2):
 
 
 def test_concentration_arithmetic():
-    # drops (baseline − ablated): 0.6, 0.2, 0.2, 0, and one head that helps when removed
+    # drops (baseline − ablated = the importance): 0.6, 0.2, 0.2, 0, and one head that
+    # helps when removed; the effects (ablated − baseline) are their negatives
     r = _result([[0.4, 0.8, 1.2], [0.8, 1.0, float("nan")]])
     assert r.top_head == (0, 0)
-    assert r.top_effect == pytest.approx(0.6) and r.top_relative == pytest.approx(0.6)
+    assert r.top_effect == pytest.approx(-0.6) and r.top_relative == pytest.approx(0.6)
     assert r.top_share == pytest.approx(0.6)
     assert r.top_k_share == pytest.approx(0.8)
     drops = torch.tensor([0.6, 0.2, 0.0, 0.2, 0.0], dtype=torch.float64)
@@ -155,8 +163,8 @@ def test_concentration_arithmetic():
     assert r.gini == pytest.approx(float(gini))
     assert r.carried_by_one_head() and not r.carried_by_one_head(share=0.7)
     top = r.top(2)
-    assert top[0][:2] == (0, 0) and top[0][2] == pytest.approx(0.6)
-    assert top[1][:2] in ((0, 1), (1, 0)) and top[1][2] == pytest.approx(0.2)
+    assert top[0][:2] == (0, 0) and top[0][2] == pytest.approx(-0.6)
+    assert top[1][:2] in ((0, 1), (1, 0)) and top[1][2] == pytest.approx(-0.2)
 
 
 def test_concentration_extremes():
@@ -262,8 +270,9 @@ def test_heatmap_marks_the_top_head():
     assert [(b.get_x() + 0.5, b.get_y() + 0.5) for b in boxes] == [(1, 0)]
     # share: 0.8 / (0.1 + 0.8 + 0.05)
     assert "0.1" in ax.get_title() and "share of summed drop 0.84" in ax.get_title()
-    shown = ax.images[0].get_array()
-    assert shown.mask[1, 2] and float(shown[0, 1]) == pytest.approx(0.8)
+    shown = ax.images[0].get_array()  # the effect, ablated − baseline: red where it drops
+    assert shown.mask[1, 2] and float(shown[0, 1]) == pytest.approx(-0.8)
+    assert ax.images[0].get_cmap().name == "RdBu"
     none = plot_head_importance(_result([[1.5, 2.0]]), ax=Figure().subplots())
     assert "no head's ablation hurts" in none.get_title()
 

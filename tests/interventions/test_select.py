@@ -18,7 +18,12 @@ def test_heads_forms(specs):
     assert parse_heads("1.0, 0.3", specs) == [(0, 3), (1, 0)]
     assert parse_heads("1.*", specs) == [(1, h) for h in range(4)]
     assert parse_heads((1, 2), specs) == [(1, 2)]
-    assert parse_heads([(1, 2), (1, 2), "0.1"], specs) == [(0, 1), (1, 2)]
+    assert parse_heads([(1, 2), "0.1"], specs) == [(0, 1), (1, 2)]
+    for twice in ([(1, 2), (1, 2), "0.1"], "1.0,1.0", "1.*,1.2"):
+        with pytest.raises(InvalidSelectionError, match="more than once"):
+            parse_heads(twice, specs)
+    with pytest.raises(InvalidSelectionError, match="empty item"):
+        parse_heads("1.0,,0.1", specs)
     assert parse_heads({0: [1, 2], 1: None}, specs) == [(0, 1), (0, 2)] + [(1, h) for h in range(4)]
     assert parse_heads("-1.0", specs) == [(1, 0)]
     assert len(parse_heads(None, specs)) == 8
@@ -32,7 +37,9 @@ def test_freqs_forms(specs):
     assert parse_freqs(range(1, 3), spec) == (1, 2)
     assert parse_freqs(slice(3, None), spec) == (3, 4)
     assert parse_freqs(3, spec) == (3,)
-    assert parse_freqs([], spec) == ()
+    assert parse_freqs([], spec, allow_empty=True) == ()
+    with pytest.raises(InvalidSelectionError, match="no frequency ids"):
+        parse_freqs([], spec)
     # thirds, fastest first; the tail (id 4) is in the slowest band
     assert [parse_freqs(b, spec) for b in ("high", "mid", "low")] == [(0, 1), (2, 3), (4,)]
     assert parse_freqs("middle", spec) == parse_freqs("MID", spec) == (2, 3)
@@ -73,7 +80,13 @@ def test_bad_heads(specs, heads, message):
     ("1:x", "frequency id 'x' must be an integer"),
     ("0:2:1", "no step"),
     ([1.0], "must be an integer"),
-    (",", "no frequency ids"),
+    (",", "empty item"),
+    ("0,,1", "empty item"),
+    ("\uff11", "must be an integer"),  # a full-width one
+    ("0,0", "more than once"),
+    ("high,0", "more than once"),
+    ([True], "must be an integer"),
+    ([], "no frequency ids"),
 ])
 def test_bad_freqs(specs, freqs, message):
     with pytest.raises(InvalidSelectionError, match=message):
@@ -97,9 +110,15 @@ item = st.one_of(
 
 @given(items=st.lists(item, min_size=1, max_size=5))
 def test_text_reads_as_python_would(items):
-    """``"a:b"`` is ``range(a, b)`` and ``"i"`` is ``[i]``, items concatenated in order."""
+    """``"a:b"`` is ``range(a, b)`` and ``"i"`` is ``[i]``, items concatenated in order;
+    an id given twice is refused (issue 27: '1.0,1.0' was read as one head)."""
     text = ",".join(t for t, _ in items)
-    assert read_ids(text, N_IDS) == [i for _, ids in items for i in ids]
+    expected = [i for _, ids in items for i in ids]
+    if len(set(expected)) < len(expected):
+        with pytest.raises(InvalidSelectionError, match="more than once"):
+            read_ids(text, N_IDS)
+    else:
+        assert read_ids(text, N_IDS) == expected
 
 
 @given(lo=st.integers(0, 50), hi=st.integers(0, 50))
@@ -112,7 +131,11 @@ def test_a_dash_range_is_refused_with_the_half_open_range_to_write(lo, hi):
 def test_an_id_outside_the_model_names_the_valid_range(ids):
     bad = [i for i in ids if not 0 <= i < N_IDS]
     if not bad:
-        assert read_ids(ids, N_IDS) == ids
+        if len(set(ids)) < len(ids):
+            with pytest.raises(InvalidSelectionError, match="more than once"):
+                read_ids(ids, N_IDS)
+        else:
+            assert read_ids(ids, N_IDS) == ids
         return
     with pytest.raises(InvalidSelectionError, match=rf"\(0\.\.{N_IDS - 1}"):
         read_ids(ids, N_IDS)

@@ -232,6 +232,49 @@ def test_tokenizer_is_read_from_json_files_and_equals_from_pretrained(gguf_file,
     assert fallback("the cat")["input_ids"] == reference("the cat")["input_ids"]
 
 
+_KILLED_REBUILD = """
+import os, sys, tempfile, time
+from pathlib import Path
+from lens_possym.models import cache
+root = cache.cache_root()
+(root / "scratch").mkdir(parents=True, exist_ok=True)
+scratch = tempfile.mkdtemp(prefix=f"gguf.partial-{os.getpid()}-", dir=root / "scratch")
+(Path(scratch) / "assembled.gguf").write_bytes(b"x" * 100000)
+
+def fill(staging):
+    (staging / "model.safetensors").write_bytes(b"y" * 100000)
+    print("filling", flush=True)
+    time.sleep(60)
+
+cache.write_entry_atomically(cache.entry_dir(sys.argv[1]), fill, {})
+"""
+
+
+def test_a_killed_cache_rebuild_leaves_nothing_the_next_load_keeps(gguf_file, tmp_cache):
+    """SIGKILL during a conversion leaves its staging and scratch folders (for gemma 1.26
+    GB): the next load removes them, and the entry it loads is whole."""
+    import signal
+    import subprocess
+    import sys
+
+    sha = cache.file_sha256(gguf_file)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_REBUILD, sha],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout.readline().strip() == "filling"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    left = lambda: sorted(p.name for p in tmp_cache.rglob("*.partial-*"))  # noqa: E731
+    assert len(left()) == 2 and all(f".partial-{child.pid}-" in n for n in left())
+    model = lp.from_gguf(gguf_file)
+    assert left() == []
+    assert cache.entry_problem(_entry(gguf_file)) is None
+    assert model(model.to_tokens("Alice likes red")).isfinite().all()
+    mine = tmp_cache / "models" / f"x.partial-{os.getpid()}-abc"   # a live writer's: kept
+    mine.mkdir()
+    assert cache.remove_stale() == [] and mine.exists()
+
+
 # ---- a model by its path: GGUF file or Hugging Face folder; the device default ---------
 
 

@@ -57,6 +57,9 @@ def test_a_head_whose_keys_are_all_equal_is_exactly_positional(family, method):
     def equal_keys(k, hook):
         return constant.expand_as(k).clone()
 
+    # the same value at every position: declared, the closed forms read through it (an
+    # undeclared hook on the keys is refused, tests/scores/test_under_hooks.py)
+    equal_keys = lp.scores.declare_hook(equal_keys, "position_free")
     with model.hooks(fwd_hooks=[(spec.k_hook, equal_keys)]):
         scores = swap_scores(model, PROMPT, layers=[0], method=method, tau=1e-2)
     assert torch.allclose(scores.pos[0], torch.ones(4, dtype=torch.float64), atol=1e-12)

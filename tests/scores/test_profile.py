@@ -86,11 +86,17 @@ def test_pearson_ignores_nan_and_handles_constants():
 
 
 def test_ranked_heads(scores):
+    """By the score to two decimals, then by balance (lower first for "sym"); raw scores
+    with decimals=None; descending=False reverses the whole order."""
     ranked = scores.ranked_heads("sym")
-    values = [float(scores.sym[layer, head]) for layer, head in ranked]
-    assert values == sorted(values, reverse=True) and len(ranked) == 8
-    assert scores.ranked_heads("pos", 3, descending=False)[0] == min(
+    keys = [(round(float(scores.sym[lh]) * 100), -float(scores.balance[lh])) for lh in ranked]
+    assert keys == sorted(keys, reverse=True) and len(ranked) == 8
+    assert scores.ranked_heads("sym", descending=False) == ranked[::-1] or len(set(keys)) < 8
+    raw = [float(scores.sym[lh]) for lh in scores.ranked_heads("sym", decimals=None)]
+    assert raw == sorted(raw, reverse=True)
+    assert scores.ranked_heads("pos", 3, descending=False, decimals=None)[0] == min(
         ((l, h) for l in range(2) for h in range(4)), key=lambda lh: float(scores.pos[lh]))
+    torch.testing.assert_close(scores.tie_break("sym"), 1 - scores.balance)
     with pytest.raises(ValueError):
         scores.ranked_heads("nope")
 

@@ -4,6 +4,8 @@ its latest checkpoint ends exactly where the uninterrupted run ends."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 
 import pytest
@@ -231,3 +233,38 @@ def test_a_checkpoint_torn_mid_write_leaves_the_previous_one_latest(tmp_path, mo
         save_checkpoint(model, TASK, tmp_path / "checkpoint_000020.pt", step=20)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000010.pt"]
     assert read_checkpoint(latest_checkpoint(tmp_path)).step == 10
+
+
+def test_an_unreadable_latest_checkpoint_falls_back_to_the_one_before(tmp_path):
+    """A checkpoint damaged after it was written (a disk fault, a copy cut short): resume
+    goes back to the last good one, says which file was bad, and ends exactly where the
+    uninterrupted run ends; temporary files of a killed writer are removed."""
+    whole = _model()
+    expected = train(whole, TASK, _config(tmp_path / "whole"), callbacks=[lambda s, m: None])
+    cut = tmp_path / "cut"
+    with pytest.raises(_Interrupted):
+        train(_model(), TASK, _config(cut), callbacks=[_interrupt_at(50)])
+    latest = cut / "checkpoint_000045.pt"
+    data = latest.read_bytes()
+    latest.write_bytes(data[: len(data) // 3])                  # torn
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    leftovers = [cut / f"checkpoint_000060.pt.tmp-{dead}-0",
+                 cut / f"checkpoint_000060.pt.partial-{dead}"]
+    for path in leftovers:
+        path.write_bytes(b"half")
+    with pytest.warns(UserWarning, match="checkpoint_000045.pt is not a readable.*resuming "
+                                         "from checkpoint_000030.pt"):
+        model, _, result = resume(cut)
+    assert _without_times(result.history) == _without_times(expected.history)
+    for name, value in whole.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    assert not any(p.exists() for p in leftovers)
+    assert not [p for p in cut.iterdir() if ".tmp" in p.name or ".partial-" in p.name]
+
+
+def test_every_checkpoint_unreadable_is_one_clear_error(tmp_path):
+    save_checkpoint(_model(), TASK, tmp_path / "checkpoint_000010.pt", step=10)
+    (tmp_path / "checkpoint_000010.pt").write_bytes(b"")
+    with pytest.raises(TrainingError, match="no checkpoint in .* can be read.*delete them"):
+        resume(tmp_path)

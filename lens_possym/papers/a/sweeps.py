@@ -361,5 +361,7 @@ def sweep(
     )
     if out:
         result.save(out / "sweep.json")
-        (out / "table.md").write_text(result.table() + "\n")
+        from .._files import write_text_atomically
+
+        write_text_atomically(out / "table.md", result.table() + "\n")
     return result
