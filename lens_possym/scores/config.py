@@ -36,6 +36,9 @@ METHODS = ("exact", "rerun")
 SWAPS = ("token", "block")
 COSINES = ("clamped", "scale_free")
 _DTYPES = ("float64", "float32")
+# torch.finfo(dtype).tiny, written out so that this module needs no torch (a command's
+# --help reads its choices)
+_SMALLEST_NORMAL = {"float64": 2.0 ** -1022, "float32": 2.0 ** -126}
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class ScoreConfig(JsonConfig):
                                               and math.isfinite(self.tau) and self.tau > 0):
             raise InvalidSelectionError(
                 f"tau must be a positive finite number (paper C: 1e-4), got {self.tau!r}")
-        tiny = torch.finfo(self.torch_dtype).tiny
+        tiny = _SMALLEST_NORMAL[self.dtype]
         if self.tau < tiny:
             # the swap weights are |a_1 - a_2| / tau: below the smallest normal number its
             # reciprocal overflows and every score would be nan

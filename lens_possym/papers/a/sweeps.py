@@ -361,7 +361,7 @@ def sweep(
     )
     if out:
         result.save(out / "sweep.json")
-        from .._files import write_text_atomically
+        from ..._files import write_text_atomically
 
         write_text_atomically(out / "table.md", result.table() + "\n")
     return result

@@ -471,7 +471,7 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
         "profile": head_profile(model, prompts) if profile else None,
         "history": [[h.step, h.test_accuracy] for h in result.history],
     }
-    from .._files import write_text_atomically
+    from ..._files import write_text_atomically
 
     write_text_atomically(cached, json.dumps(data, indent=1))
     return data
