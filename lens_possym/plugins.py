@@ -47,6 +47,7 @@ __all__ = [
     "Plugin",
     "Registry",
     "register_plugin",
+    "unregister_plugin",
     "plugins",
     "resolve",
 ]
@@ -113,6 +114,14 @@ def register_plugin(plugin: Plugin, *, replace: bool = False) -> Plugin:
     return plugin
 
 
+def unregister_plugin(name: str) -> Plugin:
+    """Forget the plug-in named ``name`` in this process (a test's clean-up); return it."""
+    _discover()
+    if name not in _registered:
+        raise PluginError(f"no plug-in named {name!r} is registered; known: {sorted(_registered)}")
+    return _registered.pop(name)
+
+
 def plugins() -> dict[str, Plugin]:
     """Every plug-in: installed ones (entry points, found once) and registered ones."""
     _discover()
@@ -159,7 +168,8 @@ class Registry(Mapping):
     def __init__(self, what: str, table: Callable[[Plugin], Mapping[str, str]],
                  error: type[LensPossymError] = PluginError):
         self._what, self._table, self._error = what, table, error
-        self._classes: dict[str, type] = {}
+        self._classes: dict[str, type] = {}       # registered in code
+        self._resolved: dict[str, type] = {}      # plug-in references imported so far
 
     def register(self, name: str, cls: type, *, replace: bool = False) -> type:
         """Add ``cls`` under ``name`` (``replace``: allow a new class for a known name)."""
@@ -196,7 +206,10 @@ class Registry(Mapping):
         refs = self._refs()
         if name not in refs:
             raise KeyError(name)
-        return self._classes.setdefault(name, resolve(refs[name]))
+        ref = refs[name]
+        if ref not in self._resolved:
+            self._resolved[ref] = resolve(ref)
+        return self._resolved[ref]
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted({*self._classes, *self._refs()}))

@@ -184,14 +184,24 @@ def _main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:  # the command owns its process: keep its output to the point
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
+        _quiet_hugging_face()
     if not getattr(args, "func", None):
         raise UsageError(f"lens-possym: error: no command given; choose one of "
                          f"{', '.join(args.commands)} (see 'lens-possym --help')")
     return int(args.func(args) or 0)
+
+
+def _quiet_hugging_face() -> None:
+    """No Hugging Face progress bars or info lines. Through the environment, which
+    transformers reads when (and if) a command imports it, so that a command that never
+    loads a model (``models``) does not pay 2 s for importing it; directly if it is
+    already imported."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        hf_logging = sys.modules["transformers"].utils.logging
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
 
 
 if __name__ == "__main__":  # pragma: no cover
