@@ -19,16 +19,25 @@ reaches for; everything else lives in subpackages with their own ``__all__``:
   :func:`patch_heads`, :func:`patch_frequencies`, :func:`permute_content`, and
   :class:`FrequencyGate`, :class:`Intervention` (interventions as data), :func:`band_sweep`,
   :func:`compare_with_random_heads`;
-* figures: :mod:`lens_possym.viz` (imported on first use); typed contracts:
-  :mod:`lens_possym.typing`.
-* synthetic experiments (tasks with known answers, toy models, resumable training,
-  sweeps, hand-built heads): :mod:`lens_possym.training`.
+* figures: :mod:`lens_possym.viz`; typed contracts: :mod:`lens_possym.typing`;
+* training (tasks with known answers, trainable models, one resumable loop, runs and
+  checkpoints, scores over training): :mod:`lens_possym.training`;
+* the papers' experiments are plug-ins (:mod:`lens_possym.plugins`), imported only when
+  used: ``lens_possym.papers.a`` (canonical tasks, toy model, hand-built heads, frequency
+  sweeps), ``.b`` (scheme encoders, deposit pattern), ``.c`` (multi-hop dynamics).
+
+Every name here is imported on first use (PEP 562), so ``import lens_possym`` is fast and
+imports no model code (the command line's ``--help`` relies on it).
 """
 
 from ._interrupt import install_if_command as _install_if_command
 
 _install_if_command()  # the command: Ctrl-C while importing is one line, exit 130
 __version__ = "0.1.0"
+
+from ._quiet import quiet_tqdm as _quiet_tqdm
+
+_quiet_tqdm()  # before anything imports tqdm.auto (Hugging Face does, on import)
 
 from ._lazy import lazy_attributes
 

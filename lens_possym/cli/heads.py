@@ -52,7 +52,8 @@ def register(sub) -> None:
     parser.add_argument("--positions", type=positions_text,
                         help="ablate only at these positions (e.g. -1 for the last; ids and "
                         "half-open START:STOP ranges); default all")
-    parser.add_argument("--n-prompts", type=positive_int, default=32)
+    parser.add_argument("--n-prompts", type=positive_int, default=16,
+                        help="prompts of the task (default 16, as profile and ablate)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-pairs", type=int, default=4, help="binding: pairs per prompt")
     parser.add_argument("--distance", type=int, default=1,

@@ -40,7 +40,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -53,6 +53,10 @@ from ..results_io import ResultIO, number
 from ..typing import HookedModel
 from .uncertainty import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Uncertainty,
                           bootstrap_interval, standard_error, uncertainty)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from transformer_lens.patching import PatchingResult
 
 __all__ = [
     "PATCH_SITES",
@@ -282,7 +286,8 @@ def _tl_setters():
     return tl
 
 
-def patch_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric, **kwargs):
+def patch_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric,
+                           **kwargs) -> PatchingGrid:
     """Every query head's ``hook_z`` patched at all positions: ``[layer, head]``
     (``get_act_patch_attn_head_out_all_pos``, batched)."""
     return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
@@ -290,7 +295,8 @@ def patch_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric
                               ("layer", "head"), **kwargs)
 
 
-def patch_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric, **kwargs):
+def patch_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric,
+                          **kwargs) -> PatchingGrid:
     """Every query head's ``hook_z`` patched at one position at a time: ``[layer, pos, head]``
     (``get_act_patch_attn_head_out_by_pos``, batched)."""
     return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
@@ -299,7 +305,7 @@ def patch_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric,
 
 
 def _component(name: str, per_position: bool):
-    def run(model, corrupted_tokens, clean_cache, patching_metric, **kwargs):
+    def run(model, corrupted_tokens, clean_cache, patching_metric, **kwargs) -> PatchingGrid:
         if per_position:
             return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
                                       _tl_setters().layer_pos_patch_setter, name,
@@ -324,7 +330,8 @@ patch_mlp_out_all_pos = _component("mlp_out", False)
 
 
 def patch_frequencies_grid(model, corrupted_tokens, clean_cache, patching_metric, *,
-                           layers=None, heads=None, freqs=None, side: str = "q", **kwargs):
+                           layers=None, heads=None, freqs=None, side: str = "q",
+                           **kwargs) -> PatchingGrid:
     """Pair ``f`` of head ``h``'s un-rotated query (or key: KV heads, ``side="k"``) patched
     alone, for every chosen layer, head and frequency id: ``[layer, head, frequency]``."""
     from .patching import frequency_index_df, frequency_patch_setter, qk_activation_name
@@ -634,7 +641,7 @@ class PatchingGrid(ResultIO):
                          f"{effect:>+8.3f} ± {se:<6.3f}")
         return "\n".join(lines)
 
-    def to_patching_result(self):
+    def to_patching_result(self) -> "PatchingResult":
         """The same values as TransformerLens's ``PatchingResult`` (per prompt, with the
         baseline; flat ``index_df`` over the patched cells)."""
         import pandas as pd
@@ -678,7 +685,7 @@ class PatchingGrid(ResultIO):
                    seconds=float("nan") if seconds is None else float(seconds),
                    n_passes=int(data.get("n_passes", 0)), info=dict(data.get("info", {})))
 
-    def to_dataframe(self, per_prompt: bool = False):
+    def to_dataframe(self, per_prompt: bool = False) -> "pd.DataFrame":
         """Long format: one row per cell (``value`` the mean over prompts, ``se``,
         ``ci_low``/``ci_high`` its 95% bootstrap interval, ``effect`` minus the unpatched
         run's mean) or, with ``per_prompt``, one row per cell and prompt."""

@@ -125,15 +125,24 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
         InvalidSelectionError: a bad setting, bad layers/heads/positions, an empty or
             too-long prompt, too few keys for the swaps.
         NotRopeModelError: the model has no positional scheme lens-possym knows.
-        NoFrequenciesError: ``per_frequency=True`` on a layer without frequencies (absolute,
-            ALiBi): models that are not all RoPE, and any ``swap_site`` other than
-            ``"layer"``, are scored by :func:`~lens_possym.scores.sites.site_swap_scores`.
+        NoFrequenciesError: ``per_frequency=True`` asked for (in ``config`` or as a
+            keyword) on a layer without frequencies (absolute, ALiBi): models that are not
+            all RoPE, and any ``swap_site`` other than ``"layer"``, are scored by
+            :func:`~lens_possym.scores.sites.site_swap_scores`. Left at the defaults, such
+            a model is scored per frequency where that is possible and per head otherwise
+            (the result's ``config.per_frequency`` says which).
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
+    asked_per_frequency = config is not None or "per_frequency" in settings
     config = ScoreConfig.coerce(config, **settings)
     if config.swap_site != "layer" or not _all_rope(model):
-        from .sites import site_swap_scores
+        from .sites import per_frequency_available, site_swap_scores
 
+        if (config.per_frequency and not asked_per_frequency
+                and not per_frequency_available(model, config, layers)):
+            # the default scores what the model has: whole heads where its layers have no
+            # frequencies (absolute, ALiBi) or the site has no per-frequency form
+            config = config.replace(per_frequency=False)
         return site_swap_scores(model, input, config, layers=layers, heads=heads,
                                 progress=progress)
     specs, tokens, config, results = _score_layers(model, input, config, layers, heads,

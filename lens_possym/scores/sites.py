@@ -48,7 +48,7 @@ from .config import ScoreConfig
 from .exclusion import exclusion_from_matrix
 from .swaps import SwapSet, WeightedCosines, swap_set
 
-__all__ = ["site_swap_scores", "site_cross_logits", "matrix_swap_scores",
+__all__ = ["per_frequency_available", "site_swap_scores", "site_cross_logits", "matrix_swap_scores",
            "frequency_matrix_swap_scores", "rerun_site_scores"]
 
 
@@ -226,10 +226,22 @@ def rerun_site_scores(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads
     return acc.result()
 
 
+def per_frequency_available(model: HookedModel, config: ScoreConfig,
+                            layers: int | Sequence[int] | None = None) -> bool:
+    """Whether :func:`site_swap_scores` can score the chosen ``layers`` per frequency
+    with ``config``: every one has frequencies (MLA), at the ``"layer"`` site, in closed
+    form. :func:`~lens_possym.scores.swap_scores` left at its defaults scores per
+    frequency only then (and whole heads otherwise), instead of refusing the model."""
+    layer_schemes = schemes(model)
+    chosen = as_layers(layers, len(layer_schemes))
+    return (config.swap_site == "layer" and config.method == "exact"
+            and all(isinstance(layer_schemes[layer].scheme, MLA) for layer in chosen))
+
+
 def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | None = None, *,
                      layers: int | Sequence[int] | None = None,
                      heads: int | Sequence[int] | None = None, progress: bool = False,
-                     **settings: Any):
+                     **settings: Any) -> PosSymScores:
     """:func:`~lens_possym.scores.swap_scores` for any positional scheme and swap site.
 
     ``config.swap_site`` picks the site (module docstring). Whole-head scores (and

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -12,6 +12,9 @@ from torch import Tensor
 from .._ids import head_name
 from ..decompose import FrequencyLogits, FrequencyNorms
 from ._axes import angle_label, axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
@@ -37,7 +40,7 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
 
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
                            angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
-                           ylabel: str = "", logy: bool = False, **line_kwargs):
+                           ylabel: str = "", logy: bool = False, **line_kwargs) -> "Axes":
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
     ax = axes_or_new(ax, (7, 3.5))
     values = torch.as_tensor(values, dtype=torch.float64).cpu()
@@ -54,7 +57,7 @@ def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
 
 
 def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None, query: int = -1,
-                     batch: int = 0, ax=None, share: bool = False, logy: bool = False):
+                     batch: int = 0, ax=None, share: bool = False, logy: bool = False) -> "Axes":
     """Norm over visible keys of each frequency's logit row (paper A, Figure 1D), per head.
 
     Args:
@@ -77,7 +80,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
 
 
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
-               which: str = "q", ax=None, logy: bool = False):
+               which: str = "q", ax=None, logy: bool = False) -> "Axes":
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
     ax = axes_or_new(ax, (7, 3.5))
     index = norms.layers.index(layer)
@@ -91,7 +94,7 @@ def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None
     return ax
 
 
-def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True):
+def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True) -> "Axes":
     """All heads × frequencies: rows ``layer:head``, columns frequency id.
 
     With ``normalize`` each row is divided by its sum, so rows compare by *where* a head puts

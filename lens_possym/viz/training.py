@@ -4,11 +4,14 @@ are in :mod:`lens_possym.papers.a.figures`.)"""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ._axes import axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "plot_training_curves",
@@ -20,7 +23,7 @@ def _axes(ax, figsize=(6.5, 3.5)):
     return axes_or_new(ax, figsize)
 
 
-def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = None):
+def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = None) -> "Axes":
     """Test accuracy against step for one or more :class:`~lens_possym.training.loop.TrainResult`."""
     ax = _axes(ax)
     results = results if isinstance(results, (list, tuple)) else [results]
@@ -37,7 +40,7 @@ def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = Non
 
 
 def plot_qk_trajectory(traj, *, ax=None, color_by: Sequence[int] | None = None,
-                       max_keys: int = 64):
+                       max_keys: int = 64) -> "Axes":
     """Queries (blue shades) and keys (orange) on a frequency's plane over training.
 
     Each query's path is drawn from its first to its last recorded step, ending in a dot;

@@ -4,12 +4,15 @@ position, the trained heads' scores against frequency id, and ``w_max`` (Theorem
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 
 from ...viz._axes import angle_label, axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "plot_accuracy_vs_freq",
@@ -46,7 +49,7 @@ def _x_axis(ax, sweep, xs: list[int]) -> None:
 
 
 def plot_accuracy_vs_freq(sweep, *, ax=None, label: str | None = None, chance: float | None = None,
-                          **line_kwargs):
+                          **line_kwargs) -> "Axes":
     """Test accuracy against frequency id (angle on top): mean line, one dot per seed."""
     ax = _axes(ax)
     xs = _varying_id(sweep)
@@ -69,7 +72,7 @@ def plot_accuracy_vs_freq(sweep, *, ax=None, label: str | None = None, chance: f
     return ax
 
 
-def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=None):
+def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=None) -> "Axes":
     """Accuracy by answer position, one curve per frequency set (mean over seeds).
 
     ``ids`` picks sets by their varying id (all by default).
@@ -96,7 +99,7 @@ def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=Non
 
 
 def plot_w_max(w_max, positions: Sequence[int] | None = None, *, ax=None, label: str | None = None,
-               **line_kwargs):
+               **line_kwargs) -> "Axes":
     """``w_max(j)`` along the answer position (Theorem 7)."""
     ax = _axes(ax)
     w = to_numpy(torch.as_tensor(w_max, dtype=torch.float64))
@@ -109,7 +112,7 @@ def plot_w_max(w_max, positions: Sequence[int] | None = None, *, ax=None, label:
     return ax
 
 
-def plot_scores_vs_freq(sweep, *, ax=None):
+def plot_scores_vs_freq(sweep, *, ax=None) -> "Axes":
     """Positional and symbolic scores of the trained heads against frequency id."""
     ax = _axes(ax)
     xs = np.array(_varying_id(sweep))
