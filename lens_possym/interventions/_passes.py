@@ -4,7 +4,10 @@
   TransformerLens 4.3's ``start_at_layer`` swaps the given residual in at block ``layer``
   but still runs blocks ``0..layer-1`` on it and discards their output; hiding those blocks
   from the Hugging Face model's layer loop for the duration of the call skips that work and
-  changes nothing else (the blocks that run see the same inputs: bit for bit, tested).
+  changes nothing else (the blocks that run see the same inputs: bit for bit, tested on
+  every tiny family). Per-layer settings a loop reads by index (``config.layer_types``) are
+  shifted with the blocks; the patching grids also check the first pass that skips blocks
+  against a whole one.
 * :func:`prefix_cache`: the Hugging Face KV cache of the first positions of a run, so that a
   pass whose intervention leaves those positions alone computes only the later ones.
 """
@@ -48,11 +51,26 @@ def blocks_from(model: HookedModel, layer: int) -> Iterator[bool]:
         return
     parent, name = found
     old = parent._modules[name]
+    # a loop that reads per-layer settings by the layer's index (Gemma 3: config.layer_types[i])
+    # sees them shifted the same way
+    config = getattr(parent, "config", None)
+    types = getattr(config, "layer_types", None)
+    shift_types = isinstance(types, list) and len(types) == len(old)
+    # and no KV cache is made from the shortened config (a cache passed in is used as is)
+    use_cache = getattr(config, "use_cache", None)
     parent._modules[name] = torch.nn.ModuleList(list(old)[layer:])
+    if shift_types:
+        config.layer_types = types[layer:]
+    if use_cache is not None:
+        config.use_cache = False
     try:
         yield True
     finally:
         parent._modules[name] = old
+        if shift_types:
+            config.layer_types = types
+        if use_cache is not None:
+            config.use_cache = use_cache
 
 
 def prefix_cache(model: HookedModel, tokens: Tensor) -> Any:

@@ -267,6 +267,8 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
         resid = starts[first][:, skip:]
         stacked = resid.repeat(len(chunk), *([1] * (resid.ndim - 1)))
         extra = dict(keep)
+        if not skip:  # no KV cache built per pass (its layer layout follows the config)
+            extra["use_cache"] = False
         if skip:
             if "template" not in caches:
                 caches["template"] = prefix_cache(model, tokens[:, :skip])

@@ -25,6 +25,7 @@ from .interactive import (
     swap_attention_figure,
 )
 from .interventions import plot_ablation_comparison, plot_band_sweep
+from .patching import plot_effects, plot_patching_grid, plot_patching_top
 from .scores import (
     pick_example_heads,
     plot_frequency_plane,
@@ -65,6 +66,10 @@ __all__ = [
     "attention_view_html",
     "plot_band_sweep",
     "plot_ablation_comparison",
+    # patching grids, and any effect with its interval
+    "plot_patching_grid",
+    "plot_patching_top",
+    "plot_effects",
     # training runs (paper A's sweep figures: lens_possym.papers.a.figures)
     "plot_training_curves",
     "plot_qk_trajectory",

@@ -93,10 +93,8 @@ def test_skipping_blocks_and_reusing_the_prefix_change_nothing(tiny):
         whole = tiny(cache["blocks.1.hook_resid_pre"], start_at_layer=1)
         with blocks_from(tiny, 1) as skipped:
             part = tiny(cache["blocks.1.hook_resid_pre"], start_at_layer=1)
-    assert skipped == (layer_list(tiny) is not None)
-    # Gemma 3's layer loop reads the layer types by index: the engine's check sees it
-    assert torch.equal(part, whole) == fast.info["blocks_skipped"]
-    assert fast.info["blocks_skipped"] == (type(tiny.original_model).__name__ != "Gemma3ForCausalLM")
+    assert skipped and layer_list(tiny) is not None and fast.info["blocks_skipped"]
+    assert torch.equal(part, whole)
     assert hooks_attached(tiny) == 0
 
 
