@@ -51,7 +51,12 @@ from torch import Tensor
 
 from ._inputs import as_layer
 from ._precision import model_tolerance, table_tolerance
-from .errors import InvalidSelectionError, NotRopeModelError, RopeGeometryError, UnsupportedModelError
+from .errors import (
+    InvalidSelectionError,
+    NotRopeModelError,
+    RopeGeometryError,
+    UnsupportedModelError,
+)
 from .typing import HookedModel
 
 __all__ = [
