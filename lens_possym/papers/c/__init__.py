@@ -33,7 +33,7 @@ _EXPORTS = {
     "discrepancy": ["Discrepancy", "head_discrepancy", "index_discrepancy", "index_bound",
                     "retrieval_bound"],
     "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
-    "prompts": ["HopPrompt", "hop_prompts"],
+    "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]
