@@ -36,6 +36,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_layers
+from .._precision import is_half, model_tolerance
 from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
@@ -128,7 +129,8 @@ def site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads
     return scheme.cross_logits(q, k, qpos)
 
 
-#: largest |softmax(diag C) − model pattern| accepted by the check
+#: largest |softmax(diag C) − model pattern| accepted by the check in a float32 (or wider)
+#: model; a half-precision model's at its dtype's rounding (``_precision.model_tolerance``)
 PATTERN_TOLERANCE = 1e-5
 
 
@@ -139,7 +141,8 @@ def _check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme, he
     pattern = run_capturing(model, tokens, [ls.pattern_hook])[ls.pattern_hook][:, heads, qpos]
     implied = torch.softmax(torch.diagonal(cross, dim1=-2, dim2=-1), -1)
     error = float((implied - pattern.to(implied)).abs().max())
-    if error > PATTERN_TOLERANCE:
+    tolerance = model_tolerance(pattern.dtype) if is_half(pattern.dtype) else PATTERN_TOLERANCE
+    if error > tolerance:
         raise DecompositionMismatchError(
             f"layer {ls.layer}: the {ls.scheme.name} scheme read from this model misses its "
             f"attention by {error:.3g}; report the family (check=False skips this check)")

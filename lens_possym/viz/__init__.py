@@ -25,6 +25,7 @@ from .interactive import (
     swap_attention_figure,
 )
 from .interventions import plot_ablation_comparison, plot_band_sweep
+from .patching import plot_effects, plot_patching_grid, plot_patching_top
 from .scores import (
     pick_example_heads,
     plot_frequency_plane,
@@ -35,15 +36,7 @@ from .scores import (
     top_swap_attention,
 )
 from .schemes import plot_toeplitz_terms
-from .synthetic import (
-    plot_accuracy_by_position,
-    plot_accuracy_vs_freq,
-    plot_qk_trajectory,
-    plot_scores_vs_freq,
-    plot_training_curves,
-    plot_w_max,
-    save_sweep_figures,
-)
+from .training import plot_qk_trajectory, plot_training_curves
 
 __all__ = [
     "plot_toeplitz_terms",
@@ -73,12 +66,11 @@ __all__ = [
     "attention_view_html",
     "plot_band_sweep",
     "plot_ablation_comparison",
-    # synthetic experiments: canonical tasks, toy models, training
-    "plot_accuracy_vs_freq",
-    "plot_accuracy_by_position",
-    "plot_w_max",
+    # patching grids, and any effect with its interval
+    "plot_patching_grid",
+    "plot_patching_top",
+    "plot_effects",
+    # training runs (paper A's sweep figures: lens_possym.papers.a.figures)
     "plot_training_curves",
     "plot_qk_trajectory",
-    "plot_scores_vs_freq",
-    "save_sweep_figures",
 ]
