@@ -39,7 +39,7 @@ _EXPORTS = {
                     "retrieval_bound", "LayerGaps", "layer_gaps"],
     "masking": ["ExtensionAccuracy", "extension_accuracy", "extension_hooks"],
     "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
-    "prompts": ["HopPrompt", "hop_prompts"],
+    "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

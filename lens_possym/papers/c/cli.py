@@ -2,8 +2,8 @@
 
     lens-possym multihop train --task letter --preset cpu --out runs/letter   # resumable
     lens-possym multihop dynamics runs/letter --gamma 0.1
-    lens-possym multihop lengths runs/letter --lengths 17 100 300
-    lens-possym multihop discrepancy --theta 0.8 --lengths 17 100 850
+    lens-possym multihop lengths runs/letter --lengths 17,100,300
+    lens-possym multihop discrepancy --theta 0.8 --lengths 17,100,850
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ...cli._output import check_output_dir
 from ...cli._toy_args import with_threads
-from ...cli._types import _number, non_negative_int, positive_float, positive_int
+from ...cli._types import (_number, non_negative_int, positive_float, positive_int,
+                          positive_int_list)
 
 
 def _gamma(text: str) -> float:
@@ -57,15 +58,16 @@ def register(sub) -> None:
 
     lengths = actions.add_parser("lengths", help="accuracy against length (extra target tokens)")
     lengths.add_argument("run", metavar="RUN_DIR")
-    lengths.add_argument("--lengths", type=positive_int, nargs="+", default=[17, 50, 100, 300])
+    lengths.add_argument("--lengths", type=positive_int_list, default=[17, 50, 100, 300],
+                         help="input lengths, comma-separated (default 17,50,100,300)")
     lengths.add_argument("--prompts", type=positive_int, default=256)
     _threads(lengths)
     lengths.set_defaults(func=run_lengths)
 
     disc = actions.add_parser("discrepancy", help="T_Index's discrepancy against Theorem 3.2")
     disc.add_argument("--theta", type=positive_float, default=0.8)
-    disc.add_argument("--lengths", type=positive_int, nargs="+",
-                      default=[8, 17, 50, 100, 300, 850])
+    disc.add_argument("--lengths", type=positive_int_list, default=[8, 17, 50, 100, 300, 850],
+                      help="lengths n, comma-separated (default 8,17,50,100,300,850)")
     disc.set_defaults(func=run_discrepancy)
 
 

@@ -35,10 +35,10 @@ def test_dynamics_prints_scores_and_purity(tiny_run, tmp_path, capsys):
 
 
 def test_lengths_and_discrepancy(tiny_run, capsys):
-    assert main(["multihop", "lengths", str(tiny_run), "--lengths", "17", "140",
+    assert main(["multihop", "lengths", str(tiny_run), "--lengths", "17,140",
                  "--prompts", "8"]) == 0
     assert "length   140" in capsys.readouterr().out
-    assert main(["multihop", "discrepancy", "--theta", "0.8", "--lengths", "8", "100"]) == 0
+    assert main(["multihop", "discrepancy", "--theta", "0.8", "--lengths", "8,100"]) == 0
     text = capsys.readouterr().out
     assert "|   100 |" in text and "* above the bound" in text
 
@@ -53,3 +53,11 @@ def test_bad_input_gets_one_line(argv, code, message, capsys):
     assert main(argv) == code
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_lengths_are_a_comma_list_as_every_other_list(capsys):
+    """Space-separated lengths are refused (usage error, exit 2) with the comma form named."""
+    assert main(["multihop", "discrepancy", "--lengths", "8", "100"]) == 2
+    assert "unrecognized arguments: 100" in capsys.readouterr().err
+    assert main(["multihop", "discrepancy", "--lengths", "8,-1"]) == 2
+    assert "expected positive integers, got -1" in capsys.readouterr().err
