@@ -199,9 +199,18 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
     tokenizer = _tokenizer_with_bos(tokenizer)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated.*")
-        bridge = TransformerBridge.boot_transformers(
-            label, hf_model=hf_model, tokenizer=tokenizer, device=str(device)
-        )
+        try:
+            bridge = TransformerBridge.boot_transformers(
+                label, hf_model=hf_model, tokenizer=tokenizer, device=str(device)
+            )
+        except ValueError as exc:
+            if "architecture" not in str(exc).lower():
+                raise
+            raise UnsupportedModelError(
+                f"TransformerLens has no bridge for {type(hf_model).__name__} "
+                f"({getattr(config, 'model_type', '?')}), so lens-possym cannot hook it; "
+                "see `lens-possym models` and docs/positional_schemes.md for the families "
+                "it reads") from None
     return bridge
 
 
