@@ -26,6 +26,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import NoFrequenciesError
 
 __all__ = ["PositionalScheme", "Site", "SwapSite", "causal_visible"]
@@ -38,6 +39,7 @@ SwapSite = Literal["layer", "content", "input"]
 SWAP_SITES = ("layer", "content", "input")
 
 
+@boundary
 def causal_visible(query_position: int, n_pos: int, window: int | None = None
                    ) -> Bool[Tensor, "pos"]:
     """Keys ``m`` the query at ``n`` sees: ``m <= n`` and, with a window, ``n - m < window``."""

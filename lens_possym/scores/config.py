@@ -135,19 +135,6 @@ class ScoreConfig(JsonConfig):
     def torch_dtype(self) -> torch.dtype:
         return getattr(torch, self.dtype)
 
-    @classmethod
-    def coerce(cls, config: "ScoreConfig | None", **settings: Any) -> "ScoreConfig":
-        """``config`` (default ``ScoreConfig()``) with ``settings`` applied; anything else
-        than a config (a dict, a name) is refused with what to pass."""
-        if config is None:
-            config = cls()
-        elif not isinstance(config, cls):
-            hint = (f"ScoreConfig(**{config!r})" if isinstance(config, dict)
-                    else "ScoreConfig(...)")
-            raise InvalidSelectionError(
-                f"config must be a ScoreConfig, got {type(config).__name__}; pass {hint} or "
-                "the settings as keywords")
-        return config.replace(**settings)
 
     @classmethod
     def from_settings(cls, settings: dict) -> "ScoreConfig":

@@ -28,6 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 from .crosslogits import CrossLogitFactors
 from .swaps import (COSINE_EPS, Cosine, SwapSet, WeightedCosines, check_cosine,
@@ -214,6 +215,17 @@ def _scores(acc: WeightedCosines, swaps: SwapSet, logits: Tensor, entries, tau: 
     return acc.result()
 
 
+def _check_tau(tau: float) -> None:
+    import math
+
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (
+            math.isfinite(tau) and tau >= torch.finfo(torch.float64).tiny):
+        raise InvalidSelectionError(
+            f"tau must be a positive finite number of at least "
+            f"{torch.finfo(torch.float64).tiny:.3g} (paper C: 1e-4), got {tau!r}")
+
+
+@boundary
 def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float = 1e-4,
                       per_frequency: bool = True, cosine: Cosine = "clamped",
                       max_elements: int = MAX_ELEMENTS, kernel: bool | None = None,
@@ -240,6 +252,7 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             code on GPUs.
     """
     check_cosine(cosine)
+    _check_tau(tau)
     batch, heads = factors.x.shape[:2]
     logits = factors.head_diagonal()                               # [b, h, p]
     pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,

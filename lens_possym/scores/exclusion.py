@@ -50,6 +50,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..decompose import apply_softcap, decompose_inputs
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
@@ -107,6 +108,7 @@ class Exclusion:
         return 0.5 * self.s_pos.log() + half_log_factorial, 0.5 * self.s_sym.log() + half_log_factorial
 
 
+@boundary
 def exclusion_from_matrix(matrix: Float[Tensor, "... n n"]) -> Exclusion:
     """Theorem 1's quantities from explicit cross logits (rows: position, cols: content).
 
@@ -163,6 +165,7 @@ def _check_keys(positions: Tensor, query_position: int) -> None:
         )
 
 
+@boundary
 def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n"], *,
                            per_frequency: bool = True) -> tuple[Exclusion, Exclusion | None]:
     """Theorem 1 for each head (``[batch, head_index]``) and frequency (``[..., freq]``).
@@ -196,6 +199,7 @@ def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n
     return head, Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
 
 
+@boundary
 def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
                              positions: Int[Tensor, "n"], *, query_position: int = -1
                              ) -> tuple[Exclusion, Exclusion]:

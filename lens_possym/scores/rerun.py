@@ -23,6 +23,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
@@ -76,6 +77,7 @@ def capture_with_rows(model: HookedModel, tokens: Tensor, layer: int, query_posi
                                     fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
+@boundary
 def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
                       swaps: SwapSet, *, tau: float = 1e-4, per_frequency: bool = True,
                       cosine: Cosine = "clamped", batch_size: int = 64) -> SwapScores:
@@ -85,6 +87,9 @@ def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: lis
     (batch of one). Cost: one forward pass of block ``layer`` per swap.
     """
     check_cosine(cosine)
+    from .exact import _check_tau
+
+    _check_tau(tau)
     if tokens.shape[0] != 1:
         raise InvalidSelectionError(
             "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")

@@ -61,6 +61,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 
 __all__ = [
@@ -122,6 +123,7 @@ def _eligible(query_position: int, exclude_bos: bool) -> Tensor:
     return torch.arange(int(exclude_bos), max(query_position, int(exclude_bos)))
 
 
+@boundary
 def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], *,
              exclude_bos: bool = False, n_blocks: int = 8) -> SwapSet:
     """The swaps for a query at ``query_position`` whose visible keys are ``visible``.
@@ -182,6 +184,7 @@ def check_cosine(cosine: str) -> None:
                                     f"torch cosine, the default) or 'scale_free'")
 
 
+@boundary
 def clamped_cosines(after_first: Tensor, after_second: Tensor, clean_first: Tensor,
                     clean_second: Tensor, eps: float = COSINE_EPS) -> tuple[Tensor, Tensor]:
     """``(pos, sym)`` as paper C computes them, from the attention masses of the two groups.
@@ -198,6 +201,7 @@ def clamped_cosines(after_first: Tensor, after_second: Tensor, clean_first: Tens
     return x1 * y1 + x2 * y2, x1 * y2 + x2 * y1
 
 
+@boundary
 def swap_cosines(u_first: Tensor, u_second: Tensor, v_first: Tensor, v_second: Tensor
                  ) -> tuple[Tensor, Tensor]:
     """Scale-free ``(pos, sym)`` from swapped (``u``) and clean (``v``) log-masses of two groups.

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import resolve_device
 from .._json import dumps
 from ..errors import TrainingError
@@ -143,6 +144,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     )
 
 
+@boundary
 def load_checkpoint(path: str | Path, *, device: str = "cpu"
                     ) -> tuple[TrainableModel, Task, dict]:
     """Read a checkpoint written by :func:`~lens_possym.synthetic.training.train`:
@@ -152,6 +154,7 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu"
                                                   "resumable": ckpt.state is not None}
 
 
+@boundary
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The checkpoint a run folder would resume from: ``model.pt`` when the run finished,
     else the ``checkpoint_*.pt`` with the highest step; ``None`` when there is none."""
