@@ -48,7 +48,8 @@ def _head_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "ba
 
 
 def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, Tensor]:
-    return attention[..., swaps.first[sl]].mean(-1), attention[..., swaps.second[sl]].mean(-1)
+    first, second = swaps.pairs(sl)
+    return attention[..., first].mean(-1), attention[..., second].mean(-1)
 
 
 def capture_with_layer_input(model: HookedModel, tokens: Tensor, layer: int, query_position: int
@@ -134,7 +135,7 @@ def _add(acc: WeightedCosines, after: Tensor, a_clean: Tensor, logits_clean: Ten
         index = groups.to(after.device).expand(*after.shape[:-1], groups.shape[-1])
         return torch.gather(after, -1, index)
 
-    first, second = swaps.first[sl], swaps.second[sl]
+    first, second = swaps.pairs(sl)
     d1, d2 = _group_mass(a_clean, swaps, sl)
     if logits_clean is None:
         pos, sym = clamped_cosines(gathered(first).mean(-1), gathered(second).mean(-1), d1, d2)
