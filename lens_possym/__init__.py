@@ -30,6 +30,10 @@ from ._interrupt import install_if_command as _install_if_command
 _install_if_command()  # the command: Ctrl-C while importing is one line, exit 130
 __version__ = "0.1.0"
 
+from ._quiet import quiet_tqdm as _quiet_tqdm
+
+_quiet_tqdm()  # before anything imports tqdm.auto (Hugging Face does, on import)
+
 from . import errors, execution, interventions, models, scores, synthetic, tasks
 from .capture import capture_attention_inputs
 from .decompose import frequency_logits, frequency_logits_all, frequency_norms

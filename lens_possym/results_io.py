@@ -24,13 +24,16 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 import torch
 from torch import Tensor
 
 from ._json import dumps, tensor_from_json
 from .errors import InvalidSelectionError, LensPossymError, ResultsFileError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["ResultIO", "head_frame", "tensor_dtypes", "restore_dtypes",
            "LONG_COLUMNS"]
@@ -42,7 +45,7 @@ R = TypeVar("R", bound="ResultIO")
 
 def head_frame(tensors: dict[str, Tensor | None], angles: Tensor | None,
                layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
-               dims: Sequence[str] = ("layer", "head", "frequency"), **extra: Any):
+               dims: Sequence[str] = ("layer", "head", "frequency"), **extra: Any) -> "pd.DataFrame":
     """Long-format rows of per-head ``[layer, head]`` and per-frequency ``[layer, head, freq]``
     tensors: one row per finite entry, columns ``layer, head, frequency, angle, score, value``.
 
@@ -146,7 +149,7 @@ class ResultIO:
         """The long-format ``DataFrame`` (built with :func:`head_frame` where it applies)."""
         raise NotImplementedError
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> "pd.DataFrame":
         """Long format: one row per number (columns ``layer, head, frequency, angle, score,
         value`` where they apply; see the module docstring)."""
         return self._table()

@@ -74,3 +74,29 @@ def test_a_filtered_cache_is_enough_and_a_lacking_one_is_a_clear_error(tiny_by_f
         as_tokens(model, small)
     with pytest.raises(InvalidSelectionError, match="out of range"):
         lp.frequency_logits(model, small, 1, query_positions=99)
+
+
+@pytest.mark.parametrize("family", lp.models.TINY_FAMILIES)
+def test_swap_scores_from_a_cache_equal_those_from_tokens(cached_runs, family):
+    model, tokens, cache = cached_runs[family]
+    from_tokens = lp.swap_scores(model, tokens, per_frequency=True)
+    from_cache = lp.swap_scores(model, cache, per_frequency=True)
+    for name in ("pos", "sym", "pos_freq", "sym_freq"):
+        assert torch.equal(getattr(from_cache, name), getattr(from_tokens, name)), name
+    assert from_cache.config == from_tokens.config  # BOS found from hook_embed
+    assert from_cache.n_tokens == from_tokens.n_tokens
+
+
+def test_swap_scores_from_a_filtered_cache_and_what_it_refuses(tiny_by_family):
+    model = tiny_by_family["llama"]
+    tokens = as_tokens(model, PROMPTS)
+    _, small = model.run_with_cache(tokens, names_filter=cache_hook_names(model, 1))
+    expected = lp.swap_scores(model, tokens, layers=1, exclude_bos=True)
+    got = lp.swap_scores(model, small, layers=1, exclude_bos=True)
+    assert torch.equal(got.sym[1], expected.sym[1]) and torch.isnan(got.sym[0]).all()
+    with pytest.raises(InvalidSelectionError, match="cache hook_embed as well"):
+        lp.swap_scores(model, small, layers=1)
+    with pytest.raises(InvalidSelectionError, match="method='rerun' runs the model"):
+        lp.swap_scores(model, small, layers=1, method="rerun", exclude_bos=True)
+    with pytest.raises(InvalidSelectionError, match=r"lacks blocks\.0\.attn\.hook_q"):
+        lp.swap_scores(model, small, layers=0, exclude_bos=True)

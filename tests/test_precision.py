@@ -106,3 +106,22 @@ def test_a_wrong_table_is_still_refused_in_half_precision(dtype):
     with model.hooks(fwd_hooks=[("blocks.0.attn.hook_cos", off)]):
         with pytest.raises(RopeGeometryError, match="rotation tables"):
             lp.rope_specs(model, refresh=True)
+
+
+# ---- other positional schemes (absolute, ALiBi, MLA), scored by scores/sites.py ----------
+
+SCHEME_BOUNDS = {torch.bfloat16: 0.05, torch.float16: 0.005}
+
+
+@pytest.mark.parametrize("dtype", list(SCHEME_BOUNDS), ids=str)
+def test_other_schemes_in_half_precision(dtype):
+    """Their check against the model's pattern is at the dtype's rounding too, and the
+    scores stay within the bound of the float32 model's (measured: 0.0061 / 0.00093)."""
+    from lens_possym.models.tiny_schemes import SCHEME_FAMILIES, tiny_scheme_model
+
+    prompt = "Alice likes red . Bob likes blue . What color does Bob like ?"
+    for family in SCHEME_FAMILIES:
+        ref = lp.swap_scores(tiny_scheme_model(family), prompt)
+        low = lp.swap_scores(tiny_scheme_model(family, dtype=dtype), prompt)
+        worst = torch.maximum((low.pos - ref.pos).abs(), (low.sym - ref.sym).abs())
+        assert float(worst.max()) <= SCHEME_BOUNDS[dtype], family

@@ -29,6 +29,7 @@ import importlib
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from ..errors import UsageError
 
@@ -43,7 +44,7 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse, with a usage error raised as :class:`UsageError` (one line, in :func:`main`)
     instead of printed with the whole usage block and ``sys.exit(2)``."""
 
-    def error(self, message: str):  # noqa: D102 - argparse's hook
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse's hook
         raise UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
 
 

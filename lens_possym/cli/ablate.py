@@ -18,7 +18,6 @@ picks where the model runs. Every effect is ablated − baseline.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -74,11 +73,28 @@ _LABELS = {"accuracy": "accuracy", "candidate_accuracy": "candidate accuracy",
 _SHORT = {"logit_diff": "logit diff", "loss": "loss"}
 
 
-def _table(rows: list[tuple[str, float, float]]) -> str:
-    lines = [f"  {'':<20} {'before':>8} {'after':>8} {'change':>8}"]
-    for label, before, after in rows:
-        lines.append(f"  {label:<20} {before:>8.3f} {after:>8.3f} {after - before:>+8.3f}")
+def _table(rows: list[tuple[str, float, float, dict | None]]) -> str:
+    lines = [f"  {'':<20} {'before':>8} {'after':>8} {'change':>8} {'± SE':>7}  95% interval"]
+    for label, before, after, change in rows:
+        line = f"  {label:<20} {before:>8.3f} {after:>8.3f} {after - before:>+8.3f}"
+        if change:
+            line += (f" {change['se']:>7.3f}  [{change['ci_low']:+.3f}, "
+                     f"{change['ci_high']:+.3f}]")
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _change(before: dict, after: dict) -> dict[str, dict[str, float]]:
+    """Per metric with per-prompt values: the mean change over prompts (after − before,
+    paired), its standard error and 95% bootstrap interval."""
+    from ..interventions.uncertainty import uncertainty
+
+    out = {}
+    for name, values in before.items():
+        if values is None or after.get(name) is None:
+            continue
+        out[name] = uncertainty((after[name] - values)[None]).item()
+    return out
 
 
 def _task(model, args):
@@ -91,8 +107,8 @@ def _task(model, args):
     if args.prompts:
         full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
         batch = ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts")
-        metrics = {name: (lambda logits, fn=importance_metric(name): fn(logits, batch))
-                   for name in ("accuracy", "loss")}
+        metrics = {name: (lambda logits, fn=importance_metric(name, per_prompt=True):
+                          fn(logits, batch)) for name in ("accuracy", "loss")}
         header = (f"{args.model} · {batch.n_prompts} prompts from {args.prompts}, cut to {n} "
                   f"tokens: the last one predicted from the {n - 1} before it")
         info = {"name": "prompts", "file": str(args.prompts), "n_prompts": batch.n_prompts,
@@ -108,7 +124,8 @@ def _task(model, args):
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     info = {"name": "binding", "n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
             "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
-    return task.tokens, binding_metrics(task), "logit_diff", header, info, reference
+    return (task.tokens, binding_metrics(task, per_prompt=True), "logit_diff", header, info,
+            reference)
 
 
 def run(args) -> int:
@@ -116,7 +133,7 @@ def run(args) -> int:
 
     from ..errors import InvalidSelectionError
     from ..interventions import Intervention, band_sweep, parse_selection
-    from ..interventions.metrics import evaluate_metrics
+    from ..interventions.metrics import evaluate_metrics_per_prompt
     from ..rope import rope_specs
 
     if (args.sweep is None) == (args.heads is None):
@@ -134,13 +151,15 @@ def run(args) -> int:
         spec = Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
                             per_position=per_position)
         with torch.no_grad():
-            before = evaluate_metrics(metrics, model(tokens))
+            before, before_prompts = evaluate_metrics_per_prompt(metrics, model(tokens))
             with spec.apply(model, reference=reference):
-                after = evaluate_metrics(metrics, model(tokens))
+                after, after_prompts = evaluate_metrics_per_prompt(metrics, model(tokens))
+        change = _change(before_prompts, after_prompts)
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
         print(header)
         print(f"{args.mode}-ablating frequency ids {args.freqs} of heads {', '.join(heads)}")
-        print(_table([(_LABELS.get(name, name), before[name], after[name]) for name in before]))
+        print(_table([(_LABELS.get(name, name), before[name], after[name], change.get(name))
+                      for name in before]))
         if out:
             payload = {
                 "model": args.model, "task": info["name"], "mode": args.mode, "side": args.side,
@@ -148,14 +167,16 @@ def run(args) -> int:
                 "selection": {f"{layer}.{head}": list(ids) for layer, hs in selection.items()
                               for head, ids in hs.items()},
                 "intervention": spec.to_dict(), "before": before, "after": after,
+                "change": change,
             }
             from ..report import ablation_report
 
             report = ablation_report(
                 model=args.model, selection=payload["selection"], mode=args.mode, side=args.side,
-                before=before, after=after, task=info, command=command_line(args))
+                before=before, after=after, task=info, command=command_line(args),
+                change=change)
             with staged_dir(out) as stage:  # both files, or neither
-                (stage / "ablate.json").write_text(json.dumps(payload, indent=1))
+                (stage / "ablate.json").write_text(dumps(payload, indent=1))
                 report.save(stage / "report.html")
             print(f"wrote {out / 'ablate.json'} and {out / 'report.html'}")
         return 0
@@ -174,11 +195,12 @@ def run(args) -> int:
     rises = main == "loss"
     print(f"largest {'rises' if rises else 'drops'} in {_LABELS[main]} (effect = ablated − "
           "baseline):")
-    print(f"  {'head':>6} {'band':>8} {'Δ ' + _SHORT[main]:>13} {'Δ accuracy':>11}")
-    acc = sweep.effect("accuracy")
+    print(f"  {'head':>6} {'band':>8} {'Δ ' + _SHORT[main]:>13} {'± SE':>7} {'Δ accuracy':>11}")
+    acc, se = sweep.effect("accuracy"), sweep.effect_se(main)
     for layer, head, band, value in sweep.top(10, main, raise_=rises):
         b = sweep.band_names.index(band)
-        print(f"  {f'{layer}.{head}':>6} {band:>8} {value:>+13.3f} {float(acc[layer, head, b]):>+11.3f}")
+        print(f"  {f'{layer}.{head}':>6} {band:>8} {value:>+13.3f} {float(se[layer, head, b]):>7.3f} "
+              f"{float(acc[layer, head, b]):>+11.3f}")
     mean_effect = sweep.effect(main)[sweep.layers].nanmean(dim=(0, 1))
     print(f"mean Δ {_LABELS[main]} per band: " + ", ".join(
         f"{name} {float(v):+.3f}" for name, v in zip(sweep.band_names, mean_effect)))

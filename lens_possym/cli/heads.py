@@ -9,8 +9,10 @@ For every layer and query head, the head's output (``hook_z``) is zeroed (``--mo
 or replaced by its mean over reference prompts (``--mode mean``), and the task's metric is
 measured; the command prints the baseline, the heads whose removal hurts most, and how
 concentrated the effect is (the top head's share of the summed drops, the top-3 share, the
-Gini coefficient; see ``docs/head_importance.md``). ``--out DIR`` writes ``heads.json``
-and the heatmap ``heads.png``.
+Gini coefficient; see ``docs/head_importance.md``), each drop with its standard error over
+prompts. ``--out DIR`` writes ``heads.json`` (with per-prompt values, standard errors and
+95% bootstrap intervals), the heatmap ``heads.png`` and ``heads_top.png`` (the top heads'
+drops with their intervals as error bars).
 
 Tasks: ``binding`` (entity-attribute binding prompts) and ``distance`` (continue a listed
 word sequence ``--distance`` words apart; lens_possym.tasks.word_distance), or your own
@@ -52,7 +54,8 @@ def register(sub) -> None:
     parser.add_argument("--positions", type=positions_text,
                         help="ablate only at these positions (e.g. -1 for the last; ids and "
                         "half-open START:STOP ranges); default all")
-    parser.add_argument("--n-prompts", type=positive_int, default=32)
+    parser.add_argument("--n-prompts", type=positive_int, default=16,
+                        help="prompts of the task (default 16, as profile and ablate)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-pairs", type=int, default=4, help="binding: pairs per prompt")
     parser.add_argument("--distance", type=int, default=1,
@@ -125,11 +128,12 @@ def run(args) -> int:
     print(f"{args.mode}-ablating each of {int(result.ablated.isfinite().sum())} heads alone: "
           f"{result.n_passes} passes, {result.seconds:.1f} s")
     print(f"baseline {args.metric}: {result.baseline:.3f}")
-    print(f"  {'head':>6} {'Δ':>9} {'Δ/|base|':>9} {'ablated':>9}")
+    print(f"  {'head':>6} {'Δ':>9} {'± SE':>7} {'Δ/|base|':>9} {'ablated':>9}")
+    se = result.effect_se
     for layer, head, value in result.top(args.top):
         relative = float(result.relative[layer, head])
-        print(f"  {f'{layer}.{head}':>6} {value:>+9.3f} {relative:>+9.2f} "
-              f"{float(result.ablated[layer, head]):>9.3f}")
+        print(f"  {f'{layer}.{head}':>6} {value:>+9.3f} {float(se[layer, head]):>7.3f} "
+              f"{relative:>+9.2f} {float(result.ablated[layer, head]):>9.3f}")
     print(result.summary())
     if args.out:
         out = Path(args.out)
@@ -140,8 +144,30 @@ def run(args) -> int:
         n_layers, n_heads = result.ablated.shape
         fig = Figure(figsize=(2.2 + 0.6 * n_heads, 1.6 + 0.32 * n_layers), constrained_layout=True)
         plot_head_importance(result, ax=fig.subplots(), title=f"{args.model}, {args.task}")
-        with staged_dir(out) as stage:  # both files, or neither
+        top = _top_figure(result, args.top) if result.per_prompt is not None else None
+        with staged_dir(out) as stage:  # every file, or none
             (stage / "heads.json").write_text(result.to_json(indent=1, allow_nan=False))
             fig.savefig(stage / "heads.png", dpi=120)
-        print(f"wrote {out / 'heads.json'} and {out / 'heads.png'}", file=sys.stderr)
+            if top is not None:
+                top.savefig(stage / "heads_top.png", dpi=120)
+        print(f"wrote {out / 'heads.json'}, {out / 'heads.png'}"
+              + (f" and {out / 'heads_top.png'}" if top is not None else ""), file=sys.stderr)
     return 0
+
+
+def _top_figure(result, k: int):
+    """The ``k`` most important heads' Δ with 95% bootstrap intervals over prompts."""
+    from matplotlib.figure import Figure
+
+    from ..viz.patching import plot_effects
+
+    unc = result.uncertainty()
+    top = result.top(k)
+    fig = Figure(figsize=(5.5, 1.3 + 0.3 * len(top)), constrained_layout=True)
+    plot_effects([f"{layer}.{head}" for layer, head, _ in top], [v for _, _, v in top],
+                 [float(unc.low[layer, head]) for layer, head, _ in top],
+                 [float(unc.high[layer, head]) for layer, head, _ in top], ax=fig.subplots(),
+                 baseline=0.0, sort=False, xlabel=f"Δ {result.config.metric} (head ablated)",
+                 title=f"most important heads, 95% bootstrap intervals over "
+                       f"{result.n_prompts} prompts")
+    return fig

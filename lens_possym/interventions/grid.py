@@ -40,19 +40,25 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from .._inputs import as_tokens
+from .._precision import model_tolerance
 from .._json import JsonConfig, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, number
 from ..typing import HookedModel
+from ._passes import blocks_from, fresh_cache, layer_list, prefix_cache
 from .uncertainty import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Uncertainty,
                           bootstrap_interval, standard_error, uncertainty)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from transformer_lens.patching import PatchingResult
 
 __all__ = [
     "PATCH_SITES",
@@ -78,6 +84,23 @@ PATCH_SITES: tuple[str, ...] = ("heads", "frequencies", "resid_pre", "attn_out",
 DIRECTIONS: tuple[str, ...] = ("denoise", "noise")
 
 PatchSetter = Callable[[Tensor, Sequence[int], Tensor], Tensor]
+
+# activations laid out [batch, pos, ...] (the prefix reuse needs the position on axis 1),
+# and the index axes whose meaning it knows
+_POSITIONAL = frozenset({"z", "q", "k", "v", "rot_q", "rot_k", "result", "resid_pre",
+                         "resid_mid", "resid_post", "attn_out", "mlp_out"})
+_AXES = frozenset({"layer", "head", "head_index", "pos", "freq"})
+
+
+def spec_window(model: HookedModel) -> list[int]:
+    """Sliding windows of the model's layers (their HF caches keep only the window, which
+    the prefix reuse does not handle); ``[]`` when none is known."""
+    try:
+        from ..rope import rope_specs
+
+        return [int(s.window) for s in rope_specs(model) if s.window]
+    except Exception:  # noqa: BLE001 - a model lens-possym cannot read: no windows known
+        return []
 
 
 # ---- the engine ------------------------------------------------------------------------------
@@ -142,7 +165,8 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
                        patches_per_pass: int = 16, last_token_only: bool = True,
                        source_baseline: Tensor | None = None, progress: bool = False,
                        info: Mapping[str, Any] | None = None,
-                       config: "PatchGridConfig | None" = None) -> "PatchingGrid":
+                       config: "PatchGridConfig | None" = None,
+                       reuse_prefix: bool = True) -> "PatchingGrid":
     """Patch each cell alone and measure ``patching_metric``: TransformerLens's
     ``generic_activation_patch``, batched (module docstring).
 
@@ -166,6 +190,8 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
         source_baseline: ``[batch]`` the metric on the source run, if known (kept in the
             result, for reports).
         progress: show a tqdm progress bar.
+        reuse_prefix: on bridges, compute only the positions some patch changes (module
+            docstring); ``False`` always runs every position.
 
     Returns:
         :class:`PatchingGrid` with ``values`` of shape ``[*grid, batch]``.
@@ -192,59 +218,130 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
             " cache those hooks (run_with_cache(..., names_filter=...)) or use patch_grid")
     metric_name = getattr(patching_metric, "__name__", "") or "metric"
     metric_name = "metric" if metric_name.startswith("<") else metric_name
-    batch = tokens.shape[0]
+    batch, n_pos = tokens.shape
     bridge = hasattr(model, "original_model")
     keep = {"logits_to_keep": 1} if (bridge and last_token_only) else {}
     rows = sorted(rows, key=lambda r: r[0])  # passes start at their first layer
     values = torch.full(shape + (batch,), float("nan"))
+    pos_axes = [i for i, a in enumerate(axis_names) if a == "pos"]
     start = time.perf_counter()
-    n_passes = 0
+    n_passes, n_skipped, prefix = 0, 0, 0
 
-    def hook_for(name: str, members: list[tuple[int, tuple[int, ...]]], source: Tensor):
+    def check_source(name: str, source: Tensor, activation: Tensor) -> None:
+        if source.shape[0] not in (1, batch) or source.shape[1:] != activation.shape[1:]:
+            raise InvalidSelectionError(
+                f"the source {name} has shape {tuple(source.shape)}, the run's is "
+                f"{tuple(activation.shape[1:])} per prompt for {batch} prompts; patch between "
+                "runs of the same shape")
+
+    def hook_for(name: str, members: list[tuple[int, tuple[int, ...]]], source: Tensor,
+                 skip: int):
+        """Copy ``c`` of the stacked batch gets cell ``c``'s patch; with ``skip`` > 0 the
+        pass holds positions ``skip..`` only (the source is cut, positions shifted)."""
+        source = source[:, skip:] if skip else source
+        shift = (lambda index: [v - skip if i in pos_axes else v for i, v in enumerate(index)]) \
+            if skip else list
+
         def hook(activation: Tensor, hook: Any = None) -> Tensor:
-            if source.shape[0] not in (1, batch) or source.shape[1:] != activation.shape[1:]:
-                raise InvalidSelectionError(
-                    f"the source {name} has shape "
-                    f"{tuple(source.shape)}, the run's is {tuple(activation.shape[1:])} per "
-                    f"prompt for {batch} prompts; patch between runs of the same shape")
+            check_source(name, source, activation)
             out = activation.clone()
             src = source.to(device=out.device, dtype=out.dtype)
             for copy, index in members:
                 view = out[copy * batch:(copy + 1) * batch]
-                patched = patch_setter(view, list(index), src)
+                patched = patch_setter(view, shift(index), src)
                 if patched is not view:
                     out[copy * batch:(copy + 1) * batch] = patched
             return out
         return hook
 
+    def run_chunk(chunk: list[tuple[int, ...]], skip: int, caches: dict[int, Any],
+                  skip_blocks: bool = True) -> Tensor:
+        by_hook: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        for copy, index in enumerate(chunk):
+            by_hook.setdefault(names[index[0]], []).append((copy, index))
+        hooks = [(name, hook_for(name, members, clean_cache[name], skip))
+                 for name, members in by_hook.items()]
+        if not bridge:
+            return model.run_with_hooks(tokens.repeat(len(chunk), 1), fwd_hooks=hooks)
+        first = chunk[0][0]
+        resid = starts[first][:, skip:]
+        stacked = resid.repeat(len(chunk), *([1] * (resid.ndim - 1)))
+        extra = dict(keep)
+        if not skip:  # no KV cache built per pass (its layer layout follows the config)
+            extra["use_cache"] = False
+        if skip:
+            if "template" not in caches:
+                caches["template"] = prefix_cache(model, tokens[:, :skip])
+            kv = fresh_cache(caches["template"], len(chunk))
+            if kv is None:  # a cache this cannot tile: run the prefix at this batch
+                kv = fresh_cache(prefix_cache(model, tokens[:, :skip].repeat(len(chunk), 1)))
+            extra["past_key_values"] = kv
+        with blocks_from(model, first if skip_blocks else 0):
+            return model.run_with_hooks(stacked, start_at_layer=first, fwd_hooks=hooks, **extra)
+
     with torch.no_grad():
         starts: dict[int, Tensor] = {}
         if bridge:
-            first_layers = sorted({rows[i][0] for i in range(0, len(rows), patches_per_pass)})
+            first_layers = sorted({r[0] for r in rows})
             wanted = [f"blocks.{layer}.hook_resid_pre" for layer in first_layers]
-            logits, cache = model.run_with_cache(tokens, names_filter=wanted, **keep)
+            logits, cache = model.run_with_cache(
+                tokens, names_filter=wanted + sorted(set(names.values())), **keep)
             starts = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in first_layers}
         else:
             logits = model(tokens)
         baseline = _per_prompt(patching_metric(logits), batch, metric_name)
-        bar = tqdm(total=len(rows), desc=f"patching {activation_name}", disable=not progress)
-        try:
-            for i in range(0, len(rows), patches_per_pass):
-                chunk = rows[i:i + patches_per_pass]
-                by_hook: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
-                for copy, index in enumerate(chunk):
-                    by_hook.setdefault(names[index[0]], []).append((copy, index))
-                hooks = [(name, hook_for(name, members, clean_cache[name]))
-                         for name, members in by_hook.items()]
-                first = chunk[0][0]
-                if bridge:
-                    resid = starts[first]
-                    stacked = resid.repeat(len(chunk), *([1] * (resid.ndim - 1)))
-                    out = model.run_with_hooks(stacked, start_at_layer=first, fwd_hooks=hooks,
-                                               **keep)
+        active = rows
+        if bridge:
+            # what each patch changes: a cell that changes nothing has the unpatched run's
+            # values (it is that run) and needs no pass; positions before the first one any
+            # patch changes are the unpatched run's in every pass (attention is causal)
+            active, first_changed = [], n_pos
+            positional = activation_name in _POSITIONAL and not (set(axis_names) - _AXES)
+            for index in rows:
+                name = names[index[0]]
+                run_act, src = cache[name], clean_cache[name]
+                check_source(name, src, run_act)
+                patched = patch_setter(run_act.clone(), list(index),
+                                       src.to(device=run_act.device, dtype=run_act.dtype))
+                changed = patched != run_act
+                if not changed.any():
+                    values[index] = baseline
+                    n_skipped += 1
+                    continue
+                active.append(index)
+                if positional and run_act.ndim >= 2 and run_act.shape[1] == n_pos:
+                    where = changed.transpose(0, 1).reshape(n_pos, -1).any(-1).nonzero()
+                    first_changed = min(first_changed, int(where[0]))
                 else:
-                    out = model.run_with_hooks(tokens.repeat(len(chunk), 1), fwd_hooks=hooks)
+                    first_changed = 0
+            if reuse_prefix and 0 < first_changed < n_pos and active and \
+                    not any(spec_window(model)) and layer_list(model) is not None:
+                prefix = first_changed
+            del cache
+        bar = tqdm(total=len(rows), desc=f"patching {activation_name}", disable=not progress)
+        bar.update(len(rows) - len(active))
+        caches: dict[int, Any] = {}
+        skip_blocks, checked = bridge and layer_list(model) is not None, False
+        try:
+            for i in range(0, len(active), patches_per_pass):
+                chunk = active[i:i + patches_per_pass]
+                out = run_chunk(chunk, prefix, caches, skip_blocks)
                 n_passes += 1
+                if not checked and (prefix or (skip_blocks and chunk[0][0] > 0)):
+                    # the savings, checked once against whole passes of two of the cells; a
+                    # model whose layer loop or cache they do not suit (it reads its layers
+                    # by index, a sliding-window cache) is run whole from here on
+                    checked = True
+                    few = chunk[:2]
+                    whole = run_chunk(few, 0, caches, skip_blocks=False)
+                    n_passes += 1
+                    part = out[:len(few) * batch, -1].float()
+                    scale = float(whole[:, -1].abs().max()) or 1.0
+                    atol = model_tolerance(whole.dtype) * scale  # the model's rounding
+                    if not torch.allclose(part, whole[:, -1].float(), rtol=0, atol=atol):
+                        prefix, skip_blocks = 0, False
+                        out = run_chunk(chunk, 0, caches, skip_blocks=False)
+                        n_passes += 1
                 for copy, index in enumerate(chunk):
                     rows_out = out[copy * batch:(copy + 1) * batch]
                     values[index] = _per_prompt(patching_metric(rows_out), batch, metric_name)
@@ -261,7 +358,8 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
             source_baseline).detach().float().cpu(),
         metric=metric_name, activation_name=activation_name,
         config=config, seconds=time.perf_counter() - start, n_passes=n_passes,
-        info=dict(info or {}))
+        info={**dict(info or {}), "cells_unchanged": n_skipped, "prefix_reused": prefix,
+              "blocks_skipped": bool(bridge and skip_blocks)})
 
 
 # ---- setters and named partials ---------------------------------------------------------------
@@ -282,7 +380,8 @@ def _tl_setters():
     return tl
 
 
-def patch_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric, **kwargs):
+def patch_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric,
+                           **kwargs) -> PatchingGrid:
     """Every query head's ``hook_z`` patched at all positions: ``[layer, head]``
     (``get_act_patch_attn_head_out_all_pos``, batched)."""
     return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
@@ -290,7 +389,8 @@ def patch_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric
                               ("layer", "head"), **kwargs)
 
 
-def patch_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric, **kwargs):
+def patch_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric,
+                          **kwargs) -> PatchingGrid:
     """Every query head's ``hook_z`` patched at one position at a time: ``[layer, pos, head]``
     (``get_act_patch_attn_head_out_by_pos``, batched)."""
     return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
@@ -299,7 +399,7 @@ def patch_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric,
 
 
 def _component(name: str, per_position: bool):
-    def run(model, corrupted_tokens, clean_cache, patching_metric, **kwargs):
+    def run(model, corrupted_tokens, clean_cache, patching_metric, **kwargs) -> PatchingGrid:
         if per_position:
             return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
                                       _tl_setters().layer_pos_patch_setter, name,
@@ -324,7 +424,8 @@ patch_mlp_out_all_pos = _component("mlp_out", False)
 
 
 def patch_frequencies_grid(model, corrupted_tokens, clean_cache, patching_metric, *,
-                           layers=None, heads=None, freqs=None, side: str = "q", **kwargs):
+                           layers=None, heads=None, freqs=None, side: str = "q",
+                           **kwargs) -> PatchingGrid:
     """Pair ``f`` of head ``h``'s un-rotated query (or key: KV heads, ``side="k"``) patched
     alone, for every chosen layer, head and frequency id: ``[layer, head, frequency]``."""
     from .patching import frequency_index_df, frequency_patch_setter, qk_activation_name
@@ -634,7 +735,7 @@ class PatchingGrid(ResultIO):
                          f"{effect:>+8.3f} ± {se:<6.3f}")
         return "\n".join(lines)
 
-    def to_patching_result(self):
+    def to_patching_result(self) -> "PatchingResult":
         """The same values as TransformerLens's ``PatchingResult`` (per prompt, with the
         baseline; flat ``index_df`` over the patched cells)."""
         import pandas as pd
@@ -678,7 +779,7 @@ class PatchingGrid(ResultIO):
                    seconds=float("nan") if seconds is None else float(seconds),
                    n_passes=int(data.get("n_passes", 0)), info=dict(data.get("info", {})))
 
-    def to_dataframe(self, per_prompt: bool = False):
+    def to_dataframe(self, per_prompt: bool = False) -> "pd.DataFrame":
         """Long format: one row per cell (``value`` the mean over prompts, ``se``,
         ``ci_low``/``ci_high`` its 95% bootstrap interval, ``effect`` minus the unpatched
         run's mean) or, with ``per_prompt``, one row per cell and prompt."""

@@ -56,9 +56,12 @@ from torch import Tensor
 
 from .._checks import boundary
 from .._inputs import ModelInput, as_positions, as_tokens
+from .._json import tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
+from ..results_io import ResultIO, head_frame, number
 from ..typing import HookedModel, HookFn
 from .heads import HeadMeans, check_head_mode, head_counts, head_means, z_hook_names
+from .uncertainty import Uncertainty, standard_error, uncertainty
 
 __all__ = [
     "METRICS",
@@ -230,8 +233,9 @@ def _last(logits: Tensor) -> Float[Tensor, "batch d_vocab"]:
     return last.to(torch.promote_types(last.dtype, torch.float32))  # float64 stays float64
 
 
-def importance_metric(name: str) -> MetricFn:
-    """A built-in metric ``(logits, batch) -> scalar`` of the last position's logits.
+def importance_metric(name: str, per_prompt: bool = False) -> MetricFn:
+    """A built-in metric ``(logits, batch) -> scalar`` of the last position's logits
+    (``per_prompt``: ``-> [batch]``, one value per prompt, whose mean is the scalar).
 
     * ``accuracy``: share of prompts whose top token is ``batch.answers``;
     * ``logit_diff``: mean of ``logit(answer) − mean logit(distractors)``;
@@ -244,21 +248,25 @@ def importance_metric(name: str) -> MetricFn:
                 f"metric {name!r} needs the batch's {' and '.join(missing)}; build an "
                 "ImportanceBatch with them (or pass a custom metric)")
 
+    def reduce(values: Tensor) -> Tensor:
+        return values if per_prompt else values.mean()
+
     def accuracy(logits: Tensor, batch: ImportanceBatch) -> Tensor:
         need(batch, "answers")
         last = _last(logits)
-        return (last.argmax(-1) == batch.answers.to(last.device)).float().mean()
+        return reduce((last.argmax(-1) == batch.answers.to(last.device)).float())
 
     def logit_diff(logits: Tensor, batch: ImportanceBatch) -> Tensor:
         need(batch, "answers", "distractors")
         last = _last(logits)
         correct = last.gather(1, batch.answers.to(last.device)[:, None])[:, 0]
-        return (correct - last.gather(1, batch.distractors.to(last.device)).mean(-1)).mean()
+        return reduce(correct - last.gather(1, batch.distractors.to(last.device)).mean(-1))
 
     def loss(logits: Tensor, batch: ImportanceBatch) -> Tensor:
         need(batch, "answers")
         last = _last(logits)
-        return torch.nn.functional.cross_entropy(last, batch.answers.to(last.device))
+        return reduce(torch.nn.functional.cross_entropy(last, batch.answers.to(last.device),
+                                                        reduction="none"))
 
     table = {"accuracy": accuracy, "logit_diff": logit_diff, "loss": loss}
     if name not in table:
@@ -271,8 +279,8 @@ def importance_metric(name: str) -> MetricFn:
 # ---- the result ------------------------------------------------------------------------------
 
 
-@dataclass
-class HeadImportance:
+@dataclass(repr=False)
+class HeadImportance(ResultIO):
     """Result of :func:`head_importance` (module docstring for the definitions).
 
     Attributes:
@@ -283,6 +291,10 @@ class HeadImportance:
         n_prompts: prompts evaluated.
         seconds, n_passes: wall time of the sweep and forward passes it took.
         info: free-form description (model, task, seed) kept in the JSON.
+        per_prompt: ``[n_layers, n_heads, n_prompts]`` the ablated metric per prompt, and
+        baseline_per_prompt: ``[n_prompts]`` the clean one, when the metric gives one value
+            per prompt (the built-in ones do): they give each effect its standard error and
+            bootstrap interval (:meth:`uncertainty`).
     """
 
     config: ImportanceConfig
@@ -292,6 +304,42 @@ class HeadImportance:
     seconds: float = float("nan")
     n_passes: int = 0
     info: dict = field(default_factory=dict)
+    per_prompt: Float[Tensor, "layer head_index prompt"] | None = None
+    baseline_per_prompt: Float[Tensor, "prompt"] | None = None
+
+    FORMAT = "lens-possym/head-importance@1"
+    UNTAGGED_OK = True  # heads.json files written before results carried a format tag
+
+    @property
+    def effect_per_prompt(self) -> Float[Tensor, "layer head_index prompt"] | None:
+        """``Δ = ablated − baseline`` per prompt (a paired difference), or ``None``."""
+        if self.per_prompt is None or self.baseline_per_prompt is None:
+            return None
+        return self.per_prompt - self.baseline_per_prompt
+
+    def uncertainty(self, **kwargs: Any) -> "Uncertainty":
+        """Mean, standard error and bootstrap interval over prompts of each head's effect
+        ``Δ`` (ablated − baseline; the importance ``I = −σ Δ`` has the same standard error
+        and the interval mirrored), with ``confidence``, ``n_resamples``, ``seed`` as in
+        :func:`.uncertainty.uncertainty`.
+
+        Raises:
+            InvalidSelectionError: the metric gave one value for all prompts.
+        """
+        effect = self.effect_per_prompt
+        if effect is None:
+            raise InvalidSelectionError(
+                "this result has no per-prompt values (a custom metric returned a scalar); "
+                "return one value per prompt to get standard errors and intervals")
+        return uncertainty(effect, -1, **kwargs)
+
+    @property
+    def effect_se(self) -> Float[Tensor, "layer head_index"]:
+        """Standard error of each head's effect over prompts (``nan`` without per-prompt
+        values)."""
+        effect = self.effect_per_prompt
+        return torch.full_like(self.ablated, float("nan")) if effect is None else \
+            standard_error(effect, -1)
 
     @property
     def effect(self) -> Float[Tensor, "layer head_index"]:
@@ -380,9 +428,10 @@ class HeadImportance:
 
     def summary(self) -> str:
         layer, head = self.top_head
+        se = float(self.effect_se[layer, head])
         return (f"{self.config.metric} baseline {self.baseline:.3f}; top head {layer}.{head}: "
-                f"Δ {self.top_effect:+.3f} (costs {100 * self.top_relative:.0f}% of the "
-                "baseline), "
+                f"Δ {self.top_effect:+.3f}{'' if math.isnan(se) else f' ± {se:.3f}'} "
+                f"(costs {100 * self.top_relative:.0f}% of the baseline), "
                 f"share of summed drop {self.top_share:.2f}, top-{self.config.top_k} share "
                 f"{self.top_k_share:.2f}, Gini {self.gini:.2f}; "
                 + ("one head carries it" if self.carried_by_one_head()
@@ -400,16 +449,30 @@ class HeadImportance:
             "seconds": _finite(self.seconds), "n_passes": self.n_passes, "info": self.info,
             "top_head": list(self.top_head), "top_share": _finite(self.top_share),
             "top_k_share": _finite(self.top_k_share), "gini": _finite(self.gini),
+            **self._uncertainty_dict(),
         }
+
+    def _uncertainty_dict(self) -> dict:
+        if self.effect_per_prompt is None:
+            return {}
+        unc = self.uncertainty()
+        return to_jsonable({"effect_se": unc.se, "effect_ci_low": unc.low,
+                            "effect_ci_high": unc.high, "confidence": unc.confidence,
+                            "per_prompt": self.per_prompt,
+                            "baseline_per_prompt": self.baseline_per_prompt})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "HeadImportance":
         ablated = torch.tensor([[float("nan") if v is None else v for v in row]
                                 for row in data["ablated"]], dtype=torch.float64)
+        per_prompt = data.get("per_prompt")
+        base = data.get("baseline_per_prompt")
         return cls(config=ImportanceConfig.from_dict(data["config"]), baseline=data["baseline"],
                    ablated=ablated, n_prompts=data["n_prompts"],
                    seconds=float("nan") if data["seconds"] is None else data["seconds"],
-                   n_passes=data["n_passes"], info=dict(data.get("info", {})))
+                   n_passes=data["n_passes"], info=dict(data.get("info", {})),
+                   per_prompt=None if per_prompt is None else tensor_from_json(per_prompt),
+                   baseline_per_prompt=None if base is None else tensor_from_json(base))
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -417,6 +480,31 @@ class HeadImportance:
     @classmethod
     def from_json(cls, text: str) -> "HeadImportance":
         return cls.from_dict(json.loads(text))
+
+    def _table(self):
+        """Long format, one row per swept head: ``value`` the ablated metric, ``effect``
+        (Δ = ablated − baseline) and ``importance``, and with per-prompt values the effect's
+        ``se`` and 95% bootstrap ``ci_low``/``ci_high``."""
+        frame = head_frame({self.config.metric: self.ablated}, None)
+        frame = frame.drop(columns=["frequency", "angle"])
+        rows, cols = frame["layer"].to_numpy(), frame["head"].to_numpy()
+        frame["effect"] = self.effect.double().numpy()[rows, cols]
+        frame["importance"] = self.importance.double().numpy()[rows, cols]
+        if self.effect_per_prompt is not None:
+            unc = self.uncertainty()
+            for key, tensor in (("se", unc.se), ("ci_low", unc.low), ("ci_high", unc.high)):
+                frame[key] = tensor.double().numpy()[rows, cols]
+        frame["baseline"] = self.baseline
+        return frame
+
+    def _headline(self) -> list[str]:
+        if not torch.isfinite(self.ablated).any():
+            return []
+        layer, head = self.top_head
+        se = float(self.effect_se[layer, head])
+        return [f"baseline {self.config.metric}={number(self.baseline)}",
+                f"top {layer}.{head} Δ {self.top_effect:+.3g}"
+                + ("" if math.isnan(se) else f"±{se:.2g}")]
 
 
 def _finite(value: float) -> float | None:
@@ -427,12 +515,18 @@ def _finite(value: float) -> float | None:
 # ---- the sweep -------------------------------------------------------------------------------
 
 
-def _scalar(value: Any, name: str) -> float:
-    value = torch.as_tensor(value)
-    if value.numel() != 1:
+def _values(value: Any, name: str, n_prompts: int) -> tuple[float, Tensor | None]:
+    """A metric's value as ``(mean, per-prompt values or None)``: a scalar, or one value per
+    prompt (kept, for standard errors and intervals)."""
+    value = torch.as_tensor(value).detach()
+    if value.numel() == 1:
+        return float(value), None
+    if value.ndim != 1 or value.shape[0] != n_prompts:
         raise InvalidSelectionError(
-            f"metric {name!r} must return a scalar, got shape {tuple(value.shape)}")
-    return float(value)
+            f"metric {name!r} must return a scalar or one value per prompt ([{n_prompts}]), "
+            f"got shape {tuple(value.shape)}")
+    value = value.double().cpu()
+    return float(value.mean()), value
 
 
 def _as_batch(model: HookedModel, batch: Any) -> ImportanceBatch:
@@ -504,7 +598,7 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
         known = sorted(f.name for f in fields(ImportanceConfig))
         raise InvalidSelectionError(
             f"unknown setting(s) {sorted(settings)}; known: {known}") from None
-    metric_fn = importance_metric(name) if isinstance(metric, str) else metric
+    metric_fn = importance_metric(name, per_prompt=True) if isinstance(metric, str) else metric
     data = _as_batch(model, batch)
     names, counts = z_hook_names(model), head_counts(model)
     n_layers, n_heads = len(counts), counts[0].n_heads
@@ -526,7 +620,9 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
             starts = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in layers}
         else:
             logits = model(data.tokens)
-        baseline = _scalar(metric_fn(logits, data), name)
+        baseline, baseline_prompts = _values(metric_fn(logits, data), name, n_prompts)
+        per_prompt = None if baseline_prompts is None else torch.full(
+            (n_layers, n_heads, n_prompts), float("nan"), dtype=torch.float64)
         if config.mode == "mean" and means is None:
             if reference is None:
                 raise InvalidSelectionError(
@@ -562,13 +658,21 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
                 n_passes += 1
                 for copy, (layer, head) in enumerate(chunk):
                     rows = out[copy * n_prompts:(copy + 1) * n_prompts]
-                    ablated[layer, head] = _scalar(metric_fn(rows, data), name)
+                    mean, prompts = _values(metric_fn(rows, data), name, n_prompts)
+                    ablated[layer, head] = mean
+                    if per_prompt is not None:
+                        if prompts is None:
+                            raise InvalidSelectionError(
+                                f"metric {name!r} returned one value per prompt on the clean "
+                                "run but a scalar with a head ablated")
+                        per_prompt[layer, head] = prompts
                 bar.update(len(chunk))
         finally:
             bar.close()
     return HeadImportance(config=config, baseline=baseline, ablated=ablated,
                           n_prompts=n_prompts, seconds=time.perf_counter() - start,
-                          n_passes=n_passes, info={"batch": data.name} if data.name else {})
+                          n_passes=n_passes, info={"batch": data.name} if data.name else {},
+                          per_prompt=per_prompt, baseline_per_prompt=baseline_prompts)
 
 
 def _callable_name(metric: Any) -> str:

@@ -26,7 +26,7 @@ gives a ``patch_setter`` over indices ``[layer, head, freq]`` and
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import torch
 from jaxtyping import Float
@@ -42,6 +42,9 @@ from .edits import replace_edit
 from .engine import PairEdit, bphd, compile_selection, edit_hook, z_hook_name
 from .modes import check_side
 from .selection import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "source_activations",
@@ -253,7 +256,7 @@ def qk_activation_name(model: HookedModel, side: Literal["q", "k"] = "q") -> str
     )
 
 
-def frequency_patch_setter(model: HookedModel):
+def frequency_patch_setter(model: HookedModel) -> Callable[[Tensor, Sequence[int], Tensor], Tensor]:
     """A ``patch_setter`` for ``generic_activation_patch`` over ``index = [layer, head, freq]``.
 
     Use with ``activation_name=qk_activation_name(model, side)`` and
@@ -278,7 +281,7 @@ def frequency_patch_setter(model: HookedModel):
 @boundary
 def frequency_index_df(model: HookedModel, layers: int | Sequence[int] | None = None,
                        heads: int | Sequence[int] | None = None,
-                       freqs: FreqsLike = None, *, side: Literal["q", "k"] = "q"):
+                       freqs: FreqsLike = None, *, side: Literal["q", "k"] = "q") -> "pd.DataFrame":
     """A pandas dataframe of ``[layer, head_index, freq]`` rows for ``generic_activation_patch``."""
     import pandas as pd
 

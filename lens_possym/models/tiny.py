@@ -27,6 +27,7 @@ from .._inputs import resolve_device
 from ..errors import InvalidSelectionError
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
     from transformer_lens.model_bridge import TransformerBridge
 
 __all__ = ["TINY_FAMILIES", "ALL_TINY_FAMILIES", "REFUSED_FAMILIES", "TinyFamily", "tiny_model",
@@ -53,7 +54,7 @@ TINY_VOCAB: tuple[str, ...] = tuple(
 )
 
 
-def tiny_tokenizer():
+def tiny_tokenizer() -> "PreTrainedTokenizerBase":
     """A word-level tokenizer over :data:`TINY_VOCAB` that prepends ``<bos>``.
 
     It is written to a temporary folder and loaded back, because the bridge needs a

@@ -11,12 +11,15 @@ split are not zero by accident.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import InvalidSelectionError
 from .tiny import TINY_VOCAB, tiny_tokenizer
+
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
 
 __all__ = ["SCHEME_FAMILIES", "tiny_scheme_model"]
 
@@ -54,7 +57,7 @@ SCHEME_FAMILIES = tuple(_FAMILIES)
 
 
 def tiny_scheme_model(family: str = "gpt2", *, seed: int = 0, dtype: torch.dtype = torch.float32,
-                      random_affine: bool = True, init_range: float = 0.1):
+                      random_affine: bool = True, init_range: float = 0.1) -> "TransformerBridge":
     """A tiny random ``family`` model (one of :data:`SCHEME_FAMILIES`) wrapped in a bridge."""
     import transformers
 

@@ -31,7 +31,7 @@ here (:meth:`MLA.unrotate`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 import torch
 from einops import einsum
@@ -118,7 +118,7 @@ class MLA(PositionalScheme):
         return self.frequency_cross_logits(q_content, q_rope, k_content, k_rope,
                                            query_position).sum(2)
 
-    def cross_logits(self, q, k, query_position):  # noqa: D102
+    def cross_logits(self, q, k, query_position) -> NoReturn:  # noqa: D102
         raise InvalidSelectionError(
             "MLA's keys come in two parts (per-head content, shared RoPE): use "
             "mla_cross_logits(q_content, q_rope, k_content, k_rope, query_position)")

@@ -10,6 +10,7 @@ RoPE on some heads only is :class:`HeadwiseRope`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import torch
 from torch import Tensor
@@ -43,7 +44,7 @@ class Rope(PositionalScheme):
     def frequency_angles(self) -> Tensor:
         return self.spec.angles
 
-    def cross_logits(self, q, k, query_position):  # noqa: D102
+    def cross_logits(self, q, k, query_position) -> NoReturn:  # noqa: D102
         raise NotImplementedError(
             "RoPE's cross-logits come from lens_possym.scores.crosslogits.cross_logit_factors "
             "(per frequency, with the model's own tables)")

@@ -12,7 +12,8 @@ __all__ = ["ablation_report", "band_sweep_report"]
 
 def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str,
                     side: str | None, before: Mapping[str, float], after: Mapping[str, float],
-                    task: Mapping[str, Any], command: str = "") -> Report:
+                    task: Mapping[str, Any], command: str = "",
+                    change: Mapping[str, Mapping[str, float]] | None = None) -> Report:
     """Before/after of one ablation on the binding task.
 
     Args:
@@ -21,6 +22,8 @@ def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str
         mode, side: how (``zero``/``mean``/``unrotate``; ``q``/``k``/``qk``).
         before, after: ``{metric: value}`` without and with the ablation.
         task: the prompts (``n_prompts``, ``n_pairs``, ``seed``, ...).
+        change: ``{metric: {mean, se, ci_low, ci_high}}`` of the per-prompt change
+            (after − before), shown with error bars.
     """
     from ..interventions.selection import freqs_label
 
@@ -38,11 +41,34 @@ def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str
         "means the ablated frequencies carried what the task needs."))
     rows = [{"metric": key, "before": before[key], "after": after[key],
              "change": after[key] - before[key]} for key in before]
+    if change:
+        for row in rows:
+            c = change.get(row["metric"], {})
+            row.update({"change_se": c.get("se"), "ci_low": c.get("ci_low"),
+                        "ci_high": c.get("ci_high")})
     report.table(rows)
+    if change:
+        report.image(_change_figure(rows), alt="change with intervals", caption=(
+            "Change per metric (after − before, per prompt, averaged) with its 95% bootstrap "
+            "interval over prompts; a paired difference, so the interval is about the "
+            "ablation, not about how the prompts differ."))
     report.section("Prompts").key_values(list(task.items()))
     report.glossary(["accuracy", "candidate_accuracy", "logit_diff", "loss", "effect", "mode",
-                     "side", "frequency_id", "band"])
+                     "side", "frequency_id", "band"] + (["change_se", "bootstrap_interval"]
+                                                        if change else []))
     return report
+
+
+def _change_figure(rows: list[dict]):
+    from matplotlib.figure import Figure
+
+    from ..viz.patching import plot_effects
+
+    fig = Figure(figsize=(5.5, 1.3 + 0.35 * len(rows)), constrained_layout=True)
+    plot_effects([r["metric"] for r in rows], [r["change"] for r in rows],
+                 [r["ci_low"] for r in rows], [r["ci_high"] for r in rows],
+                 ax=fig.subplots(), baseline=0.0, xlabel="change (after − before)", sort=False)
+    return fig
 
 
 def _sweep_figure(sweep: BandSweep, metric: str):
@@ -99,18 +125,38 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
     first = next((m for m in ("logit_diff", "loss") if m in sweep.metrics), sweep.metrics[0])
     rises = first == "loss"
     report.section(f"Largest {'rises' if rises else 'drops'} in {first}")
-    rows = []
+    rows, bars = [], []
+    unc = sweep.uncertainty(first) if first in sweep.per_prompt else None
     for layer, head, band, value in sweep.top(10, first, raise_=rises):
         row = {"head": f"{layer}.{head}", "band": band, f"Δ {first}": value}
         b = sweep.band_names.index(band)
+        if unc is not None:
+            row.update({"standard_error": float(unc.se[layer, head, b]),
+                        "ci_low": float(unc.low[layer, head, b]),
+                        "ci_high": float(unc.high[layer, head, b])})
+            bars.append((f"{layer}.{head} {band}", value, row["ci_low"], row["ci_high"]))
         for other in sweep.metrics:
             if other != first:
                 row[f"Δ {other}"] = float(sweep.effect(other)[layer, head, b])
         rows.append(row)
     report.table(rows)
+    if bars:
+        from matplotlib.figure import Figure
+
+        from ..viz.patching import plot_effects
+
+        fig = Figure(figsize=(5.5, 1.3 + 0.3 * len(bars)), constrained_layout=True)
+        labels, means, lows, highs = zip(*bars)
+        plot_effects(labels, means, lows, highs, ax=fig.subplots(), baseline=0.0, sort=False,
+                     xlabel=f"Δ {first} (band ablated − baseline)")
+        report.image(fig, alt="largest drops with intervals", caption=(
+            f"The largest {'rises' if rises else 'drops'} in {first} with their 95% bootstrap "
+            f"intervals over the {sweep.per_prompt[first].shape[-1]} prompts (paired: the same "
+            "prompt with and without the ablation)."))
     mean = sweep.effect(first)[sweep.layers].nanmean(dim=(0, 1))
     report.section(f"Mean Δ {first} per band, over heads").table(
         [{"band": name, f"mean Δ {first}": float(v)} for name, v in zip(sweep.band_names, mean)])
     report.glossary(["accuracy", "candidate_accuracy", "logit_diff", "loss", "effect", "band",
-                     "mode", "side", "frequency_id"])
+                     "mode", "side", "frequency_id"] + (["standard_error", "bootstrap_interval"]
+                                                        if sweep.per_prompt else []))
     return report

@@ -16,11 +16,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .._inputs import ModelInput, as_heads, as_layers, as_positions, as_tokens
+from .._inputs import (ModelInput, as_heads, as_layers, as_positions, as_tokens,
+                       is_activation_cache)
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError, UnsupportedModelError
-from ..rope import RopeSpec, rope_specs
+from ..rope import RopeSpec, heads_view, rope_specs
 from ..typing import HookedModel
 from .config import ScoreConfig
 from .crosslogits import cross_logit_factors
@@ -49,10 +50,50 @@ def resolve_for_input(model: HookedModel, input: ModelInput, config: ScoreConfig
                       ) -> tuple[Int[Tensor, "batch pos"], ScoreConfig]:
     """``input``'s tokens, and ``config`` resolved for them: ``query_position`` an index,
     ``exclude_bos`` a bool (what every swap-score path records in its result)."""
+    if is_activation_cache(input):
+        return None, _resolve_for_cache(model, input, config)
     tokens = as_tokens(model, input)
     qpos = int(as_positions(config.query_position, tokens.shape[1])[0])
     return tokens, config.replace(
         query_position=qpos, exclude_bos=resolve_exclude_bos(model, tokens, config.exclude_bos))
+
+
+def _cache_positions(specs: Sequence[RopeSpec], cache: Any) -> int:
+    """The number of positions of the run a cache holds (from a layer's query hook)."""
+    for spec in specs:
+        if spec.q_hook in cache:
+            return int(heads_view(cache[spec.q_hook], spec).shape[1])
+    raise InvalidSelectionError(
+        f"the activation cache holds no query hook ({specs[0].q_hook}, ...); cache the hooks "
+        "the scores read (lens_possym.capture.cache_hook_names) or pass the tokens")
+
+
+def _resolve_for_cache(model: HookedModel, cache: Any, config: ScoreConfig) -> ScoreConfig:
+    """``config`` resolved for the run an activation cache holds (nothing is run): the
+    closed form only (a re-run needs the tokens); ``exclude_bos="auto"`` reads position 0's
+    embedding (``hook_embed``) against the BOS token's."""
+    if config.method != "exact":
+        raise InvalidSelectionError(
+            "method='rerun' runs the model on swapped tokens, which an activation cache does "
+            "not hold; pass the tokens instead, or score the cache with method='exact'")
+    n_pos = _cache_positions(rope_specs(model), cache)
+    qpos = int(as_positions(config.query_position, n_pos)[0])
+    exclude = config.exclude_bos
+    if exclude == "auto":
+        bos = getattr(getattr(model, "tokenizer", None), "bos_token_id", None)
+        if bos is None:
+            exclude = False
+        elif "hook_embed" in cache and hasattr(model, "embed"):
+            with torch.no_grad():
+                first = cache["hook_embed"][:, 0]
+                embedded = model.embed(torch.tensor([[bos]], device=first.device))[0, 0]
+            exclude = bool((first == embedded.to(first.dtype)).all())
+        else:
+            raise InvalidSelectionError(
+                "exclude_bos='auto' looks at position 0 of the tokens, which the activation "
+                "cache does not hold; cache hook_embed as well, or pass exclude_bos=True or "
+                "False")
+    return config.replace(query_position=qpos, exclude_bos=exclude)
 
 
 @dataclass
@@ -112,7 +153,12 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
     Args:
         model: a bridge (:func:`lens_possym.load_model`, ...) or any
             :class:`~lens_possym.typing.HookedModel` defining ``lens_possym_rope_specs()``.
-        input: a prompt, prompts of equal token length, or tokens ``[batch, pos]``.
+        input: a prompt, prompts of equal token length, tokens ``[batch, pos]``, or a
+            ``transformer_lens.ActivationCache`` of the run (any mapping of hook names to
+            tensors; nothing is run) holding each scored layer's q/k hooks
+            (:func:`~lens_possym.capture.cache_hook_names`), as for
+            :func:`~lens_possym.frequency_logits`: closed form and layer site only, and
+            ``exclude_bos="auto"`` needs ``hook_embed`` too (or pass True/False).
         config, settings: how to score (:class:`~lens_possym.scores.ScoreConfig`).
         layers, heads: which to score (all by default); others are ``nan`` in the result.
         progress: show a progress bar over layers.
@@ -125,20 +171,30 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
         InvalidSelectionError: a bad setting, bad layers/heads/positions, an empty or
             too-long prompt, too few keys for the swaps.
         NotRopeModelError: the model has no positional scheme lens-possym knows.
-        NoFrequenciesError: ``per_frequency=True`` on a layer without frequencies (absolute,
-            ALiBi): models that are not all RoPE, and any ``swap_site`` other than
-            ``"layer"``, are scored by :func:`~lens_possym.scores.sites.site_swap_scores`.
+        NoFrequenciesError: ``per_frequency=True`` asked for (in ``config`` or as a
+            keyword) on a layer without frequencies (absolute, ALiBi): models that are not
+            all RoPE, and any ``swap_site`` other than ``"layer"``, are scored by
+            :func:`~lens_possym.scores.sites.site_swap_scores`. Left at the defaults, such
+            a model is scored per frequency where that is possible and per head otherwise
+            (the result's ``config.per_frequency`` says which).
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
+    asked_per_frequency = config is not None or "per_frequency" in settings
     config = ScoreConfig.coerce(config, **settings)
     if config.swap_site != "layer" or not _all_rope(model):
-        from .sites import site_swap_scores
+        from .sites import per_frequency_available, site_swap_scores
 
+        if (config.per_frequency and not asked_per_frequency
+                and not per_frequency_available(model, config, layers)):
+            # the default scores what the model has: whole heads where its layers have no
+            # frequencies (absolute, ALiBi) or the site has no per-frequency form
+            config = config.replace(per_frequency=False)
         return site_swap_scores(model, input, config, layers=layers, heads=heads,
                                 progress=progress)
     specs, tokens, config, results = _score_layers(model, input, config, layers, heads,
                                                    progress)
-    return _assemble(results, config, **_grid(specs), n_tokens=tokens.shape[1],
+    n_tokens = tokens.shape[1] if tokens is not None else _cache_positions(specs, input)
+    return _assemble(results, config, **_grid(specs), n_tokens=n_tokens,
                      model_name=str(getattr(getattr(model, "cfg", None), "model_name", "")))
 
 
@@ -264,8 +320,9 @@ def _score_layers(model: HookedModel, input: ModelInput, config: ScoreConfig,
     specs = rope_specs(model)
     chosen = as_layers(layers, len(specs))
     tokens, config = resolve_for_input(model, input, config)
-    guard_hooks(model, specs, chosen, config)
-    captured = capture_attention_inputs(model, tokens, chosen,
+    if tokens is not None:  # a cache: nothing runs, so hooks on the model change nothing
+        guard_hooks(model, specs, chosen, config)
+    captured = capture_attention_inputs(model, input if tokens is None else tokens, chosen,
                                         query_positions=config.query_position)
     results = [_score_layer(model, tokens, captured[layer],
                             as_heads(heads, specs[layer].n_heads, layer), config)

@@ -36,6 +36,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .._inputs import ModelInput, as_heads, as_layers
+from .._precision import is_half, model_tolerance
 from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme, schemes
@@ -48,7 +49,7 @@ from .config import ScoreConfig
 from .exclusion import exclusion_from_matrix
 from .swaps import SwapSet, WeightedCosines, swap_set
 
-__all__ = ["site_swap_scores", "site_cross_logits", "matrix_swap_scores",
+__all__ = ["per_frequency_available", "site_swap_scores", "site_cross_logits", "matrix_swap_scores",
            "frequency_matrix_swap_scores", "rerun_site_scores"]
 
 
@@ -128,7 +129,8 @@ def site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads
     return scheme.cross_logits(q, k, qpos)
 
 
-#: largest |softmax(diag C) − model pattern| accepted by the check
+#: largest |softmax(diag C) − model pattern| accepted by the check in a float32 (or wider)
+#: model; a half-precision model's at its dtype's rounding (``_precision.model_tolerance``)
 PATTERN_TOLERANCE = 1e-5
 
 
@@ -139,7 +141,8 @@ def _check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme, he
     pattern = run_capturing(model, tokens, [ls.pattern_hook])[ls.pattern_hook][:, heads, qpos]
     implied = torch.softmax(torch.diagonal(cross, dim1=-2, dim2=-1), -1)
     error = float((implied - pattern.to(implied)).abs().max())
-    if error > PATTERN_TOLERANCE:
+    tolerance = model_tolerance(pattern.dtype) if is_half(pattern.dtype) else PATTERN_TOLERANCE
+    if error > tolerance:
         raise DecompositionMismatchError(
             f"layer {ls.layer}: the {ls.scheme.name} scheme read from this model misses its "
             f"attention by {error:.3g}; report the family (check=False skips this check)")
@@ -226,10 +229,22 @@ def rerun_site_scores(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads
     return acc.result()
 
 
+def per_frequency_available(model: HookedModel, config: ScoreConfig,
+                            layers: int | Sequence[int] | None = None) -> bool:
+    """Whether :func:`site_swap_scores` can score the chosen ``layers`` per frequency
+    with ``config``: every one has frequencies (MLA), at the ``"layer"`` site, in closed
+    form. :func:`~lens_possym.scores.swap_scores` left at its defaults scores per
+    frequency only then (and whole heads otherwise), instead of refusing the model."""
+    layer_schemes = schemes(model)
+    chosen = as_layers(layers, len(layer_schemes))
+    return (config.swap_site == "layer" and config.method == "exact"
+            and all(isinstance(layer_schemes[layer].scheme, MLA) for layer in chosen))
+
+
 def site_swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | None = None, *,
                      layers: int | Sequence[int] | None = None,
                      heads: int | Sequence[int] | None = None, progress: bool = False,
-                     **settings: Any):
+                     **settings: Any) -> PosSymScores:
     """:func:`~lens_possym.scores.swap_scores` for any positional scheme and swap site.
 
     ``config.swap_site`` picks the site (module docstring). Whole-head scores (and

@@ -25,6 +25,7 @@ from .interactive import (
     swap_attention_figure,
 )
 from .interventions import plot_ablation_comparison, plot_band_sweep
+from .patching import plot_effects, plot_patching_grid, plot_patching_top
 from .scores import (
     pick_example_heads,
     plot_frequency_plane,
@@ -73,6 +74,10 @@ __all__ = [
     "attention_view_html",
     "plot_band_sweep",
     "plot_ablation_comparison",
+    # patching grids, and any effect with its interval
+    "plot_patching_grid",
+    "plot_patching_top",
+    "plot_effects",
     # synthetic experiments: canonical tasks, toy models, training
     "plot_accuracy_vs_freq",
     "plot_accuracy_by_position",

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.axes import Axes
+
 __all__ = ["axes_or_new", "to_numpy", "angle_label"]
 
 
-def axes_or_new(ax, figsize: tuple[float, float]):
+def axes_or_new(ax, figsize: tuple[float, float]) -> "Axes":
     """``ax`` itself, or the axes of a new ``figsize`` figure (constrained layout)."""
     if ax is not None:
         return ax
@@ -15,7 +21,7 @@ def axes_or_new(ax, figsize: tuple[float, float]):
     return ax
 
 
-def to_numpy(values):
+def to_numpy(values) -> np.ndarray:
     """A tensor (on any device, with or without grad) or array-like as a NumPy array.
 
     Results can live on a GPU (frequency logits and norms stay on the model's device);

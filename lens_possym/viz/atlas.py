@@ -9,6 +9,8 @@ ones a profile has).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from jaxtyping import Float
@@ -18,6 +20,9 @@ from .._checks import boundary
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["plot_frequency_atlas", "atlas_values", "logit_share", "ATLAS_VIEWS"]
 
@@ -63,7 +68,7 @@ def atlas_values(scores: PosSymScores, view: str,
 @boundary
 def plot_frequency_atlas(scores: PosSymScores, view: str = "sym", *,
                          share: Float[Tensor, "layer head_index freq"] | None = None,
-                         ax=None, n_ticks: int = 6):
+                         ax=None, n_ticks: int = 6) -> "Axes":
     """Heads × frequency ids heatmap of one per-frequency quantity, for the whole model.
 
     Args:

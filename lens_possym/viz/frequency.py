@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -14,6 +14,9 @@ from .._ids import head_name
 from ..decompose import FrequencyLogits, FrequencyNorms
 from ..errors import InvalidSelectionError
 from ._axes import angle_label, axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
@@ -44,16 +47,17 @@ def _curve(values: Any, angles: Tensor) -> Tensor:
     except (TypeError, ValueError, RuntimeError):
         curve = None
     if curve is None or curve.ndim != 1 or angles.ndim != 1 or len(curve) != len(angles):
+        count = len(angles) if angles.ndim == 1 else "?"
         raise InvalidSelectionError(
-            f"values must be one number per frequency id ({len(angles) if angles.ndim == 1 else '?'}"
-            f" of them, as angles), got {values!r:.60}")
+            f"values must be one number per frequency id ({count} of them, as angles), got "
+            f"{values!r:.60}")
     return curve
 
 
 @boundary
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
                            angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
-                           ylabel: str = "", logy: bool = False, **line_kwargs):
+                           ylabel: str = "", logy: bool = False, **line_kwargs) -> "Axes":
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
     values = _curve(values, angles)
     ax = axes_or_new(ax, (7, 3.5))
@@ -71,7 +75,7 @@ def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
 
 @boundary
 def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None, query: int = -1,
-                     batch: int = 0, ax=None, share: bool = False, logy: bool = False):
+                     batch: int = 0, ax=None, share: bool = False, logy: bool = False) -> "Axes":
     """Norm over visible keys of each frequency's logit row (paper A, Figure 1D), per head.
 
     Args:
@@ -103,7 +107,7 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
 
 @boundary
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
-               which: str = "q", ax=None, logy: bool = False):
+               which: str = "q", ax=None, logy: bool = False) -> "Axes":
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
     from .._ids import read_ids
 
@@ -124,7 +128,7 @@ def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None
     return ax
 
 
-def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True):
+def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True) -> "Axes":
     """All heads × frequencies: rows ``layer:head``, columns frequency id.
 
     With ``normalize`` each row is divided by its sum, so rows compare by *where* a head puts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import numpy as np
@@ -9,12 +11,15 @@ import numpy as np
 from ..interventions.importance import HeadImportance
 from ._axes import axes_or_new, to_numpy
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
 __all__ = ["plot_head_importance"]
 
 
 def plot_head_importance(result: HeadImportance, *, relative: bool = False, ax=None,
                          title: str | None = None, annotate: bool = True,
-                         cmap: str = "RdBu"):
+                         cmap: str = "RdBu") -> "Axes":
     """Heatmap of the effect ``Δ`` = ablated − baseline (or ``Δ / |baseline|``) per layer
     and query head.
 

@@ -10,7 +10,7 @@ the head.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from jaxtyping import Float
 from torch import Tensor
@@ -21,6 +21,9 @@ from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, to_numpy
 from .atlas import ATLAS_VIEWS, atlas_values
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = ["plane_figure", "heatmaps_figure", "atlas_figure", "head_profile_figure",
            "swap_attention_figure", "PLOTLY_CONFIG"]
@@ -55,7 +58,7 @@ def _hover_numbers(scores: PosSymScores, layer: int, head: int) -> str:
     return text
 
 
-def plane_figure(scores: PosSymScores, *, height: int = 440, width: int = 480):
+def plane_figure(scores: PosSymScores, *, height: int = 440, width: int = 480) -> "go.Figure":
     """Every scored head as a point ``(s_POS, s_SYM)`` coloured by layer; hover: its numbers."""
     go = _go()
     heads = [(layer, head) for layer in range(scores.n_layers) for head in range(scores.n_heads)
@@ -79,7 +82,7 @@ def plane_figure(scores: PosSymScores, *, height: int = 440, width: int = 480):
     return fig
 
 
-def heatmaps_figure(scores: PosSymScores, *, height: int | None = None, width: int = 540):
+def heatmaps_figure(scores: PosSymScores, *, height: int | None = None, width: int = 540) -> "go.Figure":
     """Layer × head heatmaps of s_POS and s_SYM side by side; hover: the head's numbers."""
     go = _go()
     from plotly.subplots import make_subplots
@@ -109,7 +112,7 @@ def _row_labels(scores: PosSymScores, rows: Sequence[int]) -> list[str]:
 @boundary
 def atlas_figure(scores: PosSymScores, *,
                  share: Float[Tensor, "layer head_index freq"] | None = None,
-                 view: str = "sym", height: int | None = None):
+                 view: str = "sym", height: int | None = None) -> "go.Figure":
     """The frequency atlas (:func:`~lens_possym.viz.plot_frequency_atlas`), interactive.
 
     Rows ``layer.head``, columns frequency ids, θ of each id on the top axis; buttons switch
@@ -167,7 +170,7 @@ def atlas_figure(scores: PosSymScores, *,
 @boundary
 def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
                         share: Float[Tensor, "layer head_index freq"] | None = None,
-                        height: int = 300):
+                        height: int = 300) -> "go.Figure":
     """One head's s_POS and s_SYM per frequency id (and its logit share on a second axis)."""
     from .scores import _scored_head
 
@@ -202,7 +205,7 @@ def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
 
 def swap_attention_figure(words: Sequence[str], before: Tensor, after: Tensor,
                           first: Sequence[int], second: Sequence[int], *, title: str = "",
-                          height: int = 260):
+                          height: int = 260) -> "go.Figure":
     """The query row's attention before and after a swap of key groups ``first``/``second``."""
     go = _go()
     x = list(range(len(before)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -11,11 +11,14 @@ from ..interventions.selection import freqs_label
 from ..interventions.sweep import BandSweep
 from ._axes import to_numpy
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["plot_band_sweep", "plot_ablation_comparison"]
 
 
 def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool = True,
-                    axes=None, vmax: float | None = None, cmap: str = "RdBu"):
+                    axes=None, vmax: float | None = None, cmap: str = "RdBu") -> "Figure":
     """One heatmap per band (layers × heads) of a :class:`BandSweep`.
 
     Args:
@@ -64,7 +67,7 @@ def plot_band_sweep(sweep: BandSweep, metric: str | None = None, *, effect: bool
 
 def plot_ablation_comparison(results: Mapping[str, Mapping[str, float]],
                              metrics: Sequence[str] = ("accuracy", "logit_diff"), *,
-                             errors: Mapping[str, Mapping[str, float]] | None = None, axes=None):
+                             errors: Mapping[str, Mapping[str, float]] | None = None, axes=None) -> "Figure":
     """Bar charts comparing conditions (e.g. baseline, low band, high band, random heads).
 
     Bars are grey for ``baseline`` (also drawn as a dashed line), blue for conditions whose

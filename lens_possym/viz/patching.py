@@ -10,12 +10,15 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..errors import InvalidSelectionError
 from ._axes import axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["plot_patching_grid", "plot_effects", "plot_patching_top"]
 
@@ -41,7 +44,7 @@ def _rows(grid) -> tuple[np.ndarray, list[str], str, str]:
 
 
 def plot_patching_grid(grid, *, ax=None, title: str | None = None, cmap: str = "RdBu",
-                       annotate: bool = True):
+                       annotate: bool = True) -> "Axes":
     """The mean over prompts of each cell of a :class:`~lens_possym.interventions.PatchingGrid`.
 
     Colours are centred on the unpatched run's mean (white = the patch changed nothing;
@@ -95,7 +98,7 @@ def plot_patching_grid(grid, *, ax=None, title: str | None = None, cmap: str = "
 
 def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, ax=None,
                  baseline: float | None = None, xlabel: str = "effect", title: str | None = None,
-                 sort: bool = True, color: str = "C0"):
+                 sort: bool = True, color: str = "C0") -> "Axes":
     """Horizontal bars of ``mean`` per label, with error bars from ``low``/``high`` (an
     interval) or ``± se``; ``baseline`` draws a reference line.
 
@@ -134,7 +137,7 @@ def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, a
     return ax
 
 
-def plot_patching_top(grid, k: int = 15, *, ax=None, title: str | None = None):
+def plot_patching_top(grid, k: int = 15, *, ax=None, title: str | None = None) -> "Axes":
     """The ``k`` cells whose patch moves the metric most: the effect (patched − unpatched,
     per prompt, averaged) with its 95% bootstrap interval."""
     unc = grid.uncertainty(of_effect=True)

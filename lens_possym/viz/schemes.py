@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
 
 from ..positions.toeplitz import TermMagnitudes
 from ._axes import to_numpy
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
 __all__ = ["plot_toeplitz_terms"]
 
 
-def plot_toeplitz_terms(magnitudes: TermMagnitudes, *, axes=None, cmap: str = "magma"):
+def plot_toeplitz_terms(magnitudes: TermMagnitudes, *, axes=None, cmap: str = "magma") -> "Sequence[Axes]":
     """One heatmap per term (``cc``, ``cp``, ``pc``, ``pp``, ``bias``, or ``content`` and
     ``bias``, or one per RoPE frequency): mean ``|term|`` over visible (query, key) entries,
     layers down, heads across, on one colour scale so the terms compare.

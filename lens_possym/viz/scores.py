@@ -7,7 +7,7 @@ returns what it drew into.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
 from .frequency import plot_frequency_profile
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "plot_plane",
@@ -39,7 +42,7 @@ def _square(ax) -> None:
     ax.set_ylabel("symbolic score $s_{SYM}$")
 
 
-def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = "viridis"):
+def plot_plane(scores: PosSymScores, *, ax=None, annotate: int = 0, cmap: str = "viridis") -> "Axes":
     """Every head as a point ``(s_POS, s_SYM)``, coloured by layer (Figure 1A).
 
     ``annotate`` labels that many heads at each corner (most positional, most symbolic)
@@ -81,7 +84,7 @@ def _label_groups(scores: PosSymScores, k: int, radius: float = 0.06
     return groups
 
 
-def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = None):
+def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = None) -> "Sequence[Axes]":
     """Layer × head heatmaps of s_POS and s_SYM side by side (Figure 1B)."""
     import matplotlib.pyplot as plt
 
@@ -116,7 +119,7 @@ def _scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]
     return layer, head
 
 
-def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None):
+def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None) -> "Axes":
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
     layer, head = _scored_head(scores, layer, head)
     ax = axes_or_new(ax, (7, 3.5))
@@ -133,7 +136,7 @@ def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=Non
     return ax
 
 
-def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None):
+def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None) -> "Axes":
     """Each frequency id of one head as a point on the plane, coloured by id (Figure 1F)."""
     import matplotlib.pyplot as plt
 
@@ -173,7 +176,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
 @boundary
 def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
                         swap: str = "token", n_blocks: int = 8, exclude_bos: bool | str = "auto",
-                        axes: Sequence[Any] | None = None):
+                        axes: Sequence[Any] | None = None) -> "Sequence[Axes]":
     """The query row's attention before and after the swap that weighs most (Figure 1E).
 
     For each named head (e.g. from :func:`pick_example_heads`), the clean attention of the

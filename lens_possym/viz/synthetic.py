@@ -5,12 +5,15 @@ plane."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 
 from ._axes import angle_label, axes_or_new, to_numpy
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "plot_accuracy_vs_freq",
@@ -49,7 +52,7 @@ def _x_axis(ax, sweep, xs: list[int]) -> None:
 
 
 def plot_accuracy_vs_freq(sweep, *, ax=None, label: str | None = None, chance: float | None = None,
-                          **line_kwargs):
+                          **line_kwargs) -> "Axes":
     """Test accuracy against frequency id (angle on top): mean line, one dot per seed."""
     ax = _axes(ax)
     xs = _varying_id(sweep)
@@ -72,7 +75,7 @@ def plot_accuracy_vs_freq(sweep, *, ax=None, label: str | None = None, chance: f
     return ax
 
 
-def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=None):
+def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=None) -> "Axes":
     """Accuracy by answer position, one curve per frequency set (mean over seeds).
 
     ``ids`` picks sets by their varying id (all by default).
@@ -99,7 +102,7 @@ def plot_accuracy_by_position(sweep, *, ids: Sequence[int] | None = None, ax=Non
 
 
 def plot_w_max(w_max, positions: Sequence[int] | None = None, *, ax=None, label: str | None = None,
-               **line_kwargs):
+               **line_kwargs) -> "Axes":
     """``w_max(j)`` along the answer position (Theorem 7)."""
     ax = _axes(ax)
     w = to_numpy(torch.as_tensor(w_max, dtype=torch.float64))
@@ -112,7 +115,7 @@ def plot_w_max(w_max, positions: Sequence[int] | None = None, *, ax=None, label:
     return ax
 
 
-def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = None):
+def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = None) -> "Axes":
     """Test accuracy against step for one or more :class:`~lens_possym.synthetic.training.TrainResult`."""
     ax = _axes(ax)
     results = results if isinstance(results, (list, tuple)) else [results]
@@ -129,7 +132,7 @@ def plot_training_curves(results, *, ax=None, labels: Sequence[str] | None = Non
 
 
 def plot_qk_trajectory(traj, *, ax=None, color_by: Sequence[int] | None = None,
-                       max_keys: int = 64):
+                       max_keys: int = 64) -> "Axes":
     """Queries (blue shades) and keys (orange) on a frequency's plane over training.
 
     Each query's path is drawn from its first to its last recorded step, ending in a dot;
@@ -160,7 +163,7 @@ def plot_qk_trajectory(traj, *, ax=None, color_by: Sequence[int] | None = None,
     return ax
 
 
-def plot_scores_vs_freq(sweep, *, ax=None):
+def plot_scores_vs_freq(sweep, *, ax=None) -> "Axes":
     """Positional and symbolic scores of the trained heads against frequency id."""
     ax = _axes(ax)
     xs = np.array(_varying_id(sweep))

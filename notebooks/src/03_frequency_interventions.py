@@ -183,4 +183,58 @@ scores' content swaps. Each operation `OP` also comes as `OP_hook` (one hook fun
 `OP_hooks` (the `(name, fn)` list) in `lens_possym.interventions`. See
 `docs/interventions.md`.
 """),
+("md", r"""
+## 6. Patching on smollm2-135m: which head, which frequencies
+
+Activation patching asks which activations carry what the answer depends on. It needs two
+prompts that differ in one controlled way: `lp.tasks.word_distance_pairs` builds them from
+the word-distance task (continue a listed sequence after a cue of two words), with the
+corruption `shift_cue`: the cue is taken from another place of the list, so the answer is
+another list word, and only the two cue tokens change. The metric is the logit difference
+between the clean and the corrupted answer, normalised so that the corrupted run scores 0
+and the clean run 1.
+
+`lp.interventions.patch_grid` patches each head's output (`hook_z`, all positions) from the
+clean run into the corrupted one, several heads per forward pass, and keeps every prompt's
+value: each cell comes with its standard error and a bootstrap interval. Then the same for
+every RoPE frequency pair of the head that restores most. (`lens-possym patch --model
+smollm2-135m --task distance --out DIR` writes the same as `patch.json`, figures and a
+report; `docs/patching.md`.)
+"""),
+("code", r"""
+small_model = lp.load_model("smollm2-135m")
+pairs = lp.tasks.word_distance_pairs(small_model, None, "shift_cue", n_prompts=8)
+print("clean:    ", pairs.clean_prompts[0], "→", small_model.to_string(pairs.clean_answers[:1]))
+print("corrupted:", pairs.corrupted_prompts[0], "→",
+      small_model.to_string(pairs.corrupted_answers[:1]))
+
+grid = lp.interventions.patch_grid(small_model, pairs)          # [n_layers, n_heads, prompts]
+print(grid)
+print(grid.summary(5))
+fig, axes = plt.subplots(1, 2, figsize=(13, 6), constrained_layout=True)
+viz.plot_patching_grid(grid, ax=axes[0], annotate=False)
+viz.plot_patching_top(grid, 10, ax=axes[1])
+plt.show()
+"""),
+("code", r"""
+(layer, head), effect, se = grid.top(1)[0]
+freqs = lp.interventions.patch_grid(small_model, pairs, site="frequencies", layers=[layer],
+                                    heads=[head])
+print(freqs.summary(5))
+table = freqs.to_dataframe()            # one row per frequency: value, se, ci_low, ci_high
+print(table.sort_values("value", ascending=False).head(5)[["frequency", "value", "se", "ci_low", "ci_high"]])
+"""),
+("md", r"""
+The head's scores on the same prompts, read from an `ActivationCache` of the clean run (the
+layer's q/k hooks and `hook_embed`, which tells the scores that position 0 is BOS):
+"""),
+("code", r"""
+from lens_possym.capture import cache_hook_names
+
+_, cache = small_model.run_with_cache(
+    pairs.clean_tokens, names_filter=cache_hook_names(small_model, layer) + ["hook_embed"])
+scores = lp.swap_scores(small_model, cache, layers=layer)
+print(f"head {layer}.{head}: s_POS {float(scores.pos[layer, head]):.3f}, "
+      f"s_SYM {float(scores.sym[layer, head]):.3f}")
+"""),
 ]

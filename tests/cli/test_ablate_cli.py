@@ -38,6 +38,12 @@ def test_ablate_reports_before_and_after(tmp_path, capsys):
     assert again.logit_diff == pytest.approx(after.logit_diff, abs=1e-6)
     report = (tmp_path / "report.html").read_text()
     assert "The binding task before and after" in report and "1.0" in report
+    change = payload["change"]["logit_diff"]  # paired over prompts, with its interval
+    diffs = after.logit_diffs.double() - before.logit_diffs.double()
+    assert change["mean"] == pytest.approx(float(diffs.mean()), abs=1e-6)
+    assert change["se"] == pytest.approx(float(diffs.std() / 6 ** 0.5), abs=1e-6)
+    assert change["ci_low"] <= change["mean"] <= change["ci_high"]
+    assert "95% bootstrap interval" in report and "± SE" in printed
 
 
 def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
@@ -57,6 +63,9 @@ def test_sweep_writes_json_and_heatmaps(tmp_path, capsys):
     assert lp.interventions.BandSweep.load(tmp_path / "sweep.json").layers == [1, 2]
     report = (tmp_path / "report.html").read_text()
     assert "Largest drops in logit_diff" in report and 'id="sweep-accuracy"' in report
+    se = tensor_from_json(payload["effect_se"]["logit_diff"])
+    assert se.shape == (3, 4, 3) and torch.isfinite(se[1:]).all()
+    assert "bootstrap intervals" in report
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -23,6 +23,8 @@ def test_heads_writes_json_and_heatmap_matching_the_library(tmp_path, capsys):
     result = HeadImportance.from_json((out / "heads.json").read_text())
     assert result.ablated.shape == (2, 4) and result.info["task"] == "binding"
     assert (out / "heads.png").stat().st_size > 1000
+    assert (out / "heads_top.png").stat().st_size > 1000 and "± SE" in printed
+    assert result.effect_se.shape == (2, 4) and torch.isfinite(result.effect_se).all()
     model = lp.tiny_model("llama")
     task = lp.binding_task(model, n_prompts=6, n_pairs=4, seed=0)
     expected = head_importance(model, ImportanceBatch.from_binding(task), "logit_diff")

@@ -31,8 +31,9 @@ def _full(model, tokens, metric, **kwargs):
 
 
 def test_patching_a_head_from_the_clean_run_into_itself_changes_nothing(tiny):
-    """Bit for bit against the same passes with nothing patched (a setter that leaves the
-    activation alone); to float32 rounding against the unbatched, whole-input baseline."""
+    """Every cell is found to change nothing and holds the unpatched run's values; on the
+    hook path (every cell patched, nothing skipped) bit for bit the same as passes with
+    nothing patched."""
     pairs = binding_pairs(tiny, None, "swap_query", n_prompts=3, n_pairs=3)
     _, clean = tiny.run_with_cache(pairs.clean_tokens)
     metric = pairs.logit_diff
@@ -43,10 +44,11 @@ def test_patching_a_head_from_the_clean_run_into_itself_changes_nothing(tiny):
     for axes, grid_fn, per_pass in ((("layer", "head"), patch_head_out_all_pos, 5),
                                     (("layer", "pos", "head"), patch_head_out_by_pos, 7)):
         grid = grid_fn(tiny, pairs.clean_tokens, clean, metric, patches_per_pass=per_pass)
+        assert grid.info["cells_unchanged"] == grid.mean().numel() and grid.n_passes == 0
+        assert torch.equal(grid.values, grid.baseline.expand_as(grid.values))
         unpatched = generic_patch_grid(tiny, pairs.clean_tokens, clean, metric, untouched, "z",
                                        axes, patches_per_pass=per_pass)
         assert torch.equal(grid.values, unpatched.values)
-        assert torch.allclose(grid.values, grid.baseline.expand_as(grid.values), atol=1e-5)
     assert hooks_attached(tiny) == 0
 
 
@@ -54,7 +56,9 @@ def test_grid_entries_equal_patching_one_head_at_a_time(setup):
     model, pairs, metric, clean = setup
     grid = patch_head_out_all_pos(model, pairs.corrupted_tokens, clean, metric,
                                   patches_per_pass=3)
-    assert grid.shape == (2, 4) and grid.values.shape == (2, 4, 5) and grid.n_passes == 3
+    assert grid.shape == (2, 4) and grid.values.shape == (2, 4, 5)
+    prefix = grid.info["prefix_reused"]  # the question's positions and after: checked once
+    assert prefix == int(pairs.changed_positions().min()) and grid.n_passes == 3 + 1
     assert torch.allclose(grid.baseline, _full(model, pairs.corrupted_tokens, metric), atol=1e-5)
     for layer in range(2):
         for head in range(4):
@@ -64,6 +68,34 @@ def test_grid_entries_equal_patching_one_head_at_a_time(setup):
     tl = tl_patching.get_act_patch_attn_head_out_all_pos(
         model, pairs.corrupted_tokens, clean, lambda logits: metric(logits).mean())
     assert torch.allclose(grid.mean(), tl, atol=1e-5)
+
+
+def test_skipping_blocks_and_reusing_the_prefix_change_nothing(tiny):
+    """Each pass runs only the blocks from its first patched layer, and only the positions
+    a patch changes (the shared prefix comes from a KV cache): the same numbers as whole
+    passes, on every family (those whose caches do not support it fall back)."""
+    from lens_possym.interventions._passes import blocks_from, layer_list
+
+    pairs = binding_pairs(tiny, None, "swap_query", n_prompts=3, n_pairs=3)
+    _, clean = tiny.run_with_cache(pairs.clean_tokens)
+    metric = pairs.logit_diff
+    fast = patch_head_out_by_pos(tiny, pairs.corrupted_tokens, clean, metric,
+                                 patches_per_pass=6)
+    slow = patch_head_out_by_pos(tiny, pairs.corrupted_tokens, clean, metric,
+                                 patches_per_pass=6, reuse_prefix=False)
+    torch.testing.assert_close(fast.values, slow.values, atol=1e-5, rtol=0, equal_nan=True)
+    assert fast.info["cells_unchanged"] >= 2 * 4 * int(pairs.changed_positions().min())
+    if fast.info["prefix_reused"]:
+        assert fast.info["prefix_reused"] == int(pairs.changed_positions().min())
+    tokens = pairs.corrupted_tokens
+    with torch.no_grad():
+        _, cache = tiny.run_with_cache(tokens, names_filter=["blocks.1.hook_resid_pre"])
+        whole = tiny(cache["blocks.1.hook_resid_pre"], start_at_layer=1)
+        with blocks_from(tiny, 1) as skipped:
+            part = tiny(cache["blocks.1.hook_resid_pre"], start_at_layer=1)
+    assert skipped and layer_list(tiny) is not None and fast.info["blocks_skipped"]
+    assert torch.equal(part, whole)
+    assert hooks_attached(tiny) == 0
 
 
 @pytest.mark.parametrize("ours, theirs", [

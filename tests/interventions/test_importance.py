@@ -282,3 +282,39 @@ def test_config_metric_is_used_when_no_metric_is_passed(llama64, batch):
     r = head_importance(llama64, batch, config=cfg)
     assert r.config == cfg
     assert r.baseline == pytest.approx(head_importance(llama64, batch, "loss", layers=[0]).baseline)
+
+
+def test_every_head_effect_has_a_standard_error_and_interval(llama64, batch, tmp_path):
+    result = head_importance(llama64, batch, "logit_diff", heads_per_pass=3)
+    assert result.per_prompt.shape == (2, 4, 4) and result.baseline_per_prompt.shape == (4,)
+    torch.testing.assert_close(result.per_prompt.mean(-1), result.ablated)
+    layer, head = 1, 2
+
+    def zero(z, hook):
+        z = z.clone()
+        z[:, :, head] = 0
+        return z
+
+    with torch.no_grad():
+        last = llama64.run_with_hooks(batch.tokens, fwd_hooks=[
+            (f"blocks.{layer}.attn.hook_z", zero)])[:, -1]
+    by_hand = last.gather(1, batch.answers[:, None])[:, 0] - last.gather(
+        1, batch.distractors).mean(-1)
+    torch.testing.assert_close(result.per_prompt[layer, head], by_hand, atol=1e-10, rtol=0)
+    effect = result.per_prompt - result.baseline_per_prompt  # ablated − baseline
+    unc = result.uncertainty()
+    torch.testing.assert_close(unc.mean, result.effect)
+    torch.testing.assert_close(result.effect_se, effect.std(-1) / 2)
+    assert ((unc.low <= unc.mean + 1e-12) & (unc.mean <= unc.high + 1e-12)).all()
+    frame = result.to_dataframe()
+    assert len(frame) == 8 and {"effect", "se", "ci_low", "ci_high"} <= set(frame)
+    back = HeadImportance.from_json(result.to_json())
+    torch.testing.assert_close(back.effect_se, result.effect_se)
+    loaded = HeadImportance.load(result.save(tmp_path / "heads.json"))
+    torch.testing.assert_close(loaded.per_prompt, result.per_prompt)
+    assert "±" in result.summary() and "HeadImportance(" in repr(result)
+    scalar = head_importance(llama64, batch, lambda logits, b: logits[:, -1, 0].mean(),
+                             layers=[0])
+    assert scalar.per_prompt is None and torch.isnan(scalar.effect_se).all()
+    with pytest.raises(InvalidSelectionError, match="no per-prompt values"):
+        scalar.uncertainty()

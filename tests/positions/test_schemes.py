@@ -161,6 +161,8 @@ def test_schemes_without_frequencies_say_so(models):
             scheme.frequency_angles()
     with pytest.raises(NoFrequenciesError, match="alibi layer"):
         swap_scores(models["bloom"], PROMPT, per_frequency=True)
+    scored = swap_scores(models["bloom"], PROMPT)  # the defaults score what it has
+    assert scored.pos.isfinite().all() and scored.pos_freq is None
 
 
 # ---- swap sites ---------------------------------------------------------------------------

@@ -136,8 +136,13 @@ def test_non_rope_model_is_rejected():
     config = transformers.GPT2Config(vocab_size=len(lp.models.tiny.TINY_VOCAB), n_embd=32,
                                      n_layer=1, n_head=2, n_positions=64)
     model = lp.from_hf(transformers.GPT2LMHeadModel(config).eval(), lp.models.tiny_tokenizer())
+    # asked for, per-frequency scores of a model without frequencies are refused ...
     with pytest.raises(NoFrequenciesError, match="per_frequency=False"):
-        swap_scores(model, PROMPT)
+        swap_scores(model, PROMPT, per_frequency=True)
+    # ... left at the defaults, it is scored per head (what it has)
+    scores = swap_scores(model, PROMPT)
+    assert scores.config.per_frequency is False and scores.pos_freq is None
+    torch.testing.assert_close(scores.pos, swap_scores(model, PROMPT, per_frequency=False).pos)
 
 
 # ---- ScoreConfig, and the result assembled from per-layer results ------------------------------

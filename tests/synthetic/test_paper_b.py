@@ -45,8 +45,9 @@ def test_presets():
         assert count.n_classes == 101 and count.max_len == 120 and count.n_triggers == 30
     assert pb.make_task(paper, "count").n_sentences == 50_000
     faithful = pb.make_model(length, pb.make_task(length, "count"), "rope-k1", "faithful")
-    assert faithful.cfg.init == "torch" and faithful.cfg.dropout == 0.1
+    assert faithful.cfg.init == "torch" and faithful.cfg.dropout == 0.0
     assert faithful.cfg.activation == "relu" and faithful.cfg.rope_heads == 1
+    assert paper.faithful_model == {"init": "torch", "dropout": 0.1}
     intended = pb.make_model(length, pb.make_task(length, "count"), "mla", "intended")
     assert intended.cfg.init == "normal" and intended.cfg.dropout == 0.0
 

@@ -83,6 +83,7 @@ import torch
 from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
+from torch.nn import functional as F
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
@@ -304,6 +305,28 @@ class EncoderConfig:
         return cls(**data)
 
 
+def _listened(*points: HookPoint) -> bool:
+    """Whether any hook (forward, pre-forward or backward) is attached to ``points``."""
+    return any(p._forward_hooks or p._forward_pre_hooks or p._backward_hooks
+               or p.fwd_hooks or p.bwd_hooks for p in points)
+
+
+def _fused_attention(rq: Tensor, rk: Tensor, v: Tensor, bias: Tensor | None,
+                     key_mask: Tensor | None, scale: float
+                     ) -> Float[Tensor, "batch pos head_index d_head"]:
+    """``softmax(scale·rq·rkᵀ + bias, masked) v`` by ``scaled_dot_product_attention`` (about
+    twice as fast on a CPU core as the written-out path, which runs whenever a hook reads
+    the scores or the pattern; a test checks that both give the same logits and gradients)."""
+    mask = None if bias is None else bias.to(rq.dtype)[None]
+    if key_mask is not None:
+        pads = torch.zeros(key_mask.shape, dtype=rq.dtype, device=rq.device)
+        pads = pads.masked_fill(~key_mask, float("-inf"))[:, None, None, :]
+        mask = pads if mask is None else mask + pads
+    z = F.scaled_dot_product_attention(rq.transpose(1, 2), rk.transpose(1, 2),
+                                       v.transpose(1, 2), attn_mask=mask, scale=scale)
+    return z.transpose(1, 2)
+
+
 class _Attention(nn.Module):
     """Multi-head attention with the layer's scheme (module docstring)."""
 
@@ -411,19 +434,28 @@ class _Attention(nn.Module):
                 drop: "_Dropout | None" = None) -> Float[Tensor, "batch pos d_model"]:
         n = u.shape[1]
         q, k, v, rq, rk = self._qkv(u, s)
-        scores = einsum(rq, rk, "batch query_pos head_index d, batch key_pos head_index d"
-                        " -> batch head_index query_pos key_pos") * self.cfg.scale
         bias = self.bias(n)
+        pattern_dropout = drop is not None and not self.mla  # official trans.py: on the weights
+        if not pattern_dropout and not _listened(self.hook_attn_scores, self.hook_pattern):
+            # nobody reads the scores or the pattern: one fused kernel, same function
+            z = self.hook_z(_fused_attention(rq, rk, v, bias, key_mask, self.cfg.scale))
+            return self._out(z)
+        scores = einsum(rq * self.cfg.scale, rk, "batch query_pos head_index d, batch key_pos "
+                        "head_index d -> batch head_index query_pos key_pos")
         if bias is not None:
             scores = scores + bias.to(scores)[None]
         if key_mask is not None:  # official mla.py: masked_fill(attention_mask == 0, -inf)
             scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
-        if drop is not None and not self.mla:  # official trans.py: dropout on the weights
+        if pattern_dropout:
             pattern = drop(pattern)
         z = self.hook_z(einsum(pattern, v, "batch head_index query_pos key_pos, batch key_pos "
                                "head_index d_head -> batch query_pos head_index d_head"))
+        return self._out(z)
+
+    def _out(self, z: Float[Tensor, "batch pos head_index d_head"]
+             ) -> Float[Tensor, "batch pos d_model"]:
         if self.hook_result.fwd_hooks:  # per-head outputs only when someone listens
             result = self.hook_result(einsum(z, self.W_O, "batch pos head_index d_head, "
                                              "head_index d_head d_model -> batch pos head_index "
@@ -442,8 +474,8 @@ class _Dropout:
         self.gen = torch.Generator(device=device).manual_seed(seed)
 
     def __call__(self, x: Tensor) -> Tensor:
-        keep = torch.rand(x.shape, generator=self.gen, device=x.device, dtype=x.dtype) >= self.p
-        return x * keep / (1.0 - self.p)
+        keep = torch.empty_like(x).bernoulli_(1.0 - self.p, generator=self.gen)
+        return x * keep.div_(1.0 - self.p)
 
 
 class _Block(nn.Module):

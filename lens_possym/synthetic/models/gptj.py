@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from ...errors import ToyConfigError
 
 if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
     from ..tasks import Task
 
 __all__ = ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"]
@@ -118,7 +119,7 @@ class GPTJTaskConfig:
         return cls(**{"d_vocab": d_vocab, "n_ctx": 128, "n_layers": 12, "n_heads": 1,
                       "d_model": 128, "dropout": 0.1, **overrides})
 
-    def hf_config(self):
+    def hf_config(self) -> "GPTJConfig":
         """The ``transformers.GPTJConfig`` these sizes make."""
         from transformers import GPTJConfig
 
@@ -188,7 +189,7 @@ class GPTJTaskModel(nn.Module):
         self.ensure_positions(tokens.shape[1])
         return self.hf(input_ids=tokens, use_cache=False).logits
 
-    def bridge(self, n_positions: int | None = None):
+    def bridge(self, n_positions: int | None = None) -> "TransformerBridge":
         """This model (same weights, shared) as a TransformerLens ``TransformerBridge``,
         ready for every lens-possym analysis; ``n_positions`` extends the sin/cos table
         first for inputs longer than ``cfg.n_ctx``.

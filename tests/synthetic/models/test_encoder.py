@@ -234,3 +234,25 @@ def test_bad_inputs_raise():
         model(torch.full((1, 4), 99))
     with pytest.raises(InvalidSelectionError):
         faithful_mla_ablation(model, 0, 0).__enter__()
+
+
+@pytest.mark.parametrize("variant", ["intended", "faithful"])
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fused_attention_equals_the_written_out_path(scheme, variant):
+    """Without hooks on the scores or pattern the encoder uses one fused attention kernel;
+    with one it writes the attention out. Same logits, same gradients."""
+    model = small(scheme, variant).double()
+    tokens = TASK.sample(4, seed=3).tokens
+
+    def run(hooks):
+        model.zero_grad()
+        with model.hooks(fwd_hooks=hooks):
+            logits = model(tokens)
+        logits.square().sum().backward()
+        return logits, [p.grad.clone() for p in model.parameters()]
+
+    fused, grads = run([])
+    written, grads_w = run([("blocks.1.attn.hook_pattern", lambda x, hook: x),
+                            ("blocks.0.attn.hook_attn_scores", lambda x, hook: x)])
+    assert torch.allclose(fused, written, atol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(grads, grads_w))
