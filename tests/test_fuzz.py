@@ -198,6 +198,7 @@ CASES: dict[str, Callable[[dict], tuple]] = {
     "pick_example_heads": lambda w: ((w["scores"],), {}, None),
     "head_profile_figure": lambda w: ((w["scores"], 1, 0), {}, None),
     "atlas_figure": lambda w: ((w["scores"],), {}, None),
+    "plot_effects": lambda w: ((["a", "b"], torch.tensor([0.1, -0.2])), {}, "close"),
     "compare_with_random_heads": lambda w: (
         (w["model"], w["tokens"], {"last": lambda logits: logits[:, -1].mean(-1)}, "1.0"),
         dict(progress=False), None),
@@ -217,6 +218,7 @@ EXEMPT = {
                      "frequency_axis", "save_sweep_figures", "save_profile_figures",
                      "profile_report", "write_report", "band_sweep_report", "train_report",
                      "toy_sweep_report", "ablation_report", "attention_view_html",
+                     "plot_patching_grid", "plot_patching_top",
                      "swap_attention_figure", "binding_logit_diff", "binding_metrics",
                      "evaluate_word_distance", "check_words", "frequency_patch_setter",
                      "rope_hadamard_terms"],
