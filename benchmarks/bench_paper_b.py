@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from lens_possym.synthetic import paper_b as pb
-from lens_possym.synthetic.training import TrainConfig, train
+from lens_possym.papers.b import experiments as pb
+from lens_possym.training.loop import TrainConfig, train
 
 LABELS = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k2", "mla", "hybrid"]
 

@@ -140,7 +140,8 @@ def _diff(a, b) -> float:
 def sweep(args, ray: bool) -> dict:
     import torch
 
-    from lens_possym import synthetic as syn
+    from lens_possym.papers import a as paper_a
+    from lens_possym import training
     from lens_possym.execution import RayExecutor
 
     executor = RayExecutor(num_cpus=2) if ray else None
@@ -148,8 +149,8 @@ def sweep(args, ray: bool) -> dict:
         executor.start()
     try:
         start = time.perf_counter()
-        result = syn.sweep("index", syn.single_ids(range(16)), seeds=(0,),
-                           train_config=syn.TrainConfig(device="cpu"), executor=executor)
+        result = paper_a.sweep("index", paper_a.single_ids(range(16)), seeds=(0,),
+                           train_config=training.TrainConfig(device="cpu"), executor=executor)
         wall = time.perf_counter() - start
     finally:
         if executor is not None:

@@ -25,14 +25,15 @@ import torch
 
 def time_to_target(seed: int, freq: int, target: float, device: str) -> dict:
     import lens_possym as lp
-    from lens_possym import synthetic as syn
+    from lens_possym.papers import a as paper_a
+    from lens_possym import training
 
-    task = syn.IndexTask()
-    model = syn.ToyTransformer(syn.toy_config_for(task, seed=seed)).set_frequencies([freq])
-    config = syn.TrainConfig(steps=4000, eval_every=50, target_accuracy=target, seed=seed,
+    task = paper_a.IndexTask()
+    model = paper_a.ToyTransformer(paper_a.toy_config_for(task, seed=seed)).set_frequencies([freq])
+    config = training.TrainConfig(steps=4000, eval_every=50, target_accuracy=target, seed=seed,
                             device=device)
     start = time.perf_counter()
-    result = syn.train(model, task, config)
+    result = training.train(model, task, config)
     wall = time.perf_counter() - start
     return {"seed": seed, "reached": result.reached_target_at, "steps": result.steps_run,
             "test_accuracy": result.test_accuracy, "wall_s": wall,
@@ -54,7 +55,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     import lens_possym as lp
-    from lens_possym import synthetic as syn
+    from lens_possym.papers import a as paper_a
+    from lens_possym import training
     from lens_possym._inputs import resolve_device
 
     device = resolve_device(args.device)
@@ -62,8 +64,8 @@ def main() -> None:
           f"{os.cpu_count()} cores, {torch.get_num_threads()} torch threads); load average "
           f"{os.getloadavg()[0]:.2f}")
     # warm-up: first optimiser creation imports torch._dynamo (seconds, once per process)
-    syn.train(syn.ToyTransformer(syn.toy_config_for(syn.IndexTask(4, 4), n_freqs=2)),
-             syn.IndexTask(4, 4), syn.TrainConfig(steps=2, eval_every=2, eval_size=16))
+    training.train(paper_a.ToyTransformer(paper_a.toy_config_for(paper_a.IndexTask(4, 4), n_freqs=2)),
+             paper_a.IndexTask(4, 4), training.TrainConfig(steps=2, eval_every=2, eval_size=16))
 
     print(f"\nIndex, frequency id {args.freq}: time to test accuracy >= {args.target:.0%}")
     runs = [time_to_target(int(s), args.freq, args.target, str(device))
@@ -76,11 +78,11 @@ def main() -> None:
     print(f"  median {walls[len(walls) // 2]:.1f} s, max {walls[-1]:.1f} s (target < 60 s)")
 
     if not args.skip_sweep:
-        task = syn.make_task(args.sweep_task)
+        task = training.make_task(args.sweep_task)
         print(f"\nfull sweep: {task.describe()}, every frequency id, one seed, default "
               "TrainConfig, scores included")
         start = time.perf_counter()
-        result = syn.sweep(task, train_config=syn.TrainConfig(device=str(device)))
+        result = paper_a.sweep(task, train_config=training.TrainConfig(device=str(device)))
         wall = time.perf_counter() - start
         train_s = sum(r.train_time_s for r in result.runs)
         print(f"  {len(result.runs)} models in {wall:.1f} s wall ({train_s:.1f} s training, "

@@ -7,14 +7,14 @@
     python benchmarks/paper_b.py report [--preset cpu|paper-length] [--root runs/paper_b]
         [--out docs]
 
-``run`` walks :func:`lens_possym.synthetic.paper_b.grid_cells` (``cpu``: every scheme ×
+``run`` walks :func:`lens_possym.papers.b.experiments.grid_cells` (``cpu``: every scheme ×
 both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
 ``paper-length`` / ``paper``: the schemes the claims name) and, per cell, trains the model
 through the shared loop and caches its analyses in
 ``<root>/<preset>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
 trained again, an interrupted one resumes from its checkpoint. ``--shard I/N`` runs every
 N-th cell from the I-th (one queue per core: ``benchmarks/paper_b_jobs.sh``). Each finished
-cell's record (:func:`~lens_possym.synthetic.paper_b.cell_record`) is written into
+cell's record (:func:`~lens_possym.papers.b.experiments.cell_record`) is written into
 ``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
 grid runs.
 
@@ -22,7 +22,7 @@ grid runs.
 measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``), its
 records into ``docs/paper_b_results.json`` and ``docs/figures/paper_b/*.png``.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
-(:func:`lens_possym.synthetic.paper_b.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
+(:func:`lens_possym.papers.b.experiments.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from lens_possym.synthetic import paper_b as pb
+from lens_possym.papers.b import experiments as pb
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "paper_b_results.json"
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> None:
 
 def refresh_probe(args: argparse.Namespace) -> None:
     """Recompute the probe of every finished cell from its saved model (seconds each)."""
-    from lens_possym.synthetic.runs import load_checkpoint
+    from lens_possym.training.runs import load_checkpoint
 
     root = Path(args.root) / args.preset
     preset = pb.PRESETS[args.preset]

@@ -80,7 +80,7 @@ def say(*parts) -> None:
 
 
 def final_model(task: str, args):
-    from lens_possym.synthetic.runs import latest_checkpoint, read_checkpoint
+    from lens_possym.training.runs import latest_checkpoint, read_checkpoint
 
     found = latest_checkpoint(run_dir(task, args))
     if found is None:
@@ -92,7 +92,7 @@ def final_model(task: str, args):
 # ---- stages -------------------------------------------------------------------------------
 
 def stage_train(args) -> None:
-    from lens_possym.synthetic.multihop import train_multihop
+    from lens_possym.papers.c.presets import train_multihop
 
     for task in args.tasks:
         out = run_dir(task, args)
@@ -118,7 +118,7 @@ def stage_train(args) -> None:
 
 
 def stage_dynamics(args) -> None:
-    from lens_possym.synthetic.dynamics import purity, score_run, ScoreTrajectory
+    from lens_possym.papers.c.dynamics import purity, score_run, ScoreTrajectory
 
     for task in args.tasks:
         def compute(task=task):
@@ -136,8 +136,8 @@ def stage_dynamics(args) -> None:
 def stage_timing(args) -> None:
     """Must-show: the wall time to score every checkpoint of one run (all layers, last
     token, 100 prompts, exact) and the ratio to the re-run method on a subset."""
-    from lens_possym.synthetic.dynamics import checkpoint_paths, score_model
-    from lens_possym.synthetic.runs import read_checkpoint
+    from lens_possym.papers.c.dynamics import checkpoint_paths, score_model
+    from lens_possym.training.runs import read_checkpoint
 
     task = args.tasks[0]
 
@@ -176,8 +176,8 @@ def stage_timing(args) -> None:
 
 
 def stage_roles(args) -> None:
-    from lens_possym.synthetic.dynamics import path_scores
-    from lens_possym.synthetic.roles import attention_roles, causal_roles
+    from lens_possym.papers.c.dynamics import path_scores
+    from lens_possym.papers.c.roles import attention_roles, causal_roles
 
     for task in args.tasks:
         def compute(task=task):
@@ -197,11 +197,15 @@ def stage_roles(args) -> None:
 
 
 def stage_discrepancy(args) -> None:
-    from lens_possym.synthetic.discrepancy import (head_discrepancy, index_bound_table,
-                                                   index_discrepancy, retrieval_bound)
-    from lens_possym.synthetic.hop_constructions import t_index_model, t_retrieval_model
-    from lens_possym.synthetic.tasks import LetterTask, NumberTask
-    from lens_possym.synthetic.training import evaluate
+    from lens_possym.papers.c.discrepancy import (
+        head_discrepancy,
+        index_bound_table,
+        index_discrepancy,
+        retrieval_bound,
+    )
+    from lens_possym.papers.c.constructions import t_index_model, t_retrieval_model
+    from lens_possym.papers.c.tasks import LetterTask, NumberTask
+    from lens_possym.training.loop import evaluate
 
     lengths = [4, 8, 12, 17, 25, 50, 100, 200, 300, 500, 850]
 
@@ -282,7 +286,7 @@ def stage_discrepancy(args) -> None:
 
 
 def stage_lengths(args) -> None:
-    from lens_possym.synthetic.lengths import accuracy_by_length
+    from lens_possym.papers.c.lengths import accuracy_by_length
 
     for task in args.tasks:
         model, t, _ = final_model(task, args)
@@ -295,7 +299,7 @@ def stage_lengths(args) -> None:
 
 def stage_lm(args) -> None:
     import lens_possym as lp
-    from lens_possym.synthetic.lengths import lm_hop_accuracy
+    from lens_possym.papers.c.lengths import lm_hop_accuracy
 
     for name in LM_MODELS:
         model = None

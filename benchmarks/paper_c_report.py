@@ -173,7 +173,7 @@ def fig_lengths(lengths: dict, lm: dict) -> str:
 # ---- the page ---------------------------------------------------------------------------------
 
 def write_report(args=None) -> Path:
-    from lens_possym.synthetic.dynamics import purity
+    from lens_possym.papers.c.dynamics import purity
 
     FIGS.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
@@ -240,9 +240,9 @@ def write_report(args=None) -> Path:
     add("")
     add("Paper: Urrutia et al., *Positional versus Symbolic Attention Heads: Learning Dynamics, "
         "RoPE Geometry, and Length Generalization* (arXiv 2605.31558; read in "
-        "`shared/reference/paper_c.md`). Code: `lens_possym.synthetic` (tasks `number`/`letter`, "
+        "`shared/reference/paper_c.md`). Code: `lens_possym.training` (tasks `number`/`letter`, "
         "`GPTJTaskModel`, `multihop`, `dynamics`, `roles`, `hop_constructions`, `discrepancy`, "
-        "`lengths`), `lens_possym.tasks.hop_prompts`, CLI `lens-possym multihop`, notebook 06. "
+        "`lengths`), `lens_possym.papers.c.prompts`, CLI `lens-possym multihop`, notebook 06. "
         "Design notes: `docs/design.md`, section *Paper C*.")
     add("")
     add("**Setup.** One run per task, seed 0 (weights, data stream, test split); scores on 100 "

@@ -19,10 +19,15 @@ reaches for; everything else lives in subpackages with their own ``__all__``:
   :func:`patch_heads`, :func:`patch_frequencies`, :func:`permute_content`, and
   :class:`FrequencyGate`, :class:`Intervention` (interventions as data), :func:`band_sweep`,
   :func:`compare_with_random_heads`;
-* figures: :mod:`lens_possym.viz` (imported on first use); typed contracts:
-  :mod:`lens_possym.typing`.
-* synthetic experiments (tasks with known answers, toy models, resumable training,
-  sweeps, hand-built heads): :mod:`lens_possym.synthetic`.
+* figures: :mod:`lens_possym.viz`; typed contracts: :mod:`lens_possym.typing`;
+* training (tasks with known answers, trainable models, one resumable loop, runs and
+  checkpoints, scores over training): :mod:`lens_possym.training`;
+* the papers' experiments are plug-ins (:mod:`lens_possym.plugins`), imported only when
+  used: ``lens_possym.papers.a`` (canonical tasks, toy model, hand-built heads, frequency
+  sweeps), ``.b`` (scheme encoders, deposit pattern), ``.c`` (multi-hop dynamics).
+
+Every name here is imported on first use (PEP 562), so ``import lens_possym`` is fast and
+imports no model code (the command line's ``--help`` relies on it).
 """
 
 from ._interrupt import install_if_command as _install_if_command
@@ -34,33 +39,22 @@ from ._quiet import quiet_tqdm as _quiet_tqdm
 
 _quiet_tqdm()  # before anything imports tqdm.auto (Hugging Face does, on import)
 
-from . import errors, execution, interventions, models, scores, synthetic, tasks
-from .capture import capture_attention_inputs
-from .decompose import frequency_logits, frequency_logits_all, frequency_norms
-from .interventions import (
-    FrequencyGate,
-    Intervention,
-    ablate_frequencies,
-    band_sweep,
-    compare_with_random_heads,
-    patch_frequencies,
-    patch_heads,
-    permute_content,
-)
-from .models import from_gguf, from_hf, list_models, load_model, tiny_model
-from .rope import RopeSpec, rope_spec, rope_specs
-from .scores import PosSymScores, ScoreConfig, swap_scores
-from .tasks import binding_task, evaluate_binding, random_token_prompts
+from ._lazy import lazy_attributes
 
-
-def __getattr__(name: str):
-    # Figures pull in matplotlib; import them only when asked for (``lp.viz``).
-    if name == "viz":
-        import importlib
-
-        return importlib.import_module(".viz", __name__)
-    raise AttributeError(f"module 'lens_possym' has no attribute {name!r}")
-
+_EXPORTS = {
+    "capture": ["capture_attention_inputs"],
+    "decompose": ["frequency_logits", "frequency_logits_all", "frequency_norms"],
+    "interventions": ["FrequencyGate", "Intervention", "ablate_frequencies", "band_sweep",
+                      "compare_with_random_heads", "patch_frequencies", "patch_heads",
+                      "permute_content"],
+    "models": ["from_gguf", "from_hf", "list_models", "load_model", "tiny_model"],
+    "rope": ["RopeSpec", "rope_spec", "rope_specs"],
+    "scores": ["PosSymScores", "ScoreConfig", "swap_scores"],
+    "tasks": ["binding_task", "evaluate_binding", "random_token_prompts"],
+}
+_SUBPACKAGES = ["errors", "execution", "interventions", "models", "scores", "tasks",
+                "training", "viz", "typing", "plugins"]
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBPACKAGES)
 
 __all__ = [
     "__version__",
@@ -70,7 +64,7 @@ __all__ = [
     "scores",
     "tasks",
     "interventions",
-    "synthetic",
+    "training",
     "viz",
     # models
     "load_model",

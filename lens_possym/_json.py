@@ -12,19 +12,19 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, TypeVar
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import InvalidSelectionError
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["to_jsonable", "tensor_from_json", "dumps", "JsonConfig"]
 
 
 def to_jsonable(obj: Any) -> Any:
     """``obj`` as plain JSON data (``nan``/``inf`` → ``None``, tensors → lists)."""
-    if isinstance(obj, Tensor):
+    if hasattr(obj, "is_floating_point") and hasattr(obj, "detach"):     # a torch.Tensor
         return to_jsonable(obj.detach().double().cpu().tolist() if obj.is_floating_point()
                            else obj.detach().cpu().tolist())
     if isinstance(obj, float):
@@ -47,6 +47,9 @@ def tensor_from_json(data: Any) -> Tensor:
     """A float64 tensor from nested lists written by :func:`to_jsonable` (``None`` → ``nan``)."""
     def clean(x: Any) -> Any:
         return [clean(v) for v in x] if isinstance(x, list) else (math.nan if x is None else x)
+
+    import torch   # here, not at the top: configs import this module, and a command's
+                   # --help must not pay for torch
 
     return torch.tensor(clean(data), dtype=torch.float64)
 

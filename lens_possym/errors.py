@@ -28,6 +28,7 @@ __all__ = [
     "ResultsFileError",
     "OutputError",
     "UsageError",
+    "PluginError",
 ]
 
 
@@ -115,3 +116,8 @@ class OutputError(LensPossymError, OSError):
 
 class UsageError(LensPossymError, ValueError):
     """A command line that does not parse (the ``lens-possym`` command answers it in one line)."""
+
+
+class PluginError(LensPossymError, ImportError):
+    """A plug-in (a paper's tasks, models and commands) that is malformed or cannot be
+    imported, or two plug-ins that claim the same name."""

@@ -16,10 +16,11 @@ from lens_possym.errors import InvalidSelectionError, LensPossymError, TrainingE
 from lens_possym.execution import InProcess, RayExecutor, resolve_executor
 from lens_possym.models import tiny_model
 from lens_possym.scores.dataset import dataset_profile
-from lens_possym.synthetic import checkpoint_scores, sweep
-from lens_possym.synthetic.tasks import IndexTask
-from lens_possym.synthetic.training import TrainConfig, train
-from lens_possym.synthetic.models.toy import ToyTransformer, toy_config_for
+from lens_possym.training.trajectories import checkpoint_scores
+from lens_possym.papers.a.sweeps import sweep
+from lens_possym.papers.a.tasks import IndexTask
+from lens_possym.training.loop import TrainConfig, train
+from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -133,7 +134,7 @@ def test_checkpoint_scores_on_ray_equal_the_in_process_ones(cluster, tmp_path):
                                    checkpoint_every=10, out_dir=str(tmp_path)))
     here = checkpoint_scores(tmp_path, 8)
     there = checkpoint_scores(tmp_path, 8, executor=cluster)
-    assert [c.step for c in here] == [10, 20, 20]                  # two checkpoints, model.pt
+    assert [c.step for c in here] == [10, 20]      # model.pt is step 20: listed once
     assert here == there
     with pytest.raises(TrainingError, match="no checkpoints"):
         checkpoint_scores(tmp_path / "nothing")

@@ -19,7 +19,7 @@ from lens_possym.decompose import frequency_norms
 from lens_possym.interventions import compare_with_random_heads
 from lens_possym.errors import ResultsFileError
 from lens_possym.results_io import LONG_COLUMNS
-from lens_possym.synthetic.sweeps import SweepResult, SweepRun
+from lens_possym.papers.a.sweeps import SweepResult, SweepRun
 
 PROMPTS = ["the cat sat on the mat and the dog sat on the log", "one two three four five six "
            "seven eight nine ten eleven twelve"]
@@ -56,8 +56,10 @@ def results():
 
 
 def _train_result():
-    from lens_possym.synthetic import ToyTransformer, make_task, toy_config_for, train
-    from lens_possym.synthetic.training import TrainConfig
+    from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+    from lens_possym.training.tasks import make_task
+    from lens_possym.training.loop import train
+    from lens_possym.training.loop import TrainConfig
 
     task = make_task("index", n_symbols=4, length=4)
     model = ToyTransformer(toy_config_for(task, n_freqs=4, seed=0))

@@ -1,9 +1,12 @@
 """The ``lens-possym`` command.
 
-Each subcommand lives in its own module of this package and exposes
-``register(subparsers)``, which adds its parser and sets ``func`` to a function taking the
-parsed arguments and returning an exit code. Adding a subcommand is adding a module and
-one entry in :data:`SUBCOMMANDS`.
+Each subcommand lives in its own module and exposes ``register(subparsers)``, which adds
+its parser and sets ``func`` to a function taking the parsed arguments and returning an
+exit code. The core's commands are the modules of this package listed in
+:data:`SUBCOMMANDS`; the papers' commands (``train``, ``sweep``, ``encoder``,
+``multihop``) and any other plug-in's are the modules its
+:class:`~lens_possym.plugins.Plugin` lists in ``commands``. A command module imports only
+argparse helpers at its top, so ``lens-possym --help`` imports no model code.
 
 How a command ends (all of it decided here, in :func:`main`):
 
@@ -32,10 +35,11 @@ import sys
 from typing import NoReturn
 
 from ..errors import UsageError
+from ..plugins import plugins
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
-SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "patch", "train", "sweep", "heads", "encoder", "multihop", "dataset"]
+SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "patch", "heads", "dataset"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -60,8 +64,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of any error (or set LENS_POSSYM_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # parsers of our class
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    modules = [f"{__name__}.{name}" for name in SUBCOMMANDS]
+    modules += [module for plugin in plugins().values() for module in plugin.commands]
+    for module in modules:
+        importlib.import_module(module).register(sub)
+    parser.set_defaults(commands=tuple(sub.choices))  # every command, the plug-ins' too
     for subparser in sub.choices.values():  # --debug also after the command name
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                help="show the full traceback of any error")
@@ -178,14 +185,24 @@ def _main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:  # the command owns its process: keep its output to the point
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
+        _quiet_hugging_face()
     if not getattr(args, "func", None):
         raise UsageError(f"lens-possym: error: no command given; choose one of "
-                         f"{', '.join(SUBCOMMANDS)} (see 'lens-possym --help')")
+                         f"{', '.join(args.commands)} (see 'lens-possym --help')")
     return int(args.func(args) or 0)
+
+
+def _quiet_hugging_face() -> None:
+    """No Hugging Face progress bars or info lines. Through the environment, which
+    transformers reads when (and if) a command imports it, so that a command that never
+    loads a model (``models``) does not pay 2 s for importing it; directly if it is
+    already imported."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        hf_logging = sys.modules["transformers"].utils.logging
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,7 @@ def add_task_args(parser: argparse.ArgumentParser) -> None:
 
 
 def make_task_from(args):
-    from ..synthetic.tasks import make_task
+    from ..training.tasks import make_task
 
     kwargs = {}
     if args.task == "index":
@@ -91,7 +91,7 @@ def with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 
 def train_config_from(args, **overrides):
-    from ..synthetic.training import TrainConfig
+    from ..training.loop import TrainConfig
 
     given = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                  eval_every=args.eval_every, target_accuracy=args.target_accuracy)

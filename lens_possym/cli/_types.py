@@ -18,8 +18,8 @@ from ..errors import LensPossymError
 class ArgumentValueError(LensPossymError, argparse.ArgumentTypeError, ValueError):
     """A command-line value that does not read (argparse prints it as a usage error)."""
 
-__all__ = ["ids_text", "freq_ids_text", "layers_text", "int_list", "positive_int",
-           "non_negative_int", "positive_float"]
+__all__ = ["ids_text", "freq_ids_text", "layers_text", "int_list", "positive_int_list",
+           "positive_int", "non_negative_int", "positive_float"]
 
 
 def ids_text(what: str, *, bands: bool) -> Callable[[str], str]:
@@ -52,6 +52,17 @@ def int_list(text: str) -> list[int]:
             f"expected comma-separated integers like '0,1,2', got {text!r}") from None
     if not values:
         raise ArgumentValueError(f"expected at least one integer, got {text!r}")
+    return values
+
+
+def positive_int_list(text: str) -> list[int]:
+    """``"17,100,300"`` → ``[17, 100, 300]``: comma-separated, every one > 0 (lists on the
+    command line are comma-separated everywhere)."""
+    values = int_list(text)
+    bad = [v for v in values if v <= 0]
+    if bad:
+        raise ArgumentValueError(f"expected positive integers, got {', '.join(map(str, bad))} "
+                                 f"in {text!r}")
     return values
 
 

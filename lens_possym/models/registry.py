@@ -8,13 +8,17 @@ entry here (and, if its architecture is new, checking it with ``tests/test_decom
 from __future__ import annotations
 
 import importlib.util
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..errors import CorruptModelFileError, ModelNotInstalledError, UnknownModelError
+from . import cache
 
-__all__ = ["KnownModel", "KNOWN_MODELS", "DEFAULT_MODEL", "known_model", "ModelInfo"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["KnownModel", "KNOWN_MODELS", "DEFAULT_MODEL", "known_model", "ModelInfo", "list_models"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,13 @@ class KnownModel:
                 f"with: {self.install.replace('install', 'install --force-reinstall', 1)}"
             )
         return path
+
+    def content_sha256(self) -> str:
+        """The GGUF's content hash: declared (split packages) or read from the file; the
+        conversion cache is keyed by it."""
+        if self.declared_sha256 is not None:
+            return self.declared_sha256()
+        return cache.file_sha256(self.gguf_path())
 
 
 def _gemma_assembler(target: Path) -> Path:
@@ -139,3 +150,21 @@ class ModelInfo:
     cached: bool
     description: str
     install: str
+
+
+def list_models() -> list[ModelInfo]:
+    """The models :func:`~lens_possym.load_model` knows, whether each is installed and
+    already converted (here, not in the loader, so that ``lens-possym models`` needs no
+    torch)."""
+    infos = []
+    for entry in KNOWN_MODELS.values():
+        installed = entry.is_installed()
+        cached = False
+        if installed:
+            try:  # content digests included: a corrupted entry is not "converted"
+                cached = cache.entry_is_valid(cache.entry_dir(entry.content_sha256()))
+            except Exception as exc:  # a broken install is reported as "not cached", not raised
+                logger.debug("cache check of %s failed: %s", entry.name, exc)
+                cached = False
+        infos.append(ModelInfo(entry.name, installed, cached, entry.description, entry.install))
+    return infos

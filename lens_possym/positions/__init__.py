@@ -4,15 +4,23 @@ See ``docs/positional_schemes.md``. :func:`schemes` reads a model's per-layer sc
 :mod:`.toeplitz` splits logits into content and position terms.
 """
 
-from .absolute import Absolute
-from .base import SWAP_SITES, PositionalScheme, Site, SwapSite, causal_visible
-from .bias import AdditiveBias, alibi_slopes, t5_bucket
-from .detect import LayerScheme, positional_scheme, schemes
-from .mla import MLA
-from .nope import NoPE
-from .rope import HeadwiseRope, Rope
-from .toeplitz import (TermMagnitudes, ToeplitzTerms, rope_hadamard_terms, toeplitz_magnitudes,
-                       toeplitz_terms)
+from .._lazy import lazy_attributes
+
+# imported on first use (lens_possym._lazy), so importing a light submodule of this
+# package (a command line's choices) imports nothing heavy
+_EXPORTS = {
+    "absolute": ["Absolute"],
+    "base": ["PositionalScheme", "causal_visible"],
+    "kinds": ["SWAP_SITES", "Site", "SwapSite"],
+    "bias": ["AdditiveBias", "alibi_slopes", "t5_bucket"],
+    "detect": ["LayerScheme", "positional_scheme", "schemes"],
+    "mla": ["MLA"],
+    "nope": ["NoPE"],
+    "rope": ["HeadwiseRope", "Rope"],
+    "toeplitz": ["TermMagnitudes", "ToeplitzTerms", "rope_hadamard_terms", "toeplitz_magnitudes",
+        "toeplitz_terms"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = ["PositionalScheme", "Site", "SwapSite", "SWAP_SITES", "causal_visible", "NoPE", "MLA",
            "Absolute", "AdditiveBias", "alibi_slopes", "t5_bucket", "Rope", "HeadwiseRope",

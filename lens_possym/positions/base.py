@@ -19,8 +19,6 @@ attention layer:
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from einops import einsum
 from jaxtyping import Bool, Float, Int
@@ -28,15 +26,10 @@ from torch import Tensor
 
 from .._checks import boundary
 from ..errors import NoFrequenciesError
+from .kinds import SWAP_SITES, Site, SwapSite  # noqa: F401 - re-exported
 
 __all__ = ["PositionalScheme", "Site", "SwapSite", "causal_visible"]
 
-Site = Literal["inside", "input"]
-#: Where a swap exchanges contents: the rows of the layer input (``"layer"``), the content
-#: part of an absolute-PE model's first-layer input (``"content"``: token embeddings, the
-#: position embeddings kept), or the token ids of the whole input, re-run (``"input"``).
-SwapSite = Literal["layer", "content", "input"]
-SWAP_SITES = ("layer", "content", "input")
 
 
 @boundary

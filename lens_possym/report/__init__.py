@@ -7,7 +7,7 @@ one file that opens with no network. Every command that writes results writes it
 
 * :func:`profile_report`: ``lens-possym profile`` (scores, explorer, frequency atlas);
 * :func:`ablation_report`, :func:`band_sweep_report`: ``lens-possym ablate``;
-* :func:`toy_sweep_report`, :func:`train_report`: ``lens-possym sweep`` and ``train`` (a
+* :func:`train_report`: ``lens-possym train`` (a
   new kind of result, e.g. paper B and C experiments, adds one function that fills a
   :class:`Report`).
 """
@@ -17,7 +17,7 @@ from .builder import Report, format_value
 from .glossary import TERMS, describe
 from .interventions import ablation_report, band_sweep_report
 from .profile import profile_report, save_profile_figures, write_report
-from .synthetic import toy_sweep_report, train_report
+from .training import train_report
 
 __all__ = [
     "Report",
@@ -27,7 +27,6 @@ __all__ = [
     "profile_report",
     "ablation_report",
     "band_sweep_report",
-    "toy_sweep_report",
     "train_report",
     "save_profile_figures",
     "attention_view_html",

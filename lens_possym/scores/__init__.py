@@ -10,16 +10,24 @@
 * :mod:`.exclusion`: Theorem 1's deviations, variance and bound, exactly.
 """
 
-from .config import ScoreConfig
-from .dataset import DatasetProfile, Moments, dataset_profile, read_prompts
-from .crosslogits import CrossLogitFactors, cross_logit_factors
-from .exact import SwapScores, exact_swap_scores
-from .guards import declare_hook
-from .exclusion import Exclusion, exclusion_by_enumeration, exclusion_from_factors, exclusion_from_matrix
-from .profile import LayerScores, swap_scores
-from .rerun import rerun_swap_scores
-from .results import PosSymScores, pearson_r
-from .swaps import Cosine, SwapSet, clamped_cosines, swap_cosines, swap_set
+from .._lazy import lazy_attributes
+
+# imported on first use (lens_possym._lazy), so importing a light submodule of this
+# package (a command line's choices) imports nothing heavy
+_EXPORTS = {
+    "config": ["ScoreConfig"],
+    "dataset": ["DatasetProfile", "Moments", "dataset_profile", "read_prompts"],
+    "crosslogits": ["CrossLogitFactors", "cross_logit_factors"],
+    "exact": ["SwapScores", "exact_swap_scores"],
+    "guards": ["declare_hook"],
+    "exclusion": ["Exclusion", "exclusion_by_enumeration", "exclusion_from_factors",
+        "exclusion_from_matrix"],
+    "profile": ["LayerScores", "swap_scores"],
+    "rerun": ["rerun_swap_scores"],
+    "results": ["PosSymScores", "pearson_r"],
+    "swaps": ["Cosine", "SwapSet", "clamped_cosines", "swap_cosines", "swap_set"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
     "declare_hook",

@@ -13,15 +13,20 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import torch
+from typing import TYPE_CHECKING
 
 from .._json import JsonConfig
 from ..errors import InvalidSelectionError
-from ..positions.base import SWAP_SITES
-from .exact import MAX_ELEMENTS
+from ..positions.kinds import SWAP_SITES
+
+if TYPE_CHECKING:
+    import torch
 
 #: Default bound of a whole-head cross-logit matrix (elements): 2**26, 512 MiB in float64.
 MAX_MATRIX_ELEMENTS = 1 << 26
+#: Largest number of elements of one intermediate tensor of the closed form (2**21 float64 =
+#: 16 MiB); the work is cut into chunks of frequencies and of swaps to stay below it.
+MAX_ELEMENTS = 1 << 21
 #: Most blocks of a block swap (each block holds at least one key position).
 MAX_BLOCKS = 1 << 16
 
@@ -31,6 +36,9 @@ METHODS = ("exact", "rerun")
 SWAPS = ("token", "block")
 COSINES = ("clamped", "scale_free")
 _DTYPES = ("float64", "float32")
+# torch.finfo(dtype).tiny, written out so that this module needs no torch (a command's
+# --help reads its choices)
+_SMALLEST_NORMAL = {"float64": 2.0 ** -1022, "float32": 2.0 ** -126}
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ class ScoreConfig(JsonConfig):
         _choice("swap kind", self.swap, SWAPS)
         _choice("cosine", self.cosine, COSINES)
         _choice("swap site", self.swap_site, SWAP_SITES)
-        if isinstance(self.dtype, torch.dtype):
+        if not isinstance(self.dtype, str):      # a torch.dtype is stored by its name
             object.__setattr__(self, "dtype", str(self.dtype).replace("torch.", ""))
         _choice("dtype", self.dtype, _DTYPES)
         _choice("nonfinite", self.nonfinite, ("raise", "keep"))
@@ -104,7 +112,7 @@ class ScoreConfig(JsonConfig):
                                               and math.isfinite(self.tau) and self.tau > 0):
             raise InvalidSelectionError(
                 f"tau must be a positive finite number (paper C: 1e-4), got {self.tau!r}")
-        tiny = torch.finfo(self.torch_dtype).tiny
+        tiny = _SMALLEST_NORMAL[self.dtype]
         if self.tau < tiny:
             # the swap weights are |a_1 - a_2| / tau: below the smallest normal number its
             # reciprocal overflows and every score would be nan
@@ -132,7 +140,9 @@ class ScoreConfig(JsonConfig):
                 raise InvalidSelectionError(f"{name} must be True or False")
 
     @property
-    def torch_dtype(self) -> torch.dtype:
+    def torch_dtype(self) -> "torch.dtype":
+        import torch   # not at the top: the command line reads this module's choices
+
         return getattr(torch, self.dtype)
 
 

@@ -30,15 +30,20 @@ from torch import Tensor
 
 from .._checks import boundary
 from ..errors import InvalidSelectionError
+from .config import MAX_ELEMENTS
 from .crosslogits import CrossLogitFactors
-from .swaps import (COSINE_EPS, Cosine, SwapSet, WeightedCosines, check_cosine,
-                    clamped_cosines, swap_cosines)
+from .swaps import (
+    COSINE_EPS,
+    Cosine,
+    SwapSet,
+    WeightedCosines,
+    check_cosine,
+    clamped_cosines,
+    swap_cosines,
+)
 
 __all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
-#: Largest number of elements of one intermediate tensor (2**21 float64 = 16 MiB); the
-#: work is cut into chunks of frequencies and of swaps to stay below it.
-MAX_ELEMENTS = 1 << 21
 
 
 @dataclass

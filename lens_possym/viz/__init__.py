@@ -36,15 +36,7 @@ from .scores import (
     top_swap_attention,
 )
 from .schemes import plot_toeplitz_terms
-from .synthetic import (
-    plot_accuracy_by_position,
-    plot_accuracy_vs_freq,
-    plot_qk_trajectory,
-    plot_scores_vs_freq,
-    plot_training_curves,
-    plot_w_max,
-    save_sweep_figures,
-)
+from .training import plot_qk_trajectory, plot_training_curves
 
 __all__ = [
     "plot_toeplitz_terms",
@@ -78,12 +70,7 @@ __all__ = [
     "plot_patching_grid",
     "plot_patching_top",
     "plot_effects",
-    # synthetic experiments: canonical tasks, toy models, training
-    "plot_accuracy_vs_freq",
-    "plot_accuracy_by_position",
-    "plot_w_max",
+    # training runs (paper A's sweep figures: lens_possym.papers.a.figures)
     "plot_training_curves",
     "plot_qk_trajectory",
-    "plot_scores_vs_freq",
-    "save_sweep_figures",
 ]

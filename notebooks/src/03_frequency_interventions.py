@@ -221,8 +221,9 @@ plt.show()
 freqs = lp.interventions.patch_grid(small_model, pairs, site="frequencies", layers=[layer],
                                     heads=[head])
 print(freqs.summary(5))
-table = freqs.to_dataframe()            # one row per frequency: value, se, ci_low, ci_high
-print(table.sort_values("value", ascending=False).head(5)[["frequency", "value", "se", "ci_low", "ci_high"]])
+table = freqs.to_dataframe()   # one row per frequency: value; effect with se, ci_low, ci_high
+print(table.sort_values("effect", ascending=False).head(5)[
+    ["frequency", "value", "effect", "se", "ci_low", "ci_high"]])
 """),
 ("md", r"""
 The head's scores on the same prompts, read from an `ActivationCache` of the clean run (the

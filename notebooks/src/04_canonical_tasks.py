@@ -15,13 +15,14 @@ import time
 import torch
 import matplotlib.pyplot as plt
 import lens_possym as lp
-from lens_possym import synthetic as syn   # tasks, toy models, training, runs, sweeps
+from lens_possym.papers import a as paper_a
+from lens_possym import training
 from lens_possym import viz
 
 NOTEBOOK_START = time.perf_counter()
 torch.set_num_threads(1)  # toy models are too small to gain from more threads (as the CLI)
-tasks = {"index": syn.IndexTask(), "retrieval": syn.RetrievalTask(),
-         "partial-induction": syn.PartialInductionTask()}
+tasks = {"index": paper_a.IndexTask(), "retrieval": paper_a.RetrievalTask(),
+         "partial-induction": paper_a.PartialInductionTask()}
 for task in tasks.values():
     batch = task.sample(2, seed=1)
     print(task.describe())
@@ -44,7 +45,7 @@ nothing, and every lens-possym analysis runs on the toy unchanged:
 """),
 ("code", r"""
 index = tasks["index"]
-model = syn.ToyTransformer(syn.toy_config_for(index)).set_frequencies([3])
+model = paper_a.ToyTransformer(paper_a.toy_config_for(index)).set_frequencies([3])
 print(model.extra_repr())
 print("angles:", [f"{a:.3g}" for a in model.angles.tolist()])
 tokens = index.test_set(8).tokens
@@ -62,15 +63,15 @@ Partial Induction. With the right angle each solves its task:
 ("code", r"""
 NOPE = 16
 built = {}
-for name, builder, freqs in [("index", syn.build_index_head, 2),
-                             ("retrieval", syn.build_retrieval_head, NOPE),
-                             ("partial-induction", syn.build_partial_induction_head, (NOPE, 4))]:
+for name, builder, freqs in [("index", paper_a.build_index_head, 2),
+                             ("retrieval", paper_a.build_retrieval_head, NOPE),
+                             ("partial-induction", paper_a.build_partial_induction_head, (NOPE, 4))]:
     task = tasks[name]
-    m = syn.ToyTransformer(syn.toy_config_for(task))
+    m = paper_a.ToyTransformer(paper_a.toy_config_for(task))
     head = builder(m, task, freqs)
     built[name] = m
     amps = ", ".join(f"id {f}: A={a:.0f}" for f, a in head.amplitudes.items())
-    print(f"{name:>18}: {head.kind:<17} {amps:<28} test accuracy {syn.evaluate(m, task).accuracy:.4f}")
+    print(f"{name:>18}: {head.kind:<17} {amps:<28} test accuracy {training.evaluate(m, task).accuracy:.4f}")
 """),
 ("md", r"""
 **Theorem 7.** With a fixed logit amplitude, the largest attention weight `w_max(j)` of the
@@ -82,18 +83,18 @@ forms:
 """),
 ("code", r"""
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), constrained_layout=True)
-m = syn.ToyTransformer(syn.toy_config_for(index))
-h = syn.build_index_head(m, index, 7, amplitude=1500.0)
-viz.plot_w_max(syn.w_max_by_position(m, index), index.answer_positions, ax=axes[0], label="measured")
-viz.plot_w_max(syn.w_max_positional(h.angles[0], index.length, 1500.0), index.answer_positions,
+m = paper_a.ToyTransformer(paper_a.toy_config_for(index))
+h = paper_a.build_index_head(m, index, 7, amplitude=1500.0)
+paper_a.plot_w_max(paper_a.w_max_by_position(m, index), index.answer_positions, ax=axes[0], label="measured")
+paper_a.plot_w_max(paper_a.w_max_positional(h.angles[0], index.length, 1500.0), index.answer_positions,
                ax=axes[0], label="closed form", ls="--")
 axes[0].set_title(f"H_POS on id 7 (θ={h.angles[0]:.3g}), A=1500: U", fontsize="medium")
 retrieval = tasks["retrieval"]
-m = syn.ToyTransformer(syn.toy_config_for(retrieval))
-h = syn.build_retrieval_head(m, retrieval, 4)
-viz.plot_w_max(syn.w_max_by_position(m, retrieval), retrieval.answer_positions, ax=axes[1],
+m = paper_a.ToyTransformer(paper_a.toy_config_for(retrieval))
+h = paper_a.build_retrieval_head(m, retrieval, 4)
+paper_a.plot_w_max(paper_a.w_max_by_position(m, retrieval), retrieval.answer_positions, ax=axes[1],
                label="measured (2-D, phase-coded entities)")
-viz.plot_w_max(syn.w_max_symbolic(h.angles[0], retrieval.n_pairs, 3.0), retrieval.answer_positions,
+paper_a.plot_w_max(paper_a.w_max_symbolic(h.angles[0], retrieval.n_pairs, 3.0), retrieval.answer_positions,
                ax=axes[1], label="simplified H_SYM, A=3", ls="--")
 axes[1].set_title(f"H_SYM on id 4 (θ={h.angles[0]:.3g}): inverse U", fontsize="medium")
 plt.show()
@@ -105,16 +106,16 @@ One model per frequency id (same initial weights, data stream and optimiser; onl
 differs), 800 AdamW steps each (the CLI default is 2000).
 """),
 ("code", r"""
-short = syn.TrainConfig(steps=800)
+short = training.TrainConfig(steps=800)
 t0 = time.perf_counter()
-index_sweep = syn.sweep(index, [0, 2, 4, 6, 16], train_config=short, log=print)
-retrieval_sweep = syn.sweep(retrieval, [0, 2, 4, 16], train_config=short, log=print)
+index_sweep = paper_a.sweep(index, [0, 2, 4, 6, 16], train_config=short, log=print)
+retrieval_sweep = paper_a.sweep(retrieval, [0, 2, 4, 16], train_config=short, log=print)
 print(f"{time.perf_counter() - t0:.0f} s")
 """),
 ("code", r"""
 fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-viz.plot_accuracy_vs_freq(index_sweep, ax=ax, label="Index (positional)", color="tab:red")
-viz.plot_accuracy_vs_freq(retrieval_sweep, ax=ax, label="Retrieval (symbolic)", color="tab:green")
+paper_a.plot_accuracy_vs_freq(index_sweep, ax=ax, label="Index (positional)", color="tab:red")
+paper_a.plot_accuracy_vs_freq(retrieval_sweep, ax=ax, label="Retrieval (symbolic)", color="tab:green")
 ax.set_title("one head, one frequency: test accuracy by frequency id", fontsize="medium")
 plt.show()
 print(index_sweep.table())
@@ -135,8 +136,8 @@ frequency that is not low enough, Retrieval is solved only in the middle (**inve
 """),
 ("code", r"""
 fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), constrained_layout=True)
-viz.plot_accuracy_by_position(index_sweep, ids=[2, 4, 6], ax=axes[0])
-viz.plot_accuracy_by_position(retrieval_sweep, ids=[2, 4, 16], ax=axes[1])
+paper_a.plot_accuracy_by_position(index_sweep, ids=[2, 4, 6], ax=axes[0])
+paper_a.plot_accuracy_by_position(retrieval_sweep, ids=[2, 4, 16], ax=axes[1])
 plt.show()
 """),
 ("md", r"""
@@ -149,13 +150,13 @@ most recent match) solves it. Here with 16 pairs per prompt, single ids against 
 ("code", r"""
 pi = tasks["partial-induction"]
 t0 = time.perf_counter()
-pi_budget = syn.TrainConfig(steps=1000)
-pi_single = syn.sweep(pi, [5], train_config=pi_budget, scores=False, log=print)
-pi_pairs = syn.sweep(pi, syn.pairs_with(NOPE, [2, 5, 9]), train_config=pi_budget, scores=False, log=print)
+pi_budget = training.TrainConfig(steps=1000)
+pi_single = paper_a.sweep(pi, [5], train_config=pi_budget, scores=False, log=print)
+pi_pairs = paper_a.sweep(pi, paper_a.pairs_with(NOPE, [2, 5, 9]), train_config=pi_budget, scores=False, log=print)
 print(f"{time.perf_counter() - t0:.0f} s")
 fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-viz.plot_accuracy_vs_freq(pi_pairs, ax=ax, label="ids {16 (θ=0), k}", color="tab:blue")
-viz.plot_accuracy_vs_freq(pi_single, ax=ax, label="single id k", color="tab:gray")
+paper_a.plot_accuracy_vs_freq(pi_pairs, ax=ax, label="ids {16 (θ=0), k}", color="tab:blue")
+paper_a.plot_accuracy_vs_freq(pi_single, ax=ax, label="single id k", color="tab:gray")
 ax.set_xlabel("frequency id k")
 plt.show()
 """),
@@ -175,9 +176,9 @@ points at its target position — the mechanism of H_POS.
 """),
 ("code", r"""
 probe = index.test_set(48)
-traj = syn.QKTrajectory(probe, freq=2)
-m = syn.ToyTransformer(syn.toy_config_for(index)).set_frequencies([2])
-result = syn.train(m, index, syn.TrainConfig(steps=500, eval_every=50), callbacks=[traj])
+traj = training.QKTrajectory(probe, freq=2)
+m = paper_a.ToyTransformer(paper_a.toy_config_for(index)).set_frequencies([2])
+result = training.train(m, index, training.TrainConfig(steps=500, eval_every=50), callbacks=[traj])
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
 viz.plot_qk_trajectory(traj, ax=axes[0], color_by=probe.answer_pos)
 viz.plot_training_curves(result, ax=axes[1])
@@ -191,7 +192,7 @@ print(f"keys' cosine to their mean direction: min {cos.min():.3f}")
 
 With `out_dir`, a run writes `metrics.json`, `model.pt` and (every `checkpoint_every` steps)
 checkpoints that also hold the optimiser, the data stream and the evaluations so far.
-`syn.resume(out_dir)` continues an interrupted run from its latest checkpoint and ends
+`training.resume(out_dir)` continues an interrupted run from its latest checkpoint and ends
 exactly where the uninterrupted run ends. Here the run above is repeated, stopped at step
 300, and resumed:
 """),
@@ -206,13 +207,13 @@ def stop_at_300(step, model):
         raise Stop
 
 run_dir = tempfile.mkdtemp()
-config = syn.TrainConfig(steps=500, eval_every=50, checkpoint_every=100, out_dir=run_dir)
+config = training.TrainConfig(steps=500, eval_every=50, checkpoint_every=100, out_dir=run_dir)
 try:
-    syn.train(syn.ToyTransformer(syn.toy_config_for(index)).set_frequencies([2]), index, config,
+    training.train(paper_a.ToyTransformer(paper_a.toy_config_for(index)).set_frequencies([2]), index, config,
               callbacks=[stop_at_300])
 except Stop:
-    print("stopped at step 300; latest checkpoint:", syn.latest_checkpoint(run_dir).name)
-resumed, _, again = syn.resume(run_dir)
+    print("stopped at step 300; latest checkpoint:", training.latest_checkpoint(run_dir).name)
+resumed, _, again = training.resume(run_dir)
 print(f"resumed run: test accuracy {again.test_accuracy:.4f} after {again.steps_run} steps; "
       f"uninterrupted: {result.test_accuracy:.4f}")
 print("same weights as the uninterrupted run:",

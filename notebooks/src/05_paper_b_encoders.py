@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 import matplotlib.pyplot as plt
 import lens_possym as lp
-from lens_possym.synthetic import paper_b as pb
-from lens_possym.synthetic.models.encoder import SchemeEncoder, encoder_config_for, faithful_mla_rotate
-from lens_possym.synthetic.tasks import DistanceTask, CountTask
-from lens_possym.synthetic.training import TrainConfig, train
+from lens_possym import training
+from lens_possym.papers.b import experiments as pb
+from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for, faithful_mla_rotate
+from lens_possym.papers.b.tasks import DistanceTask, CountTask
+from lens_possym.training import TrainConfig, train
 
 NOTEBOOK_START = time.perf_counter()
 torch.set_num_threads(1)
@@ -77,7 +78,7 @@ model = SchemeEncoder(encoder_config_for(distance, "rope", n_layers=2, n_heads=4
 result = train(model, distance, TrainConfig(steps=200, batch_size=64, lr=3e-3, warmup_steps=10, eval_every=100, eval_size=256, device="cpu"))
 model.eval()
 test = distance.test_set(256, seed=1)
-baseline = lp.synthetic.evaluate(model, distance, test).accuracy
+baseline = training.evaluate(model, distance, test).accuracy
 grid = pb.ablation_grid(model, distance, test)
 print(f"test accuracy {baseline:.3f} after {result.steps_run} steps ({result.train_time_s:.1f} s)")
 print(pb.deposit_summary(grid, baseline))

@@ -16,13 +16,15 @@ results (reproduction table, figures) are in `docs/paper_c.md`, made by
 import math, tempfile, time
 import torch
 import matplotlib.pyplot as plt
-from lens_possym import synthetic as syn
-from lens_possym.synthetic import dynamics, discrepancy, hop_constructions, lengths, roles
-from lens_possym.synthetic.multihop import train_multihop
+from lens_possym.papers import c as paper_c
+from lens_possym import training
+from lens_possym.papers.c import dynamics, discrepancy, lengths, roles
+from lens_possym.papers.c import constructions as hop_constructions
+from lens_possym.papers.c.presets import train_multihop
 
 NOTEBOOK_START = time.perf_counter()
 torch.set_num_threads(1)
-number, letter = syn.NumberTask(), syn.LetterTask()
+number, letter = paper_c.NumberTask(), paper_c.LetterTask()
 for task in (number, letter):
     batch, hops, path = task.sample_with_paths(3, seed=1)
     print(task.describe())
@@ -81,11 +83,11 @@ fig.tight_layout()
 Their roles read from attention, and confirmed by ablation and patching:
 """),
 ("code", r"""
-one_number, one_letter = syn.NumberTask(max_hops=1), syn.LetterTask(max_hops=1)
+one_number, one_letter = paper_c.NumberTask(max_hops=1), paper_c.LetterTask(max_hops=1)
 t_index, _ = hop_constructions.t_index_model(one_number, 0.8)
 t_retr, _ = hop_constructions.t_retrieval_model(one_letter, 0.0027)
 for name, m, t in (("T_Index", t_index, one_number), ("T_Retrieval", t_retr, one_letter)):
-    acc = syn.evaluate(m, t, t.test_set(512)).accuracy
+    acc = training.evaluate(m, t, t.test_set(512)).accuracy
     batch = t.test_set(64)
     r = roles.attention_roles(m, t, batch)
     c = roles.causal_roles(m, t, batch)
@@ -102,8 +104,8 @@ the minimum over inputs has:
 """),
 ("code", r"""
 measured = discrepancy.head_discrepancy(*[hop_constructions.t_index_model(
-    syn.NumberTask(max_hops=1, length=40), 0.8, amplitude=1.0)[0],
-    syn.NumberTask(max_hops=1, length=40).test_set(64).tokens])
+    paper_c.NumberTask(max_hops=1, length=40), 0.8, amplitude=1.0)[0],
+    paper_c.NumberTask(max_hops=1, length=40).test_set(64).tokens])
 print(f"T_Index at n=40, measured: max {measured.max:.5f}; closed form over the task's offsets: "
       f"{discrepancy.index_discrepancy(0.8, 40, range(9, 17)):.5f}")
 table = discrepancy.index_bound_table(0.8, range(2, 400))
@@ -121,7 +123,7 @@ print("bound fails for the max at", sum(not r["max_holds"] for r in table), "len
 
 `lengths.accuracy_by_length` evaluates a model on the longer sets (here the construction,
 built for inputs up to 300 tokens, and the tiny GPT-J). `lengths.lm_hop_accuracy` does the
-same for a pretrained LM on paper C's 1-hop prompts (`lens_possym.tasks.hop_prompts`).
+same for a pretrained LM on paper C's 1-hop prompts (`lens_possym.papers.c.prompts`).
 """),
 ("code", r"""
 wide, _ = hop_constructions.t_index_model(one_number, 0.8, max_length=300)

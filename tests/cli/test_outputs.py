@@ -133,7 +133,7 @@ def test_a_complete_profile_replaces_the_previous_outputs(tmp_path, capsys):
 
 
 def test_interrupted_train_leaves_no_partial_checkpoint(tmp_path, monkeypatch, capsys):
-    import lens_possym.synthetic as training
+    import lens_possym.training as training
 
     out = tmp_path / "run"
     before = _previous_run(out, ["metrics.json", "model.pt"])

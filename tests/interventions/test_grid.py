@@ -171,8 +171,13 @@ def test_patch_grid_directions_sites_and_the_result(setup, tmp_path):
     assert torch.equal(again.values, grid.values) and again.config == grid.config
     assert again.info["pairs"]["corruption"] == "swap_query"
     frame = grid.to_dataframe()
-    assert len(frame) == 8 and {"layer", "head", "value", "se", "ci_low", "ci_high",
+    assert len(frame) == 8 and {"layer", "head", "value", "value_se", "se", "ci_low", "ci_high",
                                 "effect"} <= set(frame)
+    row = frame[(frame["layer"] == 1) & (frame["head"] == 2)].iloc[0]
+    effect = grid.effect()[1, 2].double()
+    assert row["effect"] == pytest.approx(float(effect.mean()), abs=1e-6)
+    assert row["se"] == pytest.approx(float(effect.std() / 5 ** 0.5), abs=1e-6)
+    assert row["value_se"] == pytest.approx(float(grid.stderr()[1, 2]), abs=1e-6)
     assert len(grid.to_dataframe(per_prompt=True)) == 40
     index, effect, se = grid.top(1)[0]
     assert effect == pytest.approx(float(grid.effect()[index].mean()))

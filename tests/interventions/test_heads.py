@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lens_possym as lp
-from lens_possym import synthetic as syn
+from lens_possym.papers import a as paper_a
 from lens_possym.errors import InvalidSelectionError, LensPossymError
 from lens_possym.interventions import (
     ablate_heads,
@@ -31,9 +31,9 @@ def tokens():
 
 
 def _toy(n_layers=1, seed=0, d_mlp=None):
-    cfg = syn.ToyConfig(d_vocab=16, n_ctx=12, n_layers=n_layers, n_heads=3, d_head=8,
+    cfg = paper_a.ToyConfig(d_vocab=16, n_ctx=12, n_layers=n_layers, n_heads=3, d_head=8,
                        d_mlp=d_mlp, seed=seed)
-    return syn.ToyTransformer(cfg).double()
+    return paper_a.ToyTransformer(cfg).double()
 
 
 def _z_after(model, tokens, layer, ablation_hooks):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lens_possym as lp
-from lens_possym import synthetic as syn
+from lens_possym.papers import a as paper_a
 from lens_possym.errors import InvalidSelectionError, LensPossymError
 from lens_possym.interventions import (
     HeadImportance,
@@ -37,9 +37,9 @@ def batch():
 
 
 def _toy(n_layers=2, seed=0):
-    cfg = syn.ToyConfig(d_vocab=16, n_ctx=12, n_layers=n_layers, n_heads=3, d_head=8,
+    cfg = paper_a.ToyConfig(d_vocab=16, n_ctx=12, n_layers=n_layers, n_heads=3, d_head=8,
                        d_mlp=8 if n_layers > 1 else None, seed=seed)
-    return syn.ToyTransformer(cfg).double()
+    return paper_a.ToyTransformer(cfg).double()
 
 
 def _by_hand(model, batch, layer, head, metric):

@@ -1,0 +1,39 @@
+"""Paper C: "Positional versus Symbolic Attention Heads: Learning Dynamics, RoPE Geometry,
+and Length Generalization".
+
+The Number and Letter multi-hop tasks (:mod:`.tasks`), GPT-J through transformers
+(:mod:`.gptj`), the presets and one run's training (:mod:`.presets`), scores over training
+and purity (:mod:`.dynamics`), head roles (:mod:`.roles`), T_Index and T_Retrieval
+(:mod:`.constructions`), discrepancy and Theorem 3.2 (:mod:`.discrepancy`), length
+generalisation (:mod:`.lengths`), the 1-hop prompts for pretrained LMs (:mod:`.prompts`);
+the ``lens-possym multihop`` command.
+"""
+
+from ..._lazy import lazy_attributes
+from ...plugins import Plugin
+
+PLUGIN = Plugin(
+    name="paper-c",
+    title="Positional versus Symbolic Attention Heads: Learning Dynamics, RoPE Geometry, "
+          "and Length Generalization",
+    tasks={"number": "lens_possym.papers.c.tasks:NumberTask",
+           "letter": "lens_possym.papers.c.tasks:LetterTask"},
+    models={"gptj": "lens_possym.papers.c.gptj:GPTJTaskModel"},
+    commands=("lens_possym.papers.c.cli",),
+)
+
+_EXPORTS = {
+    "tasks": ["MultiHopTask", "NumberTask", "LetterTask"],
+    "gptj": ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"],
+    "presets": ["MultiHopPreset", "PRESETS", "preset", "build_run", "train_multihop"],
+    "dynamics": ["ScoreTrajectory", "score_run", "score_model", "path_scores", "Purity",
+                 "purity"],
+    "roles": ["AttentionRoles", "attention_roles", "CausalRoles", "causal_roles"],
+    "constructions": ["t_index_model", "t_retrieval_model"],
+    "discrepancy": ["Discrepancy", "head_discrepancy", "index_discrepancy", "index_bound",
+                    "retrieval_bound"],
+    "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
+    "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+__all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

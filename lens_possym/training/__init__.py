@@ -1,0 +1,67 @@
+"""Training, the wing every paper uses: tasks with known answers and trainable models as
+protocols with registries (filled by plug-ins, :mod:`lens_possym.plugins`), one training
+loop, runs and checkpoints on disk, and scores over a run's checkpoints.
+
+* :mod:`.tasks`: the :class:`Task` protocol, :class:`SyntheticTask` (seeded generation,
+  hash-disjoint splits), :data:`TASKS` / :func:`make_task` / :func:`register_task`.
+* :mod:`.models`: the :class:`TrainableModel` protocol, :data:`MODELS` /
+  :func:`register_model`.
+* :mod:`.loop`: :func:`train` (resumable), :func:`resume`, :func:`evaluate`,
+  :class:`TrainConfig` (warm-up then a cosine or linear decay).
+* :mod:`.runs`: checkpoints (written atomically) and ``metrics.json`` in a run folder;
+  :func:`checkpoint_paths`, the one checkpoint listing.
+* :mod:`.trajectories`: a head's scores, its q/k over training, scores at every checkpoint
+  through an :class:`~lens_possym.execution.Executor`.
+
+The papers' own tasks and models (paper A's toy RoPE transformer, paper B's encoders,
+paper C's GPT-J) live in their plug-ins under ``lens_possym/papers``.
+"""
+
+from .loop import EvalRecord, EvalResult, TrainConfig, TrainResult, evaluate, resume, train
+from .models import MODELS, ModelConfig, TrainableModel, register_model
+from .runs import (
+    Checkpoint,
+    checkpoint_paths,
+    latest_checkpoint,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
+from .tasks import TASKS, Split, SyntheticTask, Task, TaskBatch, make_task, register_task
+from .trajectories import CheckpointScores, HeadScores, QKTrajectory, checkpoint_scores, head_scores
+
+__all__ = [
+    # tasks and models
+    "Task",
+    "TaskBatch",
+    "SyntheticTask",
+    "Split",
+    "TASKS",
+    "make_task",
+    "register_task",
+    "TrainableModel",
+    "ModelConfig",
+    "MODELS",
+    "register_model",
+    # the loop
+    "TrainConfig",
+    "TrainResult",
+    "EvalRecord",
+    "EvalResult",
+    "train",
+    "resume",
+    "evaluate",
+    # runs
+    "Checkpoint",
+    "save_checkpoint",
+    "read_checkpoint",
+    "load_checkpoint",
+    "latest_checkpoint",
+    "checkpoint_paths",
+    # scores over training
+    "head_scores",
+    "HeadScores",
+    "QKTrajectory",
+    "checkpoint_scores",
+    "CheckpointScores",
+]

@@ -1,0 +1,122 @@
+"""Paper B's verdicts from records: each rule on hand-made cells, the 2-of-3 verdict, the
+report block (and the report script that writes it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from lens_possym.errors import InvalidSelectionError
+from lens_possym.papers.b import experiments as v
+
+ROOT = Path(__file__).resolve().parents[3]
+PRESET = "paper-length"
+
+
+def rec(task, scheme, acc, top=0.05, second=0.04, *, variant="intended", seed=0, probe=None):
+    """A record as cell_record writes it, with the deposit rule applied to its drops."""
+    deposit = acc >= 0.5 and top >= 0.25 * acc and top >= 2 * second
+    return {"preset": PRESET, "task": task, "scheme": scheme, "variant": variant, "seed": seed,
+            "accuracy": acc, "probe": probe,
+            "ablation": {"top_drop": top, "second_drop": second, "top_head": [0, 3],
+                         "heads_over_10": int(top > 0.1) + int(second > 0.1),
+                         "deposit": deposit}}
+
+
+def probe(a0, out, chance=0.2):
+    return {"aligned": [a0, (a0 + out) / 2, out], "chance": chance}
+
+
+def seed_cells(seed, *, rope=0.95, sat=False, mla_count=0.9, deposit_in_alibi=False):
+    """One seed of a plausible grid: RoPE best on distance with a deposit, NoPE and ALiBi
+    failing, the count order MLA > NoPE > RoPE."""
+    d = [rec("distance", "nope", 0.10), rec("distance", "sinusoidal", 0.99 if sat else 0.80),
+         rec("distance", "learned", 0.70), rec("distance", "t5", 0.30),
+         rec("distance", "alibi", 0.60 if deposit_in_alibi else 0.20,
+             *((0.4, 0.1) if deposit_in_alibi else ())),
+         rec("distance", "rope", rope, 0.6, 0.1), rec("distance", "mla", 0.91, 0.2, 0.15),
+         rec("distance", "rope-k1", 0.80, 0.5, 0.1), rec("distance", "rope-k2", 0.93),
+         rec("distance", "hybrid", 0.94, probe=probe(0.6, 0.25)),
+         rec("count", "nope", 0.80), rec("count", "rope", 0.70), rec("count", "mla", mla_count)]
+    d[1]["probe"] = probe(0.6, 0.55)
+    for r in d:
+        r["seed"] = seed
+    return d
+
+
+def test_each_rule_on_one_seed():
+    cells = v.seed_view(seed_cells(0), PRESET, "intended", 0)
+    got = {c.number: c.apply(cells)[0] for c in v.CLAIMS}
+    assert got == {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True,
+                   "8": True, "9": True, "10": True, "11a": True, "11b": False, "12": True}
+    holds, text = v.CLAIMS[1].apply(cells)
+    assert "rope 95.0" in text and "next mla 91.0" in text
+
+
+def test_saturation_and_additive_deposits_change_the_verdicts():
+    cells = v.seed_view(seed_cells(0, rope=0.995, sat=True, deposit_in_alibi=True),
+                        PRESET, "intended", 0)
+    claims = {c.number: c for c in v.CLAIMS}
+    assert claims["5"].apply(cells)[0] is None, "claim 5 is not judged on a saturated task"
+    assert claims["2"].apply(cells)[0] is False, "a tie within a point is not a win"
+    assert claims["8"].apply(cells) == (False, "deposits: RoPE models [rope, rope-k1], others "
+                                               "[alibi]")
+    assert claims["4"].apply(cells)[0] is False
+
+
+def test_two_of_three_seeds_and_missing_cells():
+    records = (seed_cells(0) + seed_cells(1, mla_count=0.75)
+               + seed_cells(2, mla_count=0.75)[:-1])          # seed 2 lacks count/mla
+    rows = {row["claim"].number: row for row in v.judge(records, PRESET)}
+    six = rows["6"]["intended"]
+    assert [h for h, _ in six["seeds"]] == [True, False, None]
+    assert six["verdict"] == "does not hold" and six["held"] == 1 and six["judged"] == 2
+    assert "missing count/mla" in six["seeds"][2][1]
+    assert rows["1"]["intended"]["verdict"] == "holds"
+    assert rows["1"]["faithful"]["verdict"] == "not judged"      # no faithful cell at all
+    with pytest.raises(InvalidSelectionError, match="no record"):
+        v.judge(records, "paper")
+
+
+def test_deposit_table_counts_seeds():
+    records = seed_cells(0) + seed_cells(1) + seed_cells(2, deposit_in_alibi=True)
+    table = v.deposit_table(records, PRESET)
+    assert table[("distance", "intended", "rope")] == 3
+    assert table[("distance", "intended", "alibi")] == 1
+    assert table[("count", "intended", "nope")] == 0
+
+
+def _report_script():
+    spec = importlib.util.spec_from_file_location("paper_b_bench", ROOT / "benchmarks" / "paper_b.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_report_writes_the_verdict_block(tmp_path):
+    records = seed_cells(0) + seed_cells(1) + seed_cells(2)
+    records += [dict(r, variant="faithful") for r in seed_cells(0)]
+    text = v.verdict_markdown(records, PRESET)
+    assert "| 7 | in RoPE models one head carries distance" in text
+    assert "**holds** (3/3)" in text and "**not judged** (1/3)" in text
+    assert "| rope | 95.0 / 95.0 / 95.0 | 95.0 / · / · | 70.0 / 70.0 / 70.0 | 70.0 / · / · |" in text
+    assert "Claim 8 as the data say" in text and "distance intended rope (3/3)" in text
+    assert all(d in text for d in v.FAITHFUL_DEPARTURES)
+
+    bench = _report_script()
+    path = tmp_path / "results.json"
+    bench.write_records(path, records[:5])
+    rows = bench.write_records(path, records)                      # merged by key
+    assert len(rows) == len(records) == len(json.loads(path.read_text()))
+    begin, end = bench.MARKERS[PRESET]
+    (tmp_path / "paper_b.md").write_text(f"intro\n{begin}\nSTALE\n{end}\nafter\n")
+    bench.main(["report", "--preset", PRESET, "--records", str(path), "--out", str(tmp_path)])
+    page = (tmp_path / "paper_b.md").read_text()
+    assert page.startswith("intro\n") and page.endswith(f"{end}\nafter\n") and "STALE" not in page
+    assert text.split("\n", 1)[1] in page
+    with pytest.raises(SystemExit, match="no paper-length record"):
+        bench.main(["report", "--preset", PRESET, "--records", str(tmp_path / "none.json"),
+                    "--out", str(tmp_path)])

@@ -1,0 +1,244 @@
+"""Plug-ins: a fourth paper plugs in without touching the core (docs/adding_a_paper.md).
+
+A minimal plug-in (a task, a trainable model, a command) is written into a temporary
+package and registered; the core then builds its task by name, trains its model, reads its
+checkpoints back and runs its command. The papers' own plug-ins are found through the
+entry points, and the core never imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lens_possym.cli import build_parser, main
+from lens_possym.errors import PluginError, TaskConfigError, TrainingError
+from lens_possym.plugins import Plugin, plugins, register_plugin, unregister_plugin
+from lens_possym.training import (
+    MODELS,
+    TASKS,
+    TrainConfig,
+    latest_checkpoint,
+    make_task,
+    read_checkpoint,
+    register_model,
+    register_task,
+    train,
+)
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lens_possym"
+
+_TASK = '''
+import torch
+from lens_possym.training import SyntheticTask, TaskBatch
+
+
+class CopyFirstTask(SyntheticTask):
+    """Answer: the first token of the prompt."""
+    name = "copy-first"
+    behaviour = "positional"
+
+    def __init__(self, n_symbols: int = 5, length: int = 4, seed: int = 0):
+        super().__init__(seed=seed)
+        self.n_symbols, self.length = n_symbols, length
+
+    @property
+    def d_vocab(self): return self.n_symbols
+    @property
+    def n_ctx(self): return self.length
+    @property
+    def answer_positions(self): return [0]
+    @property
+    def answer_tokens(self): return list(range(self.n_symbols))
+
+    def config(self):
+        return {"n_symbols": self.n_symbols, "length": self.length, "seed": self.seed}
+
+    def _generate(self, n, gen):
+        tokens = torch.randint(self.n_symbols, (n, self.length), generator=gen)
+        return TaskBatch(tokens, tokens[:, 0].clone(), torch.zeros(n, dtype=torch.long))
+'''
+
+_MODEL = '''
+from dataclasses import asdict, dataclass
+import torch
+
+
+@dataclass
+class BagConfig:
+    d_vocab: int
+    n_ctx: int
+
+    def to_dict(self): return asdict(self)
+
+
+class FirstTokenModel(torch.nn.Module):
+    """Logits from a learnt table of the first token (enough for copy-first)."""
+    kind = "first-token"
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.table = torch.nn.Parameter(torch.zeros(cfg.d_vocab, cfg.d_vocab))
+
+    @classmethod
+    def from_config(cls, data): return cls(BagConfig(**data))
+
+    def forward(self, tokens):
+        return self.table[tokens[:, :1]].expand(-1, tokens.shape[1], -1)
+'''
+
+_CLI = '''
+def register(sub):
+    parser = sub.add_parser("echo-first", help="print the first token of a copy-first prompt")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    from lens_possym.training import make_task
+    batch = make_task("copy-first").sample(1, seed=args.seed)
+    print(f"first token {int(batch.tokens[0, 0])}, answer {int(batch.answers[0])}")
+    return 0
+'''
+
+
+@pytest.fixture
+def paper_d(tmp_path, monkeypatch):
+    """A fourth paper as a package on sys.path, registered as a plug-in; removed after."""
+    root = tmp_path / "paper_d_pkg"
+    root.mkdir()
+    for name, text in {"__init__.py": "", "tasks.py": _TASK, "model.py": _MODEL,
+                       "cli.py": _CLI}.items():
+        (root / name).write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugin = register_plugin(Plugin(
+        name="paper-d", title="a fourth paper",
+        tasks={"copy-first": "paper_d_pkg.tasks:CopyFirstTask"},
+        models={"first-token": "paper_d_pkg.model:FirstTokenModel"},
+        commands=("paper_d_pkg.cli",)))
+    yield plugin
+    unregister_plugin("paper-d")
+    for name in [m for m in sys.modules if m.startswith("paper_d_pkg")]:
+        del sys.modules[name]
+
+
+def test_a_fourth_paper_trains_checkpoints_and_reads_back(paper_d, tmp_path):
+    assert "copy-first" in TASKS and "first-token" in MODELS
+    task = make_task("copy-first", n_symbols=6)
+    model = MODELS["first-token"].from_config({"d_vocab": 6, "n_ctx": 4})
+    result = train(model, task, TrainConfig(steps=60, lr=0.5, warmup_steps=1, eval_every=30,
+                                            eval_size=128, checkpoint_every=30,
+                                            out_dir=str(tmp_path / "run")))
+    assert result.test_accuracy == 1.0                  # it learnt: the core trained it
+    ckpt = read_checkpoint(latest_checkpoint(tmp_path / "run"))
+    back = ckpt.model()
+    assert type(back).__name__ == "FirstTokenModel" and ckpt.make_task().config() == task.config()
+    assert bool((back.table == model.table.cpu()).all())
+
+
+def test_a_fourth_papers_command_is_listed_and_runs(paper_d, capsys):
+    parser = build_parser()
+    assert "echo-first" in parser.format_help()
+    assert main(["echo-first", "--seed", "3"]) == 0
+    first, answer = capsys.readouterr().out.split(",")
+    assert first.split()[-1] == answer.split()[-1]
+
+
+def test_without_the_plugin_its_names_are_unknown(paper_d):
+    unregister_plugin("paper-d")
+    try:
+        assert "copy-first" not in TASKS
+        with pytest.raises(TaskConfigError, match="unknown task 'copy-first'"):
+            make_task("copy-first")
+    finally:
+        register_plugin(paper_d)
+
+
+def test_the_papers_are_plugins_found_through_entry_points():
+    found = plugins()
+    assert {"paper-a", "paper-b", "paper-c"} <= set(found)
+    assert {"index", "distance", "number", "letter"} <= set(TASKS)
+    assert {"toy", "scheme-encoder", "gptj"} <= set(MODELS)
+    assert found["paper-c"].commands == ("lens_possym.papers.c.cli",)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(name="Paper D"), "name is lowercase"),
+    (dict(name="d", tasks={"x": "no_colon"}), "'package.module:Attribute'"),
+    (dict(name="d", tasks={"X Y": "m:A"}), "tasks key"),
+    (dict(name="d", commands=("m:run",)), "must be a module name"),
+])
+def test_a_malformed_plugin_is_refused(kwargs, match):
+    with pytest.raises(PluginError, match=match):
+        Plugin(**kwargs)
+
+
+def test_two_plugins_claiming_one_task_and_a_name_taken_twice_are_refused(paper_d):
+    other = Plugin(name="paper-e", tasks={"copy-first": "somewhere.else:Task"})
+    register_plugin(other)
+    try:
+        with pytest.raises(TaskConfigError, match="two plug-ins define the task 'copy-first'"):
+            TASKS["copy-first"]
+    finally:
+        unregister_plugin("paper-e")
+    with pytest.raises(PluginError, match="already registered"):
+        register_plugin(Plugin(name="paper-d", title="another"))
+    register_task("copy-first", int)           # code registration wins over the plug-in's
+    try:
+        assert TASKS["copy-first"] is int
+        with pytest.raises(TaskConfigError, match="already registered"):
+            register_task("copy-first", float)
+    finally:
+        TASKS.unregister("copy-first")
+    assert TASKS["copy-first"].__name__ == "CopyFirstTask"
+
+
+def test_an_unimportable_reference_names_itself(paper_d):
+    register_plugin(Plugin(name="paper-e", models={"ghost": "paper_d_pkg.model:Ghost"}))
+    try:
+        with pytest.raises(PluginError, match="'paper_d_pkg.model:Ghost' cannot be imported"):
+            MODELS["ghost"]
+    finally:
+        unregister_plugin("paper-e")
+    with pytest.raises(TrainingError, match="no string `kind`"):
+        register_model(object)
+
+
+def test_import_lens_possym_imports_no_paper_and_no_torch():
+    code = ("import lens_possym, sys; print(sorted(m for m in sys.modules if "
+            "m.startswith('lens_possym.papers') or m == 'torch'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """Absolute ``lens_possym`` modules a file imports (inside functions too)."""
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    package = parts if parts[-1] == "__init__" else parts[:-1]
+    package = [p for p in package if p != "__init__"]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found += [(module, node.lineno)] + [(f"{module}.{a.name}", node.lineno)
+                                                for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+    return found
+
+
+def test_no_module_outside_the_papers_imports_them():
+    offenders = [f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+                 for path in PACKAGE.rglob("*.py") if "papers" not in path.parts
+                 for module, line in _imports(path) if module.startswith("lens_possym.papers")]
+    assert not offenders, offenders
