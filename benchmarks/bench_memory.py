@@ -12,7 +12,7 @@ resident memory (sampled every millisecond) above the loaded model:
    for each ``--bounds`` value of ``max_matrix_elements`` (powers of two), with
    ``max_elements`` at its default;
 
-and prints each peak next to :func:`lens_possym.scores.memory.memory_bound` (what the
+and prints each peak next to ``ScoreConfig.memory_bound`` (what the
 settings allow plus the factor tables they do not cover) plus the forward pass's own peak,
 and their ratio. The claim (docs/scores.md, "Memory"): the ratio is at most 1.5.
 """
@@ -78,7 +78,6 @@ def main() -> None:
 
     import lens_possym as lp
     from lens_possym.scores import ScoreConfig
-    from lens_possym.scores.memory import memory_bound
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     start = time.perf_counter()
@@ -102,8 +101,8 @@ def main() -> None:
         with Peak() as scoring:
             scores = lp.swap_scores(model, tokens, config, layers=[spec.layer])
         assert scores.pos[spec.layer].isfinite().all()
-        bound = memory_bound(config, batch=1, heads=spec.n_heads, n_pos=args.n,
-                             n_freqs=spec.n_freqs)["total"]
+        bound = config.memory_bound(batch=1, heads=spec.n_heads, n_pos=args.n,
+                                    n_freqs=spec.n_freqs)["total"]
         allowed = bound + forward.above
         ratio = scoring.above / allowed
         worst = max(worst, ratio)

@@ -41,7 +41,8 @@ from tests.test_error_contract import KIND, anything
 
 MODULES = ["lens_possym", "lens_possym.interventions", "lens_possym.scores", "lens_possym.tasks",
            "lens_possym.models", "lens_possym.positions", "lens_possym.viz",
-           "lens_possym.report", "lens_possym.synthetic"]
+           "lens_possym.report", "lens_possym.training", "lens_possym.papers.a",
+           "lens_possym.papers.b", "lens_possym.papers.c"]
 PROMPT = "Alice likes red . Bob likes blue . What color does Bob like ?"
 FAST = settings(max_examples=15, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -184,6 +185,8 @@ CASES: dict[str, Callable[[dict], tuple]] = {
     "load_checkpoint": lambda w: ((w["prompts_file"],), {}, None),
     "resume": lambda w: ((w["tmp"],), {}, None),
     "describe": lambda w: (("tau",), {}, None),
+    "read_checkpoint": lambda w: ((w["prompts_file"],), {}, None),
+    "checkpoint_paths": lambda w: ((w["tmp"],), {}, None),
     "format_value": lambda w: ((0.5,), {}, None),
     "logit_share": lambda w: ((w["norms"].q,), {}, None),
     "atlas_values": lambda w: ((w["scores"], "sym"), {}, None),
@@ -234,12 +237,17 @@ EXEMPT = {
     # are driven through TrainConfig/ToyConfig/make_task in test_error_contract.py
     **dict.fromkeys(["train", "sweep", "evaluate", "checkpoint_scores", "head_scores",
                      "build_index_head", "build_partial_induction_head",
-                     "build_retrieval_head", "w_max_by_position", "toy_config_for",
-                     "encoder_config_for", "gptj_config_for"],
+                     "build_retrieval_head", "w_max_by_position", "toy_config_for"],
                     "paper training code; its configs are driven elsewhere"),
     # a real model by name or memory: slow, and their inputs are driven in test_loading.py
     **dict.fromkeys(["list_models", "tiny_tokenizer"], "no arguments"),
+    **dict.fromkeys(["register_model", "register_task"],
+                    "plug-in registration (a name and a class)"),
+    "save_checkpoint": "arguments are objects the toolkit made",
 }
+# paper B's and C's experiments (lens_possym/papers/b, c): each reproduces one paper's
+# runs from its presets; their settings are configs driven in test_error_contract.py
+EXEMPT_PACKAGES = ("lens_possym.papers.b", "lens_possym.papers.c")
 
 
 @pytest.fixture(scope="module")
@@ -253,10 +261,12 @@ def world(tmp_path_factory):
     return w
 
 
-def _public_functions() -> dict[str, Callable]:
+def _public_functions(exempt_packages: bool = True) -> dict[str, Callable]:
     out = {}
     for name in MODULES:
         module = importlib.import_module(name)
+        if exempt_packages and name in EXEMPT_PACKAGES:
+            continue
         for attr in getattr(module, "__all__", []):
             obj = getattr(module, attr, None)
             if inspect.isfunction(obj) and attr not in out:
@@ -352,7 +362,8 @@ def test_the_good_calls_are_good(world):
     """Each case's own call succeeds: the examples above start from a working call."""
     failed = {}
     for name, build in CASES.items():
-        if name in ("from_gguf", "load_checkpoint", "resume", "latest_checkpoint"):
+        if name in ("from_gguf", "load_checkpoint", "resume", "latest_checkpoint",
+                    "read_checkpoint", "checkpoint_paths"):
             continue  # given a file that is not one on purpose
         args, kwargs, run = build(world)
         try:

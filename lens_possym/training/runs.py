@@ -122,6 +122,7 @@ def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step
     return save_atomically(data, path)
 
 
+@boundary
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Read and check a checkpoint file written by :func:`save_checkpoint`."""
     path = Path(path)
@@ -172,6 +173,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+@boundary
 def checkpoint_paths(run_dir: str | Path) -> list[tuple[int, Path]]:
     """``[(step, path)]`` of every checkpoint of a run folder, sorted by step: the
     ``checkpoint_*.pt`` files, plus ``model.pt`` when its step is not among them.
