@@ -153,7 +153,7 @@ TOKENS = (torch.arange(24) * 7 + 5) % len(lp.models.tiny.TINY_VOCAB)
 
 
 def _rotary(model):
-    from lens_possym.rope import _find_rotary_module
+    from lens_possym.rope.reading import _find_rotary_module
 
     return _find_rotary_module(model.original_model)
 
@@ -329,3 +329,29 @@ def test_rope_scores_depend_on_offset_only(spec, seed, shift):
 
     # tables are float32 (as in the models), so agreement is to float32 angle rounding
     assert math.isclose(score(n, j), score(n + shift, j + shift), rel_tol=1e-4, abs_tol=1e-4)
+
+
+def test_every_family_file_is_data_and_no_attention_class_is_claimed_twice():
+    from lens_possym.rope.families import DEFAULT, FAMILIES, Family, family_files, family_of
+
+    files = family_files()
+    assert {"gptj", "cohere", "glm", "helium", "hunyuan", "llama4"} <= set(files)
+    claimed = [name for family in files.values() for name in family.attention]
+    assert len(claimed) == len(set(claimed)) == len(FAMILIES)
+    assert all(isinstance(f, Family) and f.attention for f in files.values())
+    assert family_of("LlamaAttention") is DEFAULT and DEFAULT.pairing == "half"
+    assert family_of("GPTJAttention").angles == "gptj_table"
+    assert family_of("CohereAttention").pairing == "adjacent"
+    assert "normalises q and k *after* RoPE" in family_of("HunYuanDenseV1Attention").refused
+
+
+def test_a_family_file_is_all_it_takes(monkeypatch):
+    """Adding a family is adding a file: the reader asks the family table, nothing else."""
+    from lens_possym.rope import families, reading
+
+    model = lp.tiny_model("llama")
+    kind = type(model.blocks[0].attn.original_component).__name__
+    monkeypatch.setitem(families.FAMILIES, kind, families.Family(
+        attention=(kind,), refused="a test says so"))
+    with pytest.raises(lp.errors.UnsupportedModelError, match="a test says so"):
+        reading.rope_specs(model, refresh=True)

@@ -1,30 +1,10 @@
-r"""RoPE geometry of a model, layer by layer: :class:`RopeSpec`.
+"""Reading a model's RoPE geometry from the Hugging Face modules a TransformerBridge wraps:
+:func:`rope_specs`, checked on a probe pass. What differs between families (pairing,
+where the rotation's angles live, what is refused and why) is data, one file per family in
+:mod:`lens_possym.rope.families`; this module reads what every family shares.
 
-A rotary attention layer rotates each query and key, split into 2-D pairs, by an angle
-proportional to the token's position, one angle per pair ("frequency"):
-
-.. math::
-
-    \tilde q^{(f)}_n = R(n\theta_f)\, q^{(f)}_n, \qquad
-    \theta_f = \mathrm{base}^{-2f/R}, \quad f = 0, \dots, R/2 - 1,
-
-so frequency id 0 is the fastest rotation (the papers' convention). Models differ in how
-the pairs are laid out in ``d_head`` and in what surrounds the rotation:
-
-* **pairing**: ``"half"`` pairs dim ``f`` with ``f + R/2`` (Hugging Face Llama, Qwen,
-  Gemma, GPT-NeoX: ``rotate_half``); ``"adjacent"`` pairs ``2f`` with ``2f + 1`` (GPT-J,
-  Cohere, GLM).
-* **partial rotary**: only the first ``R = rotary_dim`` dims rotate (Pythia, GPT-J); the
-  non-rotated tail is kept as one extra component with angle 0, the last frequency id.
-* **scale** (``attn.scaling``; Gemma uses ``query_pre_attn_scalar``), **softcap**
-  (Gemma 2, applied after the sum), **sliding window** and **base** per layer (Gemma 3).
-* **GQA**: query head ``h`` reads KV head ``h // (n_heads // n_kv_heads)``.
-* **input-dependent angles**: LongRoPE (Phi-3) switches from short to long factors once
-  the input is longer than ``original_max_position_embeddings``; dynamic NTK (Llama
-  ``rope_type="dynamic"``) recomputes the base for inputs longer than the context. A spec
-  gives the angles of an input of ``n`` tokens through :meth:`RopeSpec.at_length`.
-
-:func:`rope_specs` reads all of this from the Hugging Face modules wrapped by the bridge,
+:func:`rope_specs` reads pairing, rotary dim, angles, scale, softcap, window and GQA from the
+Hugging Face modules wrapped by the bridge,
 never from ``bridge.cfg`` alone (its flags are wrong for some families), then runs one short
 probe forward pass and checks the geometry against what the model actually did: the
 ``hook_cos``/``hook_sin`` tables where they fire, the rotated queries where ``hook_rot_q``
@@ -33,317 +13,40 @@ hook fires, and the mask), and which score hooks are real pre-softmax scores. Th
 is memoised per model and re-read by itself when the rotary buffers or the attention
 settings change (a cheap fingerprint is compared on every call).
 
-A model that is not a bridge can describe itself by defining ``lens_possym_rope_specs()``
-returning a list of :class:`RopeSpec` (the toy models do).
+A model that is not a bridge describes itself by defining ``lens_possym_rope_specs()``
+returning a list of :class:`RopeSpec` (paper A's toy model does).
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal
+from typing import Any
 
 import torch
 from einops import einsum
-from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from ._inputs import as_layer
-from ._precision import model_tolerance, table_tolerance
-from ._hooks import forward_failed
-from .errors import (InvalidSelectionError, LensPossymError, NonFiniteResultError,
-                     NotRopeModelError, RopeGeometryError, UnsupportedModelError)
-from .typing import HookedModel
+from .._inputs import as_layer
+from .._mismatch import describe_mismatch
+from .._precision import model_tolerance, table_tolerance
+from .._hooks import forward_failed
+from ..errors import (LensPossymError, NonFiniteResultError, NotRopeModelError,
+                      RopeGeometryError, UnsupportedModelError)
+from ..typing import HookedModel
+from .families import family_of
+from .geometry import (
+    AngleRule,
+    Pairing,
+    QKLayout,
+    RopeSpec,
+    cos_sin,
+    heads_view,
+    rotate,
+    visible_keys,
+)
 
-__all__ = [
-    "RopeSpec",
-    "FrequencyIds",
-    "rope_specs",
-    "rope_spec",
-    "cos_sin",
-    "to_pairs",
-    "from_pairs",
-    "rotate",
-    "visible_keys",
-    "Pairing",
-    "heads_view",
-]
-
-Pairing = Literal["half", "adjacent"]
-QKLayout = Literal["bphd", "bhpd", "flat"]
-AngleRule = Callable[[int], "tuple[Tensor, float]"]
-
-
-class FrequencyIds:
-    """Frequency-id bookkeeping of a head with ``d_head`` dims, ``rotary_dim`` of them rotated.
-
-    A mixin for anything with those two attributes (:class:`RopeSpec`, the toy models'
-    config): ids ``0 .. R/2 - 1`` are the rotated pairs, and a partial-rotary head's
-    non-rotated tail is one more id, the last.
-    """
-
-    d_head: int
-    rotary_dim: int
-
-    @property
-    def n_rot(self) -> int:
-        """Number of rotated pairs, ``R/2``."""
-        return self.rotary_dim // 2
-
-    @property
-    def has_tail(self) -> bool:
-        """Whether some dims are not rotated (partial rotary)."""
-        return self.d_head > self.rotary_dim
-
-    @property
-    def n_freqs(self) -> int:
-        """Number of frequency ids: ``R/2`` pairs, plus one for the tail if any."""
-        return self.n_rot + int(self.has_tail)
-
-
-@dataclass(frozen=True, eq=False)
-class RopeSpec(FrequencyIds):
-    """The rotary geometry of one attention layer, and where to read its queries and keys.
-
-    Attributes:
-        layer: layer index.
-        n_heads, n_kv_heads, d_head: head counts (query and key/value) and head width.
-        rotary_dim: number of rotated dims ``R`` (even); ``d_head - R`` dims form the tail.
-        pairing: ``"half"`` or ``"adjacent"`` (see module docstring).
-        inv_freq: ``[R/2]`` float32 angular frequencies exactly as the model multiplies
-            them with positions (so rotation tables match the model's bit for bit).
-        scale: factor on ``q·k`` (``attn.scaling``).
-        attention_scaling: factor the model applies to its cos/sin tables (YaRN and
-            similar; 1.0 for default RoPE).
-        softcap: ``c`` in ``c·tanh(s/c)`` applied to the scaled scores, or ``None``.
-        window: sliding window: query ``n`` sees keys ``j`` with ``n - j < window``.
-        q_hook, k_hook: hooks giving the *un-rotated* query and key (after any q/k norm).
-        qk_layout: ``"bphd"`` ([batch, pos, head, d_head]), ``"bhpd"`` or ``"flat"``
-            ([batch, pos, head·d_head]: OLMo2's q/k-norm acts on the whole projection) for
-            those hooks; :func:`heads_view` gives ``[batch, pos, head, d_head]`` from any.
-        scores_hook: hook with the pre-softmax scores ``[batch, head, query_pos, key_pos]``
-            (after softcap, masked entries at the dtype's minimum), or ``None`` where the
-            family has none (GPT-J, where ``hook_attn_scores`` is the pattern).
-        pattern_hook: hook with the softmax pattern.
-        rot_hooks: whether ``hook_rot_q``/``hook_rot_k`` fire for this layer.
-        layer_type: e.g. ``"sliding_attention"``/``"full_attention"`` for Gemma 3.
-        family: the Hugging Face attention class (``"LlamaAttention"``, ...).
-        rope_type: Hugging Face's ``rope_type`` (``"default"``, ``"llama3"``, ``"yarn"``,
-            ``"longrope"``, ``"dynamic"``, ...).
-        rotary_input_dtype: the dtype the model rounds the rotated dims of q and k to
-            before rotating (``torch.float32`` where the bridge rotates adjacent pairs "in
-            full precision": Cohere, GLM), ``None`` when it rotates them as they are.
-        angle_rule: for input-dependent RoPE, ``n -> (inv_freq, attention_scaling)`` the
-            model uses on an input of ``n`` tokens; ``None`` when the angles are fixed.
-            Use :meth:`at_length` rather than calling it.
-    """
-
-    layer: int
-    n_heads: int
-    n_kv_heads: int
-    d_head: int
-    rotary_dim: int
-    pairing: Pairing
-    inv_freq: Tensor
-    scale: float
-    attention_scaling: float = 1.0
-    softcap: float | None = None
-    window: int | None = None
-    q_hook: str = ""
-    k_hook: str = ""
-    qk_layout: QKLayout = "bphd"
-    scores_hook: str | None = None
-    pattern_hook: str = ""
-    rot_hooks: bool = False
-    layer_type: str | None = None
-    family: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-    rope_type: str = "default"
-    rotary_input_dtype: torch.dtype | None = None
-    angle_rule: AngleRule | None = field(default=None, repr=False)
-
-    # ---- input-dependent angles ------------------------------------------------------
-
-    @property
-    def input_dependent(self) -> bool:
-        """Whether the angles depend on the input's length (LongRoPE, dynamic NTK)."""
-        return self.angle_rule is not None
-
-    def at_length(self, n_pos: int) -> "RopeSpec":
-        """The geometry the model uses on an input of ``n_pos`` tokens.
-
-        ``self`` where the angles are fixed; otherwise a copy with the ``inv_freq`` and
-        ``attention_scaling`` that the model's rotary module will use, computed with
-        Hugging Face's own functions (bit for bit). For dynamic NTK this reads the rotary
-        module's state at call time (its cache of the longest input seen so far), so call
-        it right before the forward pass it describes.
-        """
-        if self.angle_rule is None:
-            return self
-        inv_freq, scaling = self.angle_rule(int(n_pos))
-        if scaling == self.attention_scaling and torch.equal(inv_freq, self.inv_freq):
-            return self
-        return replace(self, inv_freq=inv_freq, attention_scaling=scaling)
-
-    # ---- derived quantities --------------------------------------------------------
-
-    @property
-    def angles(self) -> Float[Tensor, "freq"]:
-        """Angle per position of every frequency id, float64; the tail has angle 0."""
-        theta = self.inv_freq.detach().to("cpu", torch.float64)
-        if self.has_tail:
-            theta = torch.cat([theta, theta.new_zeros(1)])
-        return theta
-
-    @property
-    def group_size(self) -> int:
-        return self.n_heads // self.n_kv_heads
-
-    def kv_head(self, head: int) -> int:
-        """The KV head that query head ``head`` reads (HF ``repeat_kv`` ordering)."""
-        return head // self.group_size
-
-    def kv_index(self, heads: Tensor | list[int] | None = None) -> Tensor:
-        """KV head of each query head in ``heads`` (all heads by default) as a long tensor."""
-        heads_t = torch.arange(self.n_heads) if heads is None else torch.as_tensor(heads)
-        return heads_t // self.group_size
-
-    def dims_of(self, freq: int) -> list[int]:
-        """Indices into ``d_head`` of frequency id ``freq`` (two dims, or the whole tail)."""
-        if not 0 <= freq < self.n_freqs:
-            raise InvalidSelectionError(
-                f"frequency id {freq} out of range for layer {self.layer} "
-                f"(it has {self.n_freqs} frequency ids: 0..{self.n_freqs - 1})"
-            )
-        if freq == self.n_rot:  # the tail
-            return list(range(self.rotary_dim, self.d_head))
-        if self.pairing == "half":
-            return [freq, freq + self.n_rot]
-        return [2 * freq, 2 * freq + 1]
-
-    def round_rotary(self, x: Float[Tensor, "... d_head"]) -> Float[Tensor, "... d_head"]:
-        """``x`` with its rotated dims rounded as the model rounds them before rotating.
-
-        Identity unless :attr:`rotary_input_dtype` is set (and narrower than ``x``).
-        """
-        target = self.rotary_input_dtype
-        if target is None or torch.finfo(target).bits >= torch.finfo(x.dtype).bits:
-            return x
-        r = self.rotary_dim
-        return torch.cat([x[..., :r].to(target).to(x.dtype), x[..., r:]], dim=-1)
-
-    def describe(self) -> str:
-        tail = f" + tail of {self.d_head - self.rotary_dim} dims (θ=0)" if self.has_tail else ""
-        base = _estimate_base(self.inv_freq, self.rotary_dim)
-        extras = []
-        if self.window:
-            extras.append(f"window {self.window}")
-        if self.softcap:
-            extras.append(f"softcap {self.softcap}")
-        if self.rope_type != "default":
-            extras.append(f"rope_type {self.rope_type}")
-        return (
-            f"layer {self.layer}{f' ({self.layer_type})' if self.layer_type else ''}: "
-            f"{self.n_heads} heads on {self.n_kv_heads} KV heads, d_head {self.d_head}, "
-            f"{self.n_rot} {self.pairing}-split pairs{tail}, base≈{base:.4g}, "
-            f"scale {self.scale:.4g}" + (", " + ", ".join(extras) if extras else "")
-        )
-
-    def with_(self, **changes: Any) -> "RopeSpec":
-        """A copy with some fields changed (e.g. ``spec.with_(inv_freq=...)``)."""
-        return replace(self, **changes)
-
-
-def heads_view(tensor: Tensor, spec: RopeSpec) -> Float[Tensor, "batch pos head_index d_head"]:
-    """A ``[batch, pos, head, d_head]`` view of a tensor from ``spec.q_hook``/``spec.k_hook``.
-
-    A view (no copy) in every layout, so writing into it edits ``tensor``.
-    """
-    if spec.qk_layout == "bhpd":
-        return tensor.transpose(1, 2)
-    if spec.qk_layout == "flat":
-        return tensor.unflatten(-1, (-1, spec.d_head))
-    return tensor
-
-
-def visible_keys(spec: RopeSpec, query_positions: Int[Tensor, "query_pos"],
-                 key_positions: Int[Tensor, "key_pos"]) -> Bool[Tensor, "query_pos key_pos"]:
-    """Keys each query may attend to: causal, and inside the layer's sliding window."""
-    qp = query_positions.to(key_positions.device)[:, None]
-    kp = key_positions[None, :]
-    allowed = kp <= qp
-    if spec.window:
-        allowed &= (qp - kp) < spec.window
-    return allowed
-
-
-def _estimate_base(inv_freq: Tensor, rotary_dim: int) -> float:
-    if inv_freq.numel() < 2 or float(inv_freq[1]) <= 0:
-        return float("nan")
-    return float(inv_freq[1].double() ** (-rotary_dim / 2.0))
-
-
-# ----------------------------------------------------------------------------------------
-# Rotation arithmetic (the same operations, in the same order, as Hugging Face's code)
-
-
-def cos_sin(spec: RopeSpec, positions: Int[Tensor, "*pos"]) -> tuple[Tensor, Tensor]:
-    """The model's rotation tables at ``positions``: ``cos, sin`` of shape ``[*pos, R/2]``.
-
-    Computed as Hugging Face does (float32 positions times float32 ``inv_freq``, then the
-    ``attention_scaling`` factor), so they equal the layer's own tables exactly.
-    """
-    inv = spec.inv_freq.to(device=positions.device, dtype=torch.float32)
-    freqs = positions[..., None].float() * inv
-    cos, sin = freqs.cos(), freqs.sin()
-    if spec.attention_scaling != 1.0:
-        cos, sin = cos * spec.attention_scaling, sin * spec.attention_scaling
-    return cos, sin
-
-
-def to_pairs(x: Float[Tensor, "... d_head"], spec: RopeSpec
-             ) -> tuple[Float[Tensor, "... n_rot 2"], Float[Tensor, "... tail"]]:
-    """Split ``d_head`` into the rotated pairs ``[..., R/2, 2]`` and the tail ``[..., d_head-R]``."""
-    r = spec.rotary_dim
-    rot, tail = x[..., :r], x[..., r:]
-    if spec.pairing == "half":
-        pairs = torch.stack([rot[..., : r // 2], rot[..., r // 2:]], dim=-1)
-    else:
-        pairs = rot.unflatten(-1, (r // 2, 2))
-    return pairs, tail
-
-
-def from_pairs(pairs: Float[Tensor, "... n_rot 2"], tail: Float[Tensor, "... tail"],
-               spec: RopeSpec) -> Float[Tensor, "... d_head"]:
-    """Inverse of :func:`to_pairs`."""
-    if spec.pairing == "half":
-        rot = torch.cat([pairs[..., 0], pairs[..., 1]], dim=-1)
-    else:
-        rot = pairs.flatten(-2)
-    return torch.cat([rot, tail], dim=-1)
-
-
-def rotate_pairs(pairs: Float[Tensor, "... n_rot 2"], cos: Tensor, sin: Tensor
-                 ) -> Float[Tensor, "... n_rot 2"]:
-    """Rotate each pair ``(a, b)`` to ``(a cos - b sin, b cos + a sin)``.
-
-    ``cos``/``sin`` broadcast against ``pairs[..., 0]``.
-    """
-    a, b = pairs[..., 0], pairs[..., 1]
-    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1)
-
-
-def rotate(x: Float[Tensor, "batch pos head_index d_head"], positions: Int[Tensor, "pos"],
-           spec: RopeSpec) -> Float[Tensor, "batch pos head_index d_head"]:
-    """Apply the layer's RoPE to un-rotated queries or keys at ``positions``."""
-    x = spec.round_rotary(x)
-    cos, sin = cos_sin(spec, positions.to(x.device))
-    pairs, tail = to_pairs(x, spec)
-    cos = cos.to(x.dtype)[None, :, None, :]
-    sin = sin.to(x.dtype)[None, :, None, :]
-    return from_pairs(rotate_pairs(pairs, cos, sin), tail, spec)
-
+__all__ = ["rope_specs", "rope_spec"]
 
 # ----------------------------------------------------------------------------------------
 # Reading the geometry from a TransformerBridge
@@ -353,22 +56,7 @@ def rotate(x: Float[Tensor, "batch pos head_index d_head"], positions: Int[Tenso
 _SPEC_MEMO: "weakref.WeakKeyDictionary[Any, tuple[tuple, list[RopeSpec]]]" = (
     weakref.WeakKeyDictionary())
 
-# Attention classes that rotate adjacent pairs (2f, 2f+1). Only a first guess: the probe
-# settles the pairing from the model's own rotated queries or scores.
-_ADJACENT_CLASSES = {"GPTJAttention", "CodeGenAttention", "CohereAttention",
-                     "Cohere2Attention", "GlmAttention", "Glm4Attention", "HeliumAttention"}
 _PROBE_TOKENS = 12
-# Attention with GPT-J's sinusoidal table (embed_positions) instead of a rotary module.
-_GPTJ_LIKE = {"GPTJAttention", "CodeGenAttention"}
-# Families whose attention is not "fixed vectors, rotated": named with the reason.
-_REFUSED = {
-    "HunYuanDenseV1Attention": (
-        "HunYuan normalises q and k *after* RoPE with a per-dimension gain, so its scores "
-        "are not rotations of fixed query and key vectors and do not split per frequency"),
-    "Llama4TextAttention": (
-        "Llama 4 mixes RoPE layers with NoPE layers that rescale queries by a "
-        "position-dependent temperature and uses chunked attention; neither is read yet"),
-}
 
 
 def rope_specs(model: HookedModel, *, refresh: bool = False) -> list[RopeSpec]:
@@ -604,11 +292,11 @@ def _specs_from_bridge(model: HookedModel) -> list[RopeSpec]:
         raise UnsupportedModelError("the bridge has no `blocks`; lens-possym needs a decoder stack")
     rotary = _rotary_of(model, hf)
     kinds = {type(b.attn.original_component).__name__ for b in blocks if hasattr(b, "attn")}
-    for kind in kinds & _REFUSED.keys():
-        raise UnsupportedModelError(
-            f"{type(hf).__name__} ({kind}) is not supported: {_REFUSED[kind]}"
-        )
-    if rotary is None and not kinds & _GPTJ_LIKE:
+    for kind in sorted(kinds):
+        if family_of(kind).refused:
+            raise UnsupportedModelError(
+                f"{type(hf).__name__} ({kind}) is not supported: {family_of(kind).refused}")
+    if rotary is None and not any(family_of(k).angles == "gptj_table" for k in kinds):
         raise NotRopeModelError(
             f"{type(hf).__name__} has no rotary position embedding (no *RotaryEmbedding module "
             "and no GPT-J rotary attention); lens-possym analyses RoPE models such as Llama, "
@@ -662,7 +350,8 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
     layer_types = getattr(config, "layer_types", None)
     layer_type = layer_types[layer] if layer_types else None
     rope_type, rule = "default", None
-    if kind in _GPTJ_LIKE:
+    family = family_of(kind)
+    if family.angles == "gptj_table":
         rotary_dim, inv = _gptj_inv_freq(attn, d_head)
         scaling = 1.0
         # transformers >= 5.24 keeps the scale as `scaling`; earlier releases as `scale_attn`
@@ -695,7 +384,7 @@ def _read_layer(layer: int, attn: Any, rotary: Any, config: Any, seen: dict,
     # rotary_adjacent_pairs; Cohere: rotary_interleaved_cos_sin), as HF's Cohere does.
     bridge_adjacent = any(getattr(bridge_cfg, flag, False)
                           for flag in ("rotary_adjacent_pairs", "rotary_interleaved_cos_sin"))
-    adjacent = bridge_adjacent or kind in _ADJACENT_CLASSES
+    adjacent = bridge_adjacent or family.pairing == "adjacent"
     return RopeSpec(
         layer=layer, n_heads=n_heads, n_kv_heads=n_kv, d_head=d_head,
         rotary_dim=rotary_dim, pairing="adjacent" if adjacent else "half",
@@ -828,7 +517,7 @@ def _check_tables(spec: RopeSpec, seen: dict, table: Tensor | None, positions: T
                    f"tables' dtype {str(seen[prefix + 'hook_cos'].dtype).removeprefix('torch.')}")
                 + "); this RoPE variant is not supported yet"
             )
-    if spec.family in _GPTJ_LIKE and table is not None:
+    if family_of(spec.family).angles == "gptj_table" and table is not None:
         n = len(positions)
         expected = torch.cat([sin, cos], dim=-1)
         atol = table_tolerance(table.dtype, 1.0)
@@ -841,8 +530,6 @@ def _check_tables(spec: RopeSpec, seen: dict, table: Tensor | None, positions: T
 
 def _probe_disagreement(spec: RopeSpec, seen: dict, positions: Tensor) -> str | None:
     """``None`` if ``spec`` reproduces the probe's rotated queries and scores, else why not."""
-    from ._mismatch import describe_mismatch
-
     prefix = f"blocks.{spec.layer}.attn."
     q = heads_view(seen[spec.q_hook], spec)
     k = heads_view(seen[spec.k_hook], spec)

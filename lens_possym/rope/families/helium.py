@@ -1,0 +1,5 @@
+"""Helium (Kyutai): adjacent pairs."""
+
+from . import Family
+
+FAMILY = Family(attention=("HeliumAttention",), pairing="adjacent")
