@@ -232,6 +232,10 @@ def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, hea
     Returns:
         ``(head, per_frequency)`` :class:`Exclusion` for prompt ``tokens`` (``[1, pos]``).
     """
+    from .._inputs import as_layer
+    from ..rope import rope_specs
+
+    layer = as_layer(layer, len(rope_specs(model)))
     n = len(positions)
     if n > 6:
         raise InvalidSelectionError(f"enumeration over {n}! permutations is too slow; use N <= 6")

@@ -91,6 +91,10 @@ def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: lis
     from .exact import _check_tau
 
     _check_tau(tau)
+    from .._inputs import as_layer
+    from ..rope import rope_specs
+
+    layer = as_layer(layer, len(rope_specs(model)))
     if tokens.shape[0] != 1:
         raise InvalidSelectionError(
             "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")
