@@ -166,6 +166,27 @@ def fig_dynamics(name: str, dyn: dict) -> str:
     return _save(fig, f"dynamics_{name}.png")
 
 
+def fig_layers(name: str, dyn: dict) -> str:
+    """Scores and entropy of every layer over training (the paper's Fig 6)."""
+    plt = _plt()
+    steps = dyn["steps"]
+    pos, sym = _tensor(dyn["pos"])[:, :, 0], _tensor(dyn["sym"])[:, :, 0]
+    ent = _tensor(dyn["entropy"])[:, :, 0]
+    ent = (ent - ent.min(0).values) / (ent.max(0).values - ent.min(0).values).clamp_min(1e-12)
+    n = pos.shape[1]
+    cols = (n + 1) // 2
+    fig, axes = plt.subplots(2, cols, figsize=(2.4 * cols, 4.6), sharey=True, squeeze=False)
+    for layer, ax in enumerate(axes.flat[:n]):
+        ax.plot(steps, pos[:, layer], "C0", label="s_POS")
+        ax.plot(steps, sym[:, layer], "C3", label="s_SYM")
+        ax.plot(steps, ent[:, layer], "k:", label="entropy (min-max)")
+        ax.set_title(f"L{layer}", fontsize=9)
+        ax.tick_params(labelsize=7)
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle(f"{name}: scores and entropy per layer over training (cf. paper Fig 6)")
+    return _save(fig, f"layers_{name}.png")
+
+
 def fig_chain(name: str, roles: dict) -> str:
     plt = _plt()
     lens = _tensor(roles["lens"]["decoded"])
@@ -211,6 +232,12 @@ def fig_lengths(preset: str, runs: dict) -> str | None:
 
 
 # ---- the page --------------------------------------------------------------------------------
+
+def _order(item):
+    """Runs by seed, Number before Letter."""
+    (task, seed), _ = item
+    return seed, TASKS.index(task)
+
 
 def _cell(result) -> str:
     if result is None:
@@ -416,7 +443,7 @@ def _dynamics_section(add, preset, runs, recs, purity, convergence_step):
     add("|---|---:|---:|---:|---:|---:|---|")
     from lens_possym.papers.c.verdicts import mid_rise
 
-    for (task, seed), run in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (task, seed), run in sorted(runs.items(), key=_order):
         if run is None:
             continue
         rec = recs[(task, preset, seed)]
@@ -440,10 +467,14 @@ def _dynamics_section(add, preset, runs, recs, purity, convergence_step):
             + (", ".join(cells) or "none") + " |")
         fig_dynamics(name, d)
     add("")
-    for (task, seed), run in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (task, seed), run in sorted(runs.items(), key=_order):
         if run is not None and run["dynamics"]:
-            add(f"![{task}-{preset}-s{seed}](figures/paper_c/dynamics_{task}-{preset}-s{seed}.png)")
+            name = f"{task}-{preset}-s{seed}"
+            add(f"![{name}](figures/paper_c/dynamics_{name}.png)")
             add("")
+            if seed == 0:
+                add(f"![{name} per layer](figures/paper_c/{fig_layers(name, run['dynamics'])})")
+                add("")
 
 
 def _roles_section(add, preset, runs):
@@ -461,7 +492,7 @@ def _roles_section(add, preset, runs):
         "residual patch: first j | single head on / off chain |")
     add("|---|---|---|---|---|---|")
     short = {"Index": "I", "Retrieval": "R", "Reflexive": "F", "other": "·"}
-    for (task, seed), run in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (task, seed), run in sorted(runs.items(), key=_order):
         if run is None:
             continue
         r = run["roles"]
@@ -483,11 +514,12 @@ def _roles_section(add, preset, runs):
         on, off = r["causal"]["chain_restore"]
         add(f"| {name} | `{labels}` | {hop} | {firsts[0]} | {firsts[1]} | {_fmt(on)} / "
             f"{_fmt(off)} |")
-        fig_chain(name, r)
+        if seed == 0:
+            fig_chain(name, r)
     add("")
     add("Labels: I Index, R Retrieval, F Reflexive, · other.")
     add("")
-    for (task, seed), run in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (task, seed), run in sorted(runs.items(), key=_order):
         if run is not None and run["roles"] and seed == 0:
             add(f"![{task}-{preset}-s{seed} chain](figures/paper_c/chain_{task}-{preset}-s{seed}.png)")
             add("")
@@ -515,7 +547,7 @@ def _lengths_section(add, preset, runs, fillers, headline):
         return
     add("| run, reading | " + " | ".join(str(n) for n in all_n) + " |")
     add("|---|" + "---:|" * len(all_n))
-    for (task, seed), run in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for (task, seed), run in sorted(runs.items(), key=_order):
         if run is None:
             continue
         for f in fillers:
@@ -534,7 +566,7 @@ def _lengths_section(add, preset, runs, fillers, headline):
     ns = sorted({n for run in runs.values() if run for n in run["lengths"][headline]})
     add("| run | " + " | ".join(str(n) for n in ns) + " |")
     add("|---|" + "---:|" * len(ns))
-    for (task, seed), run in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for (task, seed), run in sorted(runs.items(), key=_order):
         if run is None or not run["lengths"][headline]:
             continue
         rows = run["lengths"][headline]
@@ -553,7 +585,7 @@ def _lengths_section(add, preset, runs, fillers, headline):
         ns = sorted({n for _, run in masked for n in run["masking"]})
         add("| run | " + " | ".join(f"{n}: as built / masked L0-3 / positions" for n in ns) + " |")
         add("|---|" + "---|" * len(ns))
-        for (task, seed), run in sorted(masked, key=lambda kv: (kv[0][0], kv[0][1])):
+        for (task, seed), run in sorted(masked, key=_order):
             cells = []
             for n in ns:
                 m = run["masking"].get(n)
@@ -572,7 +604,7 @@ def _gaps_section(add, preset, runs):
     add("Lemma F.1's **min** and Def 3.1's **max** over inputs, per layer, at lengths "
         "17 → 300 (not means).")
     add("")
-    for (task, seed), run in sorted(present, key=lambda kv: (kv[0][0], kv[0][1])):
+    for (task, seed), run in sorted(present, key=_order):
         g = run["gaps"]
         ns = g["lengths"]
         i17, i300 = ns.index(17), ns.index(300)
