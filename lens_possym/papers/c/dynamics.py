@@ -136,6 +136,7 @@ def _prompts(task: MultiHopTask, n_prompts: int, seed: int) -> TaskBatch:
 
 def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact",
               steps: Sequence[int] | None = None, eval_size: int = 1024, seed: int = 1,
+              training_eval: bool = False,
               log: Callable[[str], None] | None = None) -> ScoreTrajectory:
     """Score every checkpoint of a multi-hop run (module docstring).
 
@@ -145,9 +146,11 @@ def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact
         method: ``"exact"`` (closed form) or ``"rerun"`` (re-run each block per swap).
         steps: only these checkpoint steps (all by default).
         eval_size: test prompts for the accuracy per hop count.
-        seed: seed of the scored prompts and of the accuracy set.
+        seed: seed of the scored prompts and of the accuracy set (``seed + 1``).
+        training_eval: measure accuracy on the test set the training loop evaluates on
+            instead (``task.test_set(eval_size)``, the task's own seed; with the run's
+            ``eval_size`` the overall accuracy is the run's history).
     """
-    from ...training.loop import evaluate
 
     found = checkpoint_paths(run_dir)
     if steps is not None:
@@ -164,11 +167,12 @@ def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact
         raise InvalidSelectionError(f"{run_dir} is a {task.name!r} run; score_run reads "
                                     "multi-hop (number/letter) runs")
     prompts = _prompts(task, n_prompts, seed)
-    accuracy_set = task.test_set(eval_size, seed=seed + 1)
+    accuracy_set = (task.test_set(eval_size) if training_eval
+                    else task.test_set(eval_size, seed=seed + 1))
     pos, sym, ent, acc, by_hops, steps_done, seconds = [], [], [], [], [], [], 0.0
     for step, path in found:
         model = read_checkpoint(path).model()
-        result = evaluate(model, task, accuracy_set)
+        model.eval()
         with torch.no_grad():
             pred = model(accuracy_set.tokens)[:, -1].argmax(-1)
         bridge = model.bridge()
@@ -178,16 +182,18 @@ def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact
         pos.append(p)
         sym.append(s)
         ent.append(attention_entropy(bridge, prompts.tokens))
-        acc.append(result.accuracy)
+        acc.append(float((pred == accuracy_set.answers).float().mean()))
         by_hops.append(task.accuracy_by_hops(pred, accuracy_set))
         steps_done.append(step)
         if log:
-            log(f"step {step:>6}: acc {result.accuracy:.3f} by hops "
+            log(f"step {step:>6}: acc {acc[-1]:.3f} by hops "
                 f"{[round(a, 3) for a in by_hops[-1]]}")
     return ScoreTrajectory(task=task.name, steps=steps_done, pos=torch.stack(pos),
                            sym=torch.stack(sym), entropy=torch.stack(ent), accuracy=acc,
                            accuracy_by_hops=by_hops, n_prompts=n_prompts, method=method,
-                           score_seconds=seconds, meta={"run_dir": str(run_dir), "seed": seed})
+                           score_seconds=seconds, meta={"run_dir": str(run_dir), "seed": seed,
+                                                        "training_eval": training_eval,
+                                                        "eval_size": eval_size})
 
 
 def path_scores(bridge, task: MultiHopTask, batch: TaskBatch, *, method: str = "exact"
