@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import InvalidSelectionError
+from .loading import from_hf
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -327,7 +328,6 @@ def tiny_model(
         over :data:`TINY_VOCAB` (``model.to_tokens("Alice likes red .")`` works).
         :func:`tiny_hf_model` gives the Hugging Face model and tokenizer it wraps.
     """
-    from .loading import from_hf
 
     hf_model, tokenizer = tiny_hf_model(
         family, seed=seed, n_layers=n_layers, d_model=d_model, n_heads=n_heads,

@@ -67,6 +67,7 @@ from torch import Tensor
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
+from ..errors import NonFiniteResultError
 
 __all__ = [
     "BindingTemplate",
@@ -730,7 +731,6 @@ def evaluate_binding(model: HookedModel, task: BindingTask,
     """
     last = last_position_logits(model, task.tokens, logits)
     if not bool(last.isfinite().all()):
-        from ..errors import NonFiniteResultError
 
         rows = (~last.isfinite()).any(-1).nonzero().flatten().tolist()
         raise NonFiniteResultError(

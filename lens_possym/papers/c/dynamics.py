@@ -41,6 +41,9 @@ from ...errors import InvalidSelectionError, TrainingError
 from ...training.runs import checkpoint_paths, read_checkpoint
 from ...training.tasks import TaskBatch
 from .tasks import MultiHopTask
+from ...capture import capture_attention_inputs
+from ...scores import swap_scores
+from ...training.loop import evaluate
 
 __all__ = [
     "checkpoint_paths",
@@ -60,7 +63,6 @@ Kind = Literal["positional", "symbolic"]
 def attention_entropy(bridge, tokens: Tensor) -> Float[Tensor, "layer head_index"]:
     """Entropy of the last token's attention per head, divided by ``log n`` (mean over
     prompts): 1 for uniform attention, 0 for attention on one key."""
-    from ...capture import capture_attention_inputs
 
     captured = capture_attention_inputs(bridge, tokens, query_positions=-1, model_scores=True)
     out = []
@@ -74,7 +76,6 @@ def attention_entropy(bridge, tokens: Tensor) -> Float[Tensor, "layer head_index
 def score_model(bridge, tokens: Tensor, *, method: str = "exact", layers=None
                 ) -> tuple[Tensor, Tensor]:
     """``(pos, sym)`` ``[n_layers, n_heads]`` at the last token (token swaps, tau 1e-4)."""
-    from ...scores import swap_scores
 
     result = swap_scores(bridge, tokens, method=method, exclude_bos=False, per_frequency=False,
                          exclusion=False, check=False, layers=layers)
@@ -209,7 +210,6 @@ def path_scores(bridge, task: MultiHopTask, batch: TaskBatch, *, method: str = "
         ``(pos, sym, count)``: ``[max_hops, n_layers, n_heads]`` scores and ``[max_hops]``
         prompts per stop.
     """
-    from ...scores import swap_scores
 
     hops, path = task.hop_path(batch.tokens)
     pos_out, sym_out, counts = [], [], []
