@@ -134,9 +134,11 @@ def stage_train(args) -> None:
             f"{result.test_accuracy:.4f}, {result.train_time_s:.0f} s")
 
 
-def dynamics_data(task: str, args) -> dict:
+def dynamics_data(task: str, args, *, complete_chunks_only: bool = False) -> dict | None:
     """Scores, entropy and accuracy per hop count at every checkpoint of one run, on the
-    training loop's own 2,048 test prompts; cached ten checkpoints at a time."""
+    training loop's own 2,048 test prompts; cached ten checkpoints at a time.
+    ``complete_chunks_only``: score only full chunks (of a run still training) and return
+    ``None``."""
     from lens_possym.papers.c.dynamics import checkpoint_paths, score_run
 
     run = run_dir(task, args)
@@ -144,10 +146,14 @@ def dynamics_data(task: str, args) -> dict:
     parts = []
     for i in range(0, len(steps), 10):
         chunk = steps[i: i + 10]
+        if complete_chunks_only and len(chunk) < 10:
+            break
         parts.append(run_cached(args, f"dynamics/{task}_{chunk[0]}-{chunk[-1]}", lambda c=chunk:
                                 score_run(run, n_prompts=100, steps=c, eval_size=2048,
                                           training_eval=True, log=lambda l: say(f"  {task} {l}"))
                                 .to_dict()))
+    if complete_chunks_only:
+        return None
     data = dict(parts[0])
     for key in ("steps", "pos", "sym", "entropy", "accuracy", "accuracy_by_hops"):
         data[key] = [x for part in parts for x in part[key]]
@@ -159,9 +165,14 @@ def stage_dynamics(args) -> None:
     from lens_possym.papers.c.dynamics import purity, ScoreTrajectory
 
     for task in args.tasks:
+        if not run_finished(task, args) and args.partial:
+            dynamics_data(task, args, complete_chunks_only=True)
+            say(f"[dynamics] {run_name(task, args)}: complete chunks of a run in training scored")
+            continue
         if not run_finished(task, args):
             raise SystemExit(f"{run_name(task, args)} is not finished (no model.pt in "
-                             f"{run_dir(task, args)}); the analyses read finished runs")
+                             f"{run_dir(task, args)}); the analyses read finished runs (or "
+                             "pass --partial to score its complete chunks now)")
         data = run_cached(args, f"dynamics_{task}", lambda task=task: dynamics_data(task, args))
         traj = ScoreTrajectory.from_dict(data)
         for gamma in (0.1, 0.05):
@@ -449,6 +460,9 @@ def main(argv=None) -> None:
                         help="analyse/report: the seeds to read")
     parser.add_argument("--analyses", nargs="+", default=list(ANALYSES), choices=list(ANALYSES),
                         help="analyse: which analyses, in this order")
+    parser.add_argument("--partial", action="store_true",
+                        help="dynamics: score the complete 10-checkpoint chunks of a run still "
+                             "training (cached for later)")
     parser.add_argument("--docs", type=Path, default=DOCS,
                         help="where the records (paper_c_runs/), the report, the results and "
                              "the figures go (default docs/)")

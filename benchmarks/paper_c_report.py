@@ -205,6 +205,33 @@ def fig_chain(name: str, roles: dict) -> str:
     return _save(fig, f"chain_{name}.png")
 
 
+def fig_discrepancy(curves: dict, measured: dict | None) -> str:
+    """T_Index's Δ (max and min over inputs; all offsets and the task's own) against
+    Theorem 3.2's bound, and T_Retrieval's measured Δ against 1 − cos(ω − nθ)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax = axes[0]
+    c = curves["0.8000"]
+    ax.loglog(c["n"], c["delta_max"], "C0", lw=1, label="Δ max, all offsets (Def 3.1)")
+    ax.loglog(c["n"], c["delta_min"], "C2", lw=1, label="Δ min, all offsets (Lemma F.1)")
+    own = c["task_offsets_table"]
+    ax.loglog([r["n"] for r in own], [r["delta_max"] for r in own], "C3", lw=1,
+              label=f"Δ max, task offsets {c['task_offsets'][0]}..{c['task_offsets'][-1]}")
+    ax.loglog(c["n"], c["bound"], "k--", label="min{1-cos θ, 2π²/n²}")
+    ax.set(title="T_Index, θ = 0.8", xlabel="n", ylabel="discrepancy / A")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for i, (theta, rows) in enumerate((measured or {}).get("retrieval", {}).items()):
+        ns = sorted(int(n) for n in rows)
+        ax.plot(ns, [rows[str(n)]["max"] for n in ns], f"C{i}-o", ms=3, label=f"θ={theta}: max")
+        ax.plot(ns, [rows[str(n)]["min"] for n in ns], f"C{i}:s", ms=3, label=f"θ={theta}: min")
+        ax.plot(ns, [max(rows[str(n)]["bound"], 1e-4) for n in ns], f"C{i}--", lw=0.8)
+    ax.set(xscale="log", title="T_Retrieval, |ALPH| = 8 (dashed: 1-cos(ω-nθ))", xlabel="n",
+           ylabel="discrepancy / A")
+    ax.legend(fontsize=6)
+    return _save(fig, "discrepancy.png")
+
+
 def fig_lengths(preset: str, runs: dict) -> str | None:
     from lens_possym.papers.c.tasks import HEADLINE_FILLER
 
@@ -624,6 +651,8 @@ def _theory_section(add, curves, measured, constructions):
             f"{k} {v:.3f}" for k, v in constructions.items()) + ".")
         add("")
     if curves:
+        add(f"![discrepancy](figures/paper_c/{fig_discrepancy(curves, measured)})")
+        add("")
         for theta, c in curves.items():
             add(f"- T_Index, θ = {theta} (closed form, every 1-hop input): the bound "
                 f"min{{1−cos θ, 2π²/n²}} fails for the **max** over inputs (Def 3.1) at "
