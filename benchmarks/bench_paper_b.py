@@ -1,15 +1,19 @@
-"""Wall time of every paper B encoder variant at the CPU preset.
+"""Wall time of every paper B encoder variant, and what a preset's grid costs.
 
-    python benchmarks/bench_paper_b.py [--steps 40] [--tasks distance count] [--threads 1]
-        [--root /work/pb_runs]
+    python benchmarks/bench_paper_b.py [--preset cpu|paper-length] [--steps 40]
+        [--tasks distance count] [--threads 1] [--root runs/paper_b] [--measured-only]
+        [--budget-hours 12]
 
-For each task, scheme (and RoPE on 2 heads) and variant: the model of the ``cpu`` preset
-(3 layers × 8 heads, d_model 64) is trained for ``--steps`` steps through the shared loop
-(after 3 warm-up steps), and the script prints milliseconds per step, the projected time of
-the preset's full run (1,000 steps) and one forward pass over a batch of 64 sentences.
-With ``--root``, it also prints the measured training time of every finished cell of the
-grid (``benchmarks/paper_b.py run``), which is the number the docs quote; with
-``--measured-only`` it prints only those (no training, seconds).
+For each task, scheme (and RoPE on 2 heads; ``paper-length``: the schemes of its grid) and
+variant: the preset's model is trained for ``--steps`` steps through the shared loop (after
+3 warm-up steps), and the script prints milliseconds per step (wall and CPU: the process's
+own CPU time, which is what a grid costs on a shared machine), the projected time of the
+preset's full run and one forward pass over a batch of 64 sentences. For a preset with a
+claim grid it then prints the grid's cost in CPU-hours (3 seeds; every cell's steps, its
+evaluations during training, its per-head ablations and probe) and the steps per cell that
+fit in ``--budget-hours``. With ``--root``, it also prints the measured training time of
+every finished cell of the grid (``benchmarks/paper_b.py run``), which is the number the
+docs quote; with ``--measured-only`` it prints only those (no training, seconds).
 
 Times depend on the machine and its load; compare numbers from one run only.
 """
@@ -25,21 +29,24 @@ from pathlib import Path
 import torch
 
 from lens_possym.papers.b import experiments as pb
-from lens_possym.training.loop import TrainConfig, train
+from lens_possym.training.loop import TrainConfig, evaluate, train
 
 LABELS = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k2", "mla", "hybrid"]
 
 
 def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, steps: int
-                 ) -> tuple[float, float]:
+                 ) -> dict[str, float]:
+    """Wall and CPU seconds per training step, a forward pass of 64, and the CPU seconds
+    of one evaluation on ``eval_size`` and on ``analysis_size`` sentences."""
     task = pb.make_task(preset, task_name)
     model = pb.make_model(preset, task, label, variant)
     config = dict(batch_size=preset.batch_size, lr=preset.lr, betas=preset.betas,
                   eval_size=64, device="cpu")
     train(model, task, TrainConfig(steps=3, eval_every=3, **config))          # warm-up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     train(model, task, TrainConfig(steps=steps, eval_every=steps, **config))
-    per_step = (time.perf_counter() - start) / steps
+    out = {"step": (time.perf_counter() - start) / steps,
+           "step_cpu": (time.process_time() - cpu) / steps}
     tokens = task.sample(64, seed=1).tokens
     model.eval()
     forward = []
@@ -48,39 +55,77 @@ def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, st
             t0 = time.perf_counter()
             model(tokens)
             forward.append(time.perf_counter() - t0)
-    return per_step, statistics.median(forward)
+    out["forward"] = statistics.median(forward)
+    for name, size in (("eval_cpu", preset.eval_size), ("analysis_cpu", preset.analysis_size)):
+        batch = task.test_set(size, seed=3)
+        cpu = time.process_time()
+        evaluate(model, task, batch)
+        out[name] = time.process_time() - cpu
+    return out
+
+
+def grid_cost(preset: pb.Preset, timed: dict[tuple[str, str, str], dict[str, float]],
+              steps: int, seeds: int = 3) -> float:
+    """CPU seconds of the preset's grid at ``steps`` per cell: training, the evaluations
+    during training, one per-head ablation grid per cell (two for faithful MLA), probe and
+    start-up counted as two more evaluations."""
+    total = 0.0
+    n_heads = preset.model["n_layers"] * preset.model["n_heads"]
+    for (task, variant, label), t in timed.items():
+        ablations = 2 if (label == "mla" and variant == "faithful") else 1
+        per_cell = (steps * t["step_cpu"] + (preset.evals + 1) * t["eval_cpu"]
+                    + (ablations * n_heads + 3) * t["analysis_cpu"])
+        total += seeds * per_cell
+    return total
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="cpu", choices=["cpu", "paper-length"])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--tasks", nargs="+", default=["distance", "count"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--root", default=None, help="the grid's run folder (measured times)")
     parser.add_argument("--measured-only", action="store_true",
                         help="only print the grid's measured times (needs --root; no training)")
+    parser.add_argument("--budget-hours", type=float, default=12.0,
+                        help="CPU-hours the grid may cost (claim-grid presets)")
     args = parser.parse_args()
     if args.measured_only and not args.root:
         parser.error("--measured-only needs --root (the grid's run folder)")
     torch.set_num_threads(args.threads)
-    preset = pb.PRESETS["cpu"]
-    print(f"cpu preset: {preset.model}, batch {preset.batch_size}; torch threads "
+    preset = pb.PRESETS[args.preset]
+    print(f"{preset.name} preset: {preset.model}, batch {preset.batch_size}; torch threads "
           f"{torch.get_num_threads()}")
     if not args.measured_only:
-        print(f"{'task':9} {'variant':9} {'scheme':11} {'ms/step':>8} {'1000 steps (s)':>15} "
-              f"{'forward (ms)':>13}")
+        print(f"{'task':9} {'variant':9} {'scheme':11} {'ms/step':>8} {'CPU ms/step':>11} "
+              f"{'full run (s)':>13} {'forward (ms)':>13}")
+    timed = {}
     for task in [] if args.measured_only else args.tasks:
         for variant in ("intended", "faithful"):
-            for label in LABELS:
+            labels = preset.grid[variant] if preset.grid else LABELS
+            for label in labels:
                 if variant == "faithful" and label == "hybrid":
                     continue  # the official RoPE model already is the hybrid
-                per_step, forward = time_variant(preset, task, label, variant, args.steps)
-                full = per_step * preset.steps[task]
-                print(f"{task:9} {variant:9} {label:11} {1e3 * per_step:8.1f} {full:15.0f} "
-                      f"{1e3 * forward:13.1f}", flush=True)
+                t = time_variant(preset, task, label, variant, args.steps)
+                timed[(task, variant, label)] = t
+                full = t["step"] * preset.steps_for(task, pb.parse_label(label)[0])
+                print(f"{task:9} {variant:9} {label:11} {1e3 * t['step']:8.1f} "
+                      f"{1e3 * t['step_cpu']:11.1f} {full:13.0f} {1e3 * t['forward']:13.1f}",
+                      flush=True)
+    if timed and preset.grid:
+        steps = preset.steps_for("distance", "rope")
+        cells = 3 * len(timed)
+        total = grid_cost(preset, timed, steps)
+        fixed = grid_cost(preset, timed, 0)
+        per_step = (total - fixed) / steps
+        fit = int((args.budget_hours * 3600 - fixed) / per_step)
+        print(f"\ngrid: {cells} cells (3 seeds) at {steps} steps: {total / 3600:.1f} CPU-hours "
+              f"({fixed / 3600:.1f} of them evaluations and ablations); "
+              f"{args.budget_hours:g} CPU-hours fit {fit} steps per cell")
     if args.root:
         rows = [json.loads(p.read_text()) for p in
-                sorted((Path(args.root) / "cpu").glob("**/analysis.json"))]
+                sorted((Path(args.root) / preset.name).glob("**/analysis.json"))]
         print(f"\nmeasured training time of the grid's cells ({len(rows)}):")
         for r in rows:
             c = r["cell"]

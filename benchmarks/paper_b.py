@@ -92,6 +92,11 @@ def _preset(args: argparse.Namespace) -> pb.Preset:
     if getattr(args, "steps", None):      # budget checks: another step count, own folder
         preset = pb.with_steps(preset, args.steps)
         preset = replace(preset, name=f"{preset.name}@{args.steps}")
+    if getattr(args, "batch_size", None):
+        preset = replace(preset, batch_size=args.batch_size,
+                         name=f"{preset.name}-b{args.batch_size}")
+    if getattr(args, "lr", None):
+        preset = replace(preset, lr=args.lr, name=f"{preset.name}-lr{args.lr:g}")
     return preset
 
 
@@ -387,6 +392,10 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--epochs", type=int, default=None, help="with --data fixed")
     r.add_argument("--steps", type=int, default=None,
                    help="another step count (the preset is renamed <preset>@<steps>)")
+    r.add_argument("--batch-size", type=int, default=None,
+                   help="another batch size (the preset is renamed ...-b<size>)")
+    r.add_argument("--lr", type=float, default=None,
+                   help="another learning rate (the preset is renamed ...-lr<lr>)")
     r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
     r.add_argument("--records", default=str(RECORDS),
                    help="the JSON each finished cell's record is written into ('' for none)")

@@ -16,6 +16,7 @@ from torch import Tensor
 from ._ids import read_ids
 from .errors import InvalidSelectionError
 from .typing import HookedModel
+from ._ids import as_int
 
 __all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
            "is_activation_cache"]
@@ -179,7 +180,6 @@ def as_layer(layer: int, n_layers: int) -> int:
     Text (``"3"``, ``"-1"``) and integer tensors are read as ids; anything else (a float, a
     bool, ``None``, a list) is refused: this takes one layer.
     """
-    from ._ids import as_int
 
     if layer is None or isinstance(layer, (list, tuple, range, slice)):
         raise InvalidSelectionError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import InvalidSelectionError
+from ._files import write_text_atomically
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -101,7 +102,6 @@ class JsonConfig:
         """The config as JSON text (also written to ``path`` when given)."""
         text = dumps(self.to_dict(), indent=1)
         if path is not None:
-            from ._files import write_text_atomically
 
             write_text_atomically(Path(path), text)
         return text

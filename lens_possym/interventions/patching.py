@@ -42,6 +42,7 @@ from .edits import replace_edit
 from .engine import PairEdit, bphd, compile_selection, edit_hook, z_hook_name
 from .modes import check_side
 from .selection import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
+from .._inputs import as_layers
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -285,7 +286,6 @@ def frequency_index_df(model: HookedModel, layers: int | Sequence[int] | None = 
     """A pandas dataframe of ``[layer, head_index, freq]`` rows for ``generic_activation_patch``."""
     import pandas as pd
 
-    from .._inputs import as_layers
 
     specs = rope_specs(model)
     rows = []

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -40,7 +39,7 @@ from .._inputs import resolve_device
 from ..errors import (CorruptModelFileError, InvalidSelectionError, ModelNotInstalledError,
                       UnsupportedModelError)
 from . import cache
-from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, ModelInfo, known_model
+from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, known_model
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge

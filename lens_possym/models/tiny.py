@@ -25,6 +25,7 @@ import torch
 
 from .._inputs import resolve_device
 from ..errors import InvalidSelectionError
+from .loading import from_hf
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -328,7 +329,6 @@ def tiny_model(
         over :data:`TINY_VOCAB` (``model.to_tokens("Alice likes red .")`` works).
         :func:`tiny_hf_model` gives the Hugging Face model and tokenizer it wraps.
     """
-    from .loading import from_hf
 
     hf_model, tokenizer = tiny_hf_model(
         family, seed=seed, n_layers=n_layers, d_model=d_model, n_heads=n_heads,

@@ -41,6 +41,8 @@ from .swaps import (
     clamped_cosines,
     swap_cosines,
 )
+from ._kernel import token_swap_freq_scores
+from ._fused import fused_token_swap_freq_scores
 
 __all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
@@ -200,7 +202,6 @@ def _freq_chunk_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float, bac
                   top=per_row(key_of[outside.first]).long(),
                   runner_up=per_row(key_of[outside.second]).long(), eps=COSINE_EPS)
     if backend == "numba":
-        from ._kernel import token_swap_freq_scores
 
         numpy = lambda t: t.cpu().numpy()  # noqa: E731
         pos, sym = token_swap_freq_scores(*map(numpy, args), numpy(keys), factors.scale, tau,
@@ -208,7 +209,6 @@ def _freq_chunk_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float, bac
                                              for k, v in kwargs.items()})
         pos, sym = torch.from_numpy(pos), torch.from_numpy(sym)
     else:
-        from ._fused import fused_token_swap_freq_scores
 
         pos, sym = fused_token_swap_freq_scores(*args, keys, factors.scale, tau, **kwargs,
                                                 max_elements=max_elements,

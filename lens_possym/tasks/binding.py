@@ -68,6 +68,7 @@ from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
+from ..errors import NonFiniteResultError
 
 __all__ = [
     "BindingTemplate",
@@ -738,7 +739,6 @@ def evaluate_binding(model: HookedModel, task: BindingTask,
             f"logits of shape {tuple(logits.shape)} do not fit the task's {n_prompts} prompts "
             f"and the model's {d_vocab} tokens; pass model(task.tokens) (or leave logits out)")
     if not bool(last.isfinite().all()):
-        from ..errors import NonFiniteResultError
 
         rows = (~last.isfinite()).any(-1).nonzero().flatten().tolist()
         raise NonFiniteResultError(

@@ -55,6 +55,9 @@ from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError, TaskConfigError
 from ..typing import HookedModel
+from .binding import _resolve_template, binding_task, binding_task_from, check_words
+from .binding import single_token_words
+from .word_distance import DEFAULT_WORDS, word_distance_task, word_distance_task_from
 
 __all__ = ["CORRUPTIONS", "CounterfactualPairs", "NormalizedLogitDiff", "counterfactual_pairs",
            "binding_pairs", "word_distance_pairs", "prompt_pairs", "answer_logit_diff"]
@@ -257,7 +260,6 @@ def binding_pairs(model: HookedModel, task: Any = None, corruption: str | None =
         InvalidSelectionError: an unknown corruption, or prompts it cannot corrupt (one
             pair, no other attribute, an order that no entity can start).
     """
-    from .binding import _resolve_template, binding_task, binding_task_from, check_words
 
     corruption = _check_corruption("binding", corruption)
     if task is None:
@@ -349,8 +351,6 @@ def word_distance_pairs(model: HookedModel, task: Any = None, corruption: str | 
         corruption_seed: draws the corruption.
         task_settings: for :func:`~lens_possym.tasks.word_distance_task`.
     """
-    from .binding import single_token_words
-    from .word_distance import DEFAULT_WORDS, word_distance_task, word_distance_task_from
 
     corruption = _check_corruption("distance", corruption)
     if task is None:

@@ -31,6 +31,9 @@ from .._json import dumps
 from ..errors import TrainingError
 from .models import MODELS, TrainableModel
 from .tasks import Task, make_task
+from .._files import save_atomically
+from .._files import remove_stale
+from .._files import write_text_atomically
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -117,7 +120,6 @@ def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step
     # written beside its final name, synced and renamed: a kill mid-write leaves the
     # previous checkpoint as the latest, never a torn file under a checkpoint's name; a
     # full disk is an OutputError naming the file
-    from .._files import save_atomically
 
     return save_atomically(data, path)
 
@@ -208,7 +210,6 @@ def read_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
     """
     import warnings
 
-    from .._files import remove_stale
 
     run_dir = Path(run_dir)
     numbered = _numbered(run_dir)
@@ -237,6 +238,5 @@ def read_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
 
 def write_json(obj: dict, path: str | Path) -> Path:
     """Write ``obj`` as JSON (non-finite floats as ``null``), creating the folder."""
-    from .._files import write_text_atomically
 
     return write_text_atomically(Path(path), dumps(obj, indent=1))

@@ -20,6 +20,11 @@ from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
 from .frequency import plot_frequency_profile
+from .._inputs import as_tokens
+from ..capture import capture_attention_inputs
+from ..scores.profile import resolve_exclude_bos
+from ..scores.crosslogits import cross_logit_factors
+from ..scores.swaps import swap_set
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -186,9 +191,6 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
     """
     import matplotlib.pyplot as plt
 
-    from .._inputs import as_tokens
-    from ..capture import capture_attention_inputs
-    from ..scores.profile import resolve_exclude_bos
 
     tokens = as_tokens(model, tokens)[:1]
     drop_bos = resolve_exclude_bos(model, tokens, exclude_bos)
@@ -248,8 +250,6 @@ def top_swap_attention(inputs, heads: Sequence[int], *, swap: str = "token", n_b
         ``{head: (before [key_pos], after [key_pos], first, second)}``: the clean and swapped
         attention rows and the key positions of the two swapped groups.
     """
-    from ..scores.crosslogits import cross_logit_factors
-    from ..scores.swaps import swap_set
 
     from .._inputs import as_heads
 

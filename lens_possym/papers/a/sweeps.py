@@ -32,6 +32,7 @@ from .toy import ToyTransformer, toy_config_for
 from ...training.tasks import Task, make_task
 from ...training.trajectories import head_scores
 from ...training.loop import TrainConfig, TrainResult, train
+from ..._files import write_text_atomically
 
 __all__ = [
     "SweepRun",
@@ -364,7 +365,6 @@ def sweep(
     )
     if out:
         result.save(out / "sweep.json")
-        from ..._files import write_text_atomically
 
         write_text_atomically(out / "table.md", result.table() + "\n")
     return result

@@ -23,7 +23,7 @@ sentences; distance on 32 positions with gaps up to 16, count on 64 positions wi
 48 triggers: a harder count than the official 101 classes on 120 words, scaled down, so
 that schemes can separate), ``"paper-length"`` (the ``cpu`` model on the paper's task
 lengths: 128 positions, distance gaps up to 70, count up to 100 of 30 triggers in 120
-words; :data:`PAPER_LENGTH_STEPS` steps of 64 fresh sentences; faithful cells with the
+words; :data:`PAPER_LENGTH_STEPS` steps of 32 fresh sentences at lr 2e-3; faithful cells with the
 official initialisation; the schemes the claims name, :data:`CLAIM_GRID`) and
 ``"paper"`` (6 × 16, ``d_model`` 256, ``d_head`` 16, ``d_ff`` 512, the official lengths,
 AdamW lr 1e-4 with betas (0.98, 0.9), weight decay 1e-5, 6 % warm-up then cosine, no
@@ -79,6 +79,8 @@ from ...training.runs import load_checkpoint
 from .tasks import CountTask, DistanceTask
 from ...training.tasks import Task, TaskBatch
 from ...training.loop import TrainConfig, TrainResult, evaluate, train
+from ...scores import swap_scores
+from ..._files import write_text_atomically
 
 __all__ = ["Preset", "PRESETS", "Cell", "parse_label", "make_task", "make_model",
            "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",
@@ -163,8 +165,9 @@ class Preset:
 
 
 DATA_REGIMES = ("stream", "fixed")
-#: steps of a ``paper-length`` cell (batch 64): where accuracy has levelled off (docs/paper_b.md)
-PAPER_LENGTH_STEPS = 2000
+#: steps of a ``paper-length`` cell (batch 32, lr 2e-3): what 12 CPU-hours buy for the
+#: whole grid (docs/paper_b.md, "Cost of the paper-length grid")
+PAPER_LENGTH_STEPS = 2400
 
 #: the schemes the claims name, per variant (the faithful hybrid is the faithful ``rope``:
 #: the official RoPE model already adds an absolute encoding)
@@ -200,8 +203,8 @@ PRESETS: dict[str, Preset] = {
         name="paper-length",
         model=dict(n_layers=3, n_heads=8, d_model=64, d_head=8, d_ff=128, d_latent=32),
         tasks=PAPER_TASKS,
-        steps={"distance": PAPER_LENGTH_STEPS, "count": PAPER_LENGTH_STEPS}, batch_size=64,
-        lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-5, faithful_model=PAPER_LENGTH_FAITHFUL,
+        steps={"distance": PAPER_LENGTH_STEPS, "count": PAPER_LENGTH_STEPS}, batch_size=32,
+        lr=2e-3, betas=(0.9, 0.98), weight_decay=1e-5, faithful_model=PAPER_LENGTH_FAITHFUL,
         grid=CLAIM_GRID, profile=False, evals=8),
     "paper": Preset(
         name="paper",
@@ -435,7 +438,6 @@ def head_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
     """``s_POS`` and ``s_SYM`` ``[n_layers, n_heads]`` of every head for the query at the last
     position (block swaps, 8 blocks; :func:`lens_possym.swap_scores`), at
     :func:`profile_site`'s site."""
-    from ...scores import swap_scores
 
     site, method = profile_site(model)
     scores = swap_scores(model, tokens, swap="block", n_blocks=8, per_frequency=False,
@@ -475,7 +477,6 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
         "profile": head_profile(model, prompts) if profile else None,
         "history": [[h.step, h.test_accuracy] for h in result.history],
     }
-    from ..._files import write_text_atomically
 
     write_text_atomically(cached, json.dumps(data, indent=1))
     return data
@@ -808,9 +809,12 @@ def deposit_table(records: list[dict], preset: str, seeds: tuple[int, ...] = (0,
 #: them in float64)
 FAITHFUL_DEPARTURES = (
     "**Size and budget**: 3 layers x 8 heads, d_model 64 (official 6 x 16, d_model 256); "
-    "batch 64 at lr 1e-3 (official 512 at 1e-4; MLA 1024), betas (0.9, 0.98) (official "
-    "(0.98, 0.9)), a fresh stream of sentences for the preset's steps (official: 100 epochs "
+    "2,400 steps of 32 sentences at lr 2e-3 (official: 512 at 1e-4, MLA 1024), betas "
+    "(0.9, 0.98) (official (0.98, 0.9)), a fresh stream of sentences (official: 100 epochs "
     "of a fixed 70 % split, MLA 150; available as `--data fixed`).",
+    "**Dropout**: none (official 0.1 on attention weights, attention output and MLP output; "
+    "available as `dropout=0.1`, used by the `paper` preset): on one CPU core it triples a "
+    "faithful step's cost.",
     "**Gradient clipping** at norm 1.0 (the official code does not clip; kept for the "
     "tenfold learning rate).",
     "**Vocabulary and labels**: a synthetic vocabulary of single-token words, so the "

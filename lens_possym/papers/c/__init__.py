@@ -4,9 +4,11 @@ and Length Generalization".
 The Number and Letter multi-hop tasks (:mod:`.tasks`), GPT-J through transformers
 (:mod:`.gptj`), the presets and one run's training (:mod:`.presets`), scores over training
 and purity (:mod:`.dynamics`), head roles (:mod:`.roles`), T_Index and T_Retrieval
-(:mod:`.constructions`), discrepancy and Theorem 3.2 (:mod:`.discrepancy`), length
-generalisation (:mod:`.lengths`), the 1-hop prompts for pretrained LMs (:mod:`.prompts`);
-the ``lens-possym multihop`` command.
+(:mod:`.constructions`, with exact multi-layer chains), the answer along the hop path
+(:mod:`.chain`: logit lens and residual patching per stop), discrepancy and Theorem 3.2
+(:mod:`.discrepancy`), length generalisation (:mod:`.lengths`) and why it fails
+(:mod:`.masking`), the verdict rules of docs/paper_c_rules.md (:mod:`.verdicts`), the
+1-hop prompts for pretrained LMs (:mod:`.prompts`); the ``lens-possym multihop`` command.
 """
 
 from ..._lazy import lazy_attributes
@@ -28,10 +30,14 @@ _EXPORTS = {
     "presets": ["MultiHopPreset", "PRESETS", "preset", "build_run", "train_multihop"],
     "dynamics": ["ScoreTrajectory", "score_run", "score_model", "path_scores", "Purity",
                  "purity"],
-    "roles": ["AttentionRoles", "attention_roles", "CausalRoles", "causal_roles"],
-    "constructions": ["t_index_model", "t_retrieval_model"],
+    "roles": ["AttentionRoles", "attention_roles", "label_roles", "CausalRoles",
+              "causal_roles"],
+    "constructions": ["t_index_model", "t_retrieval_model", "t_index_chain_model",
+                      "t_retrieval_chain_model"],
+    "chain": ["ChainLens", "chain_lens", "ChainPatching", "chain_patching", "decode_residual"],
     "discrepancy": ["Discrepancy", "head_discrepancy", "index_discrepancy", "index_bound",
-                    "retrieval_bound"],
+                    "retrieval_bound", "LayerGaps", "layer_gaps"],
+    "masking": ["ExtensionAccuracy", "extension_accuracy", "extension_hooks"],
     "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
     "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],
 }

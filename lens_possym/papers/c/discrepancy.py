@@ -26,7 +26,12 @@ answer lies in the effective target window).
 competes, i.e. for the *minimum* over inputs (a letter-like query sees all of them); for
 the maximum the offset set can be split around the target (``σ ≈ n/2``) and only offsets
 up to about ``n/2`` compete, so the max can exceed ``2π²/n²`` (:func:`index_bound_table`
-reports both).
+reports both, over all offsets or over the offsets the task uses).
+
+**Trained heads** (:func:`layer_gaps`): the top-2 gap of every layer's head over a set of
+inputs at each length, kept as the max (Def 3.1), the min (Lemma F.1) and the mean
+(:class:`LayerGaps`); :meth:`LayerGaps.min_ratio` is the shrinkage of the min from one
+length to another (verdict rule 16, docs/paper_c_rules.md).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
+from ...decompose import frequency_logits
+from ...results_io import ResultIO
 
 __all__ = [
     "Discrepancy",
@@ -51,6 +58,9 @@ __all__ = [
     "index_bound",
     "retrieval_bound",
     "index_bound_table",
+    "task_offsets",
+    "LayerGaps",
+    "layer_gaps",
 ]
 
 
@@ -99,7 +109,6 @@ def last_token_logits(model, tokens: Tensor, layer: int = 0, head: int = 0
                       ) -> Float[Tensor, "batch key"]:
     """Attention logits (pre-softmax, scaled) of ``layer.head`` at the last token,
     ``[batch, n]``, float64, from :func:`lens_possym.frequency_logits`."""
-    from ...decompose import frequency_logits
 
     result = frequency_logits(model, tokens, layer, heads=[head], query_positions=-1,
                               check=False, dtype=torch.float64)
@@ -150,14 +159,100 @@ def retrieval_bound(theta: float, n_letters: int, n: int) -> float:
     return 1 - math.cos(omega - n * theta)
 
 
-def index_bound_table(theta: float, lengths: Sequence[int]) -> list[dict]:
-    """For each ``n``: ``Δ_max`` and ``Δ_min`` over all offsets ``1..n-1``, the bound, and
-    whether each stays under it (to 1e-12)."""
+def task_offsets(window: int = 8) -> list[int]:
+    """The query offsets of 1-hop Number prompts: the answer lies in the effective target
+    window, ``window + 1 .. 2·window`` before the query (9..16 for paper C)."""
+    return list(range(window + 1, 2 * window + 1))
+
+
+def index_bound_table(theta: float, lengths: Sequence[int],
+                      offsets: Sequence[int] | None = None) -> list[dict]:
+    """For each ``n``: ``Δ_max`` and ``Δ_min`` over the offsets (all ``1..n-1`` by
+    default, or ``offsets``, e.g. :func:`task_offsets`), the bound, and whether each stays
+    under it (to 1e-12)."""
     rows = []
     for n in lengths:
-        gaps = index_gaps(theta, int(n))
+        gaps = index_gaps(theta, int(n), offsets)
         bound = index_bound(theta, int(n))
         rows.append({"n": int(n), "delta_max": float(gaps.max()), "delta_min": float(gaps.min()),
                      "bound": bound, "max_holds": bool(gaps.max() <= bound + 1e-12),
                      "min_holds": bool(gaps.min() <= bound + 1e-12)})
     return rows
+
+
+@dataclass(repr=False)
+class LayerGaps(ResultIO):
+    """Top-2 attention-logit gaps of every head at several lengths.
+
+    Attributes:
+        task: the task's name; ``lengths``: ``[n_lengths]``; ``n_inputs``: inputs per length.
+        max, min, mean: ``[n_lengths, n_layers, n_heads]`` over the inputs (Def 3.1's max,
+            Lemma F.1's min).
+    """
+
+    task: str
+    lengths: list[int]
+    max: Tensor
+    min: Tensor
+    mean: Tensor
+    n_inputs: int
+
+    FORMAT = "lens-possym/paper-c-layer-gaps@1"
+
+    def at(self, n: int) -> int:
+        if n not in self.lengths:
+            raise InvalidSelectionError(f"no gaps at length {n}; measured at {self.lengths}")
+        return self.lengths.index(n)
+
+    def min_ratio(self, long: int, short: int) -> Tensor:
+        """``[n_layers, n_heads]``: ``min gap(long) / min gap(short)``."""
+        return self.min[self.at(long)] / self.min[self.at(short)]
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "lengths": self.lengths, "max": self.max, "min": self.min,
+                "mean": self.mean, "n_inputs": self.n_inputs}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LayerGaps":
+        t = {k: torch.as_tensor(data[k], dtype=torch.float64) for k in ("max", "min", "mean")}
+        return cls(data["task"], [int(n) for n in data["lengths"]], n_inputs=int(data["n_inputs"]),
+                   **t)
+
+    def _table(self):
+        import pandas as pd
+
+        rows = []
+        for score in ("max", "min", "mean"):
+            t = getattr(self, score)
+            for i, n in enumerate(self.lengths):
+                for layer in range(t.shape[1]):
+                    for head in range(t.shape[2]):
+                        rows.append({"layer": layer, "head": head, "length": n, "score": score,
+                                     "value": float(t[i, layer, head])})
+        return pd.DataFrame.from_records(rows)
+
+    def _headline(self) -> list[str]:
+        return [f"task={self.task}", f"lengths={self.lengths}"]
+
+
+def layer_gaps(model, task, lengths: Sequence[int], *, layers: Sequence[int] | None = None,
+               n_inputs: int = 64, seed: int = 5) -> LayerGaps:
+    """Top-2 gaps of every head of ``layers`` (all by default) on ``n_inputs`` test prompts
+    of ``task.at_length(n)`` for each ``n`` (seed ``seed``), read at the last token.
+    A GPT-J bridge must cover the longest length
+    (:meth:`~lens_possym.papers.c.gptj.GPTJTaskModel.bridge` with ``n_positions``)."""
+    if not lengths:
+        raise InvalidSelectionError("give at least one length")
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    layers = list(range(n_layers)) if layers is None else [int(x) for x in layers]
+    shape = (len(lengths), n_layers, n_heads)
+    out = {k: torch.full(shape, float("nan"), dtype=torch.float64) for k in ("max", "min", "mean")}
+    for i, n in enumerate(lengths):
+        tokens = task.at_length(int(n)).test_set(n_inputs, seed=seed).tokens
+        for layer in layers:
+            for head in range(n_heads):
+                d = head_discrepancy(model, tokens, layer, head)
+                out["max"][i, layer, head] = d.max
+                out["min"][i, layer, head] = d.min
+                out["mean"][i, layer, head] = d.mean
+    return LayerGaps(task.name, [int(n) for n in lengths], n_inputs=n_inputs, **out)

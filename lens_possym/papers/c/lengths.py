@@ -3,7 +3,9 @@ r"""Length generalisation (paper C Sec 3.6-3.7, Fig 5B-D, Table 3).
 * :func:`accuracy_by_length`: a trained multi-hop model on the task's generalisation sets
   (:meth:`~lens_possym.papers.c.tasks.MultiHopTask.at_length`: extra target
   tokens in front, pre-target window and query unchanged), accuracy overall and per hop
-  count at each length. GPT-J runs past its ``n_positions``
+  count at each length, the extra tokens read as ``filler``
+  (:data:`~lens_possym.papers.c.tasks.FILLERS`; the headline is ``"target"``, extra tokens
+  drawn like the target window's fillers). GPT-J runs past its ``n_positions``
   (:meth:`~lens_possym.papers.c.gptj.GPTJTaskModel.ensure_positions`).
 * :func:`lm_hop_accuracy`: a pretrained language model (a bridge, e.g.
   ``lens_possym.load_model("gemma-3-270m")``) on the 1-hop prompts of
@@ -21,6 +23,7 @@ import torch
 
 from ...errors import InvalidSelectionError
 from .tasks import MultiHopTask
+from .prompts import hop_prompts
 
 __all__ = ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"]
 
@@ -28,7 +31,8 @@ __all__ = ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"]
 @dataclass
 class LengthAccuracy:
     """Accuracy at each length: ``accuracy[i]`` at ``lengths[i]``; ``by_hops[i]`` per hop
-    count (empty for LM prompts); ``n_prompts`` per length."""
+    count (empty for LM prompts); ``n_prompts`` per length; ``filler``: the reading of the
+    extra tokens."""
 
     task: str
     lengths: list[int]
@@ -36,25 +40,30 @@ class LengthAccuracy:
     by_hops: list[list[float]]
     n_prompts: int
     model: str = ""
+    filler: str = "target"
 
     def to_dict(self) -> dict:
         return {"task": self.task, "lengths": self.lengths, "accuracy": self.accuracy,
-                "by_hops": self.by_hops, "n_prompts": self.n_prompts, "model": self.model}
+                "by_hops": self.by_hops, "n_prompts": self.n_prompts, "model": self.model,
+                "filler": self.filler}
 
 
 @torch.no_grad()
 def accuracy_by_length(model, task: MultiHopTask, lengths: Sequence[int], *,
                        n_prompts: int = 256, chunk: int = 32, seed: int = 0,
+                       filler: str | None = None,
                        log: Callable[[str], None] | None = None) -> LengthAccuracy:
     """Accuracy of a trained model at each length (module docstring).
 
-    ``chunk`` bounds the batch of one forward pass (attention is ``n²`` per prompt)."""
+    ``chunk`` bounds the batch of one forward pass (attention is ``n²`` per prompt);
+    ``filler`` the reading of the extra tokens (default: the task's own)."""
     if not lengths:
         raise InvalidSelectionError("give at least one length")
     model.eval()
     acc, by_hops = [], []
+    reading = task.filler if filler is None else filler
     for n in lengths:
-        long = task.at_length(int(n))
+        long = task.at_length(int(n), filler=reading)
         batch = long.test_set(n_prompts, seed=seed + int(n))
         preds = torch.cat([model(batch.tokens[i: i + chunk])[:, -1].argmax(-1)
                            for i in range(0, len(batch), chunk)])
@@ -63,7 +72,8 @@ def accuracy_by_length(model, task: MultiHopTask, lengths: Sequence[int], *,
         if log:
             log(f"{task.name} length {n}: accuracy {acc[-1]:.3f} by hops "
                 f"{[round(a, 3) for a in by_hops[-1]]}")
-    return LengthAccuracy(task.name, [int(n) for n in lengths], acc, by_hops, n_prompts)
+    return LengthAccuracy(task.name, [int(n) for n in lengths], acc, by_hops, n_prompts,
+                          filler=reading)
 
 
 @torch.no_grad()
@@ -71,7 +81,6 @@ def lm_hop_accuracy(bridge, task: str, lengths: Sequence[int], *, n_prompts: int
                     seed: int = 0, max_new_tokens: int = 3, name: str = "",
                     log: Callable[[str], None] | None = None) -> LengthAccuracy:
     """Greedy accuracy of a language model on 1-hop prompts at each target-window length."""
-    from .prompts import hop_prompts
 
     acc = []
     for n in lengths:

@@ -3,25 +3,29 @@ patterns as the paper did, then confirmed causally with lens-possym's head ablat
 patching (the paper reports neither).
 
 **From attention** (:func:`attention_roles`). For each head and each prompt with hop path
-``p_0 > p_1 > … > p_h`` the pattern gives
+``p_0 > p_1 > … > p_h`` the pattern gives, per hop count ``h`` and stop ``k``:
 
-* ``hop``: mass from each stop ``p_k`` (``k < h``) on the next stop ``p_{k+1}``, averaged
-  over stops and prompts: a head that follows the hops (Selective Index in Number, where
-  the next stop is ``p_k - σ_{p_k}``; Retrieval in Letter, where it is the pair whose first
-  letter is ``p_k``'s second);
-* ``self``: mass from each stop on itself;
-* ``path_last``: mass from the query ``p_0`` on the later stops ``p_1..p_h``, which carry
-  the answer once it has arrived there;
+* ``hop_by_stop[ℓ, head, h-1, k]``: mass from ``p_k`` on the next stop ``p_{k+1}``
+  (``k < h``; Selective Index in Number, where the next stop is ``p_k - σ_{p_k}``;
+  Retrieval in Letter, where it is the pair whose first letter is ``p_k``'s second);
+* ``answer_by_stop[ℓ, head, h-1, k]``: mass from ``p_k`` on the answer position ``p_h``;
+* ``hop[ℓ, head]``, the **hop share on the schedule**: paper C's decomposition
+  ``Reflexive^{ℓ-h} ∘ Index^h`` has layer ``ℓ`` move the answer from ``p_{k+1}`` to
+  ``p_k`` for ``k = h-1-ℓ``, so layer ``ℓ``'s share is the mean, over the hop counts
+  ``h > ℓ``, of ``hop_by_stop[ℓ, :, h-1, h-1-ℓ]`` (``nan`` for layers ``>= max_hops``,
+  which the schedule leaves to Reflexive). A head that makes the last hop of 4-hop
+  prompts only (Number's L3 reads ``p_1`` from the query) scores its share there, not
+  a mean over every stop;
+* ``reflexive[ℓ, head]``: mass from the query ``p_0`` on itself and on the stops that
+  carry the answer once it has arrived, ``p_0..p_{h-1}``: **the answer position ``p_h``
+  excluded**, since reading the answer there is a direct read, not the identity;
 * ``stop_mass`` ``[n_layers, n_heads, max_hops, max_hops + 1]``: mass from the query on
-  each stop ``p_j`` (``j = 0`` itself) for the prompts with ``h`` hops (row ``h - 1``):
-  which stop the last token reads at each layer (a chain copied backwards shows the query
-  reading ``p_1`` late; a pointer followed forwards shows it reading ``p_ℓ`` at layer ``ℓ``).
+  each stop ``p_j`` (``j = 0`` itself) for the prompts with ``h`` hops (row ``h - 1``).
 
-Label (one per head; ``threshold`` default 0.5): ``"Selective Index"`` if ``hop >=
-threshold`` and the head is positional (``s_POS > s_SYM`` on the same prompts);
-``"Retrieval"`` if ``hop >= threshold`` and symbolic; ``"Reflexive"`` if not hop-following
-but ``self + path_last >= threshold`` (the identity: it attends to itself or to stops that
-already carry the answer; either implementation is allowed by the paper); ``"other"``.
+Label (one per head; ``threshold`` default 0.5, :func:`label_roles`): ``"Index"`` if
+``hop >= threshold`` and the head is positional (``s_POS > s_SYM`` on the same prompts);
+``"Retrieval"`` if ``hop >= threshold`` and not; ``"Reflexive"`` if ``reflexive >=
+threshold``; ``"other"``.
 
 **Causal** (:func:`causal_roles`).
 
@@ -35,7 +39,9 @@ already carry the answer; either implementation is allowed by the paper); ``"oth
   ``restore[h-1, ℓ, k]`` is the share of ``h``-hop prompts whose prediction becomes the
   clean answer. In the paper's chain ``f = Reflexive^{ℓ-h} ∘ Index^h`` the answer reaches
   ``p_k`` at layer ``h - 1 - k``, so that head, at that stop, should restore it
-  (:meth:`CausalRoles.chain_restore`).
+  (:meth:`CausalRoles.chain_restore`). One head's output fails this test when several
+  heads carry the answer together; :mod:`lens_possym.papers.c.chain` patches the whole
+  residual stream at each stop instead, and reads it with a logit lens.
 """
 
 from __future__ import annotations
@@ -48,89 +54,130 @@ from torch import Tensor
 from ...errors import InvalidSelectionError
 from ...training.tasks import TaskBatch
 from .tasks import LetterTask, MultiHopTask, NumberTask
+from ...capture import capture_attention_inputs
+from .dynamics import score_model
+from ...interventions import ablate_heads, patch_heads
+from ...interventions.heads import z_hook_names
 
-__all__ = ["AttentionRoles", "attention_roles", "CausalRoles", "causal_roles", "corrupt_answers"]
+__all__ = ["AttentionRoles", "attention_roles", "label_roles", "schedule_share", "CausalRoles",
+           "causal_roles", "corrupt_answers", "ROLES"]
 
-ROLES = ("Selective Index", "Retrieval", "Reflexive", "other")
+ROLES = ("Index", "Retrieval", "Reflexive", "other")
 
 
 @dataclass
 class AttentionRoles:
-    """Attention shares and labels ``[n_layers, n_heads]`` (module docstring)."""
+    """Attention shares and labels (module docstring).
+
+    Attributes:
+        hop: ``[n_layers, n_heads]`` hop share on the schedule (``nan`` past ``max_hops``).
+        reflexive: ``[n_layers, n_heads]`` query mass on ``p_0..p_{h-1}``.
+        hop_by_stop, answer_by_stop: ``[n_layers, n_heads, max_hops (h-1), max_hops (k)]``.
+        stop_mass: ``[n_layers, n_heads, max_hops, max_hops + 1]``.
+        pos, sym: ``[n_layers, n_heads]`` scores on the same prompts.
+        labels: ``[n_layers][n_heads]`` one of :data:`ROLES`.
+    """
 
     hop: Tensor
-    self_share: Tensor
-    path_last: Tensor
+    reflexive: Tensor
+    hop_by_stop: Tensor
+    answer_by_stop: Tensor
+    stop_mass: Tensor
     pos: Tensor
     sym: Tensor
     labels: list[list[str]]
     threshold: float
-    stop_mass: Tensor | None = None
 
     def to_dict(self) -> dict:
-        return {"hop": self.hop.tolist(), "self": self.self_share.tolist(),
-                "path_last": self.path_last.tolist(), "pos": self.pos.tolist(),
-                "stop_mass": None if self.stop_mass is None else self.stop_mass.tolist(),
+        return {"hop": self.hop.tolist(), "reflexive": self.reflexive.tolist(),
+                "hop_by_stop": self.hop_by_stop.tolist(),
+                "answer_by_stop": self.answer_by_stop.tolist(),
+                "stop_mass": self.stop_mass.tolist(), "pos": self.pos.tolist(),
                 "sym": self.sym.tolist(), "labels": self.labels, "threshold": self.threshold}
 
 
-@torch.no_grad()
-def attention_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, threshold: float = 0.5
-                    ) -> AttentionRoles:
-    """Roles of every head from its attention patterns on ``batch`` (module docstring)."""
-    from ...capture import capture_attention_inputs
-    from .dynamics import score_model
+def schedule_share(hop_by_stop: Tensor) -> Tensor:
+    """``[n_layers, n_heads]``: layer ``ℓ``'s hop share at the stops the schedule
+    ``ℓ = h-1-k`` gives it, the mean over ``h > ℓ`` (``nan`` where it gives none)."""
+    n_layers, n_heads, H, _ = hop_by_stop.shape
+    out = torch.full((n_layers, n_heads), float("nan"))
+    for layer in range(min(n_layers, H)):
+        cells = [hop_by_stop[layer, :, h - 1, h - 1 - layer] for h in range(layer + 1, H + 1)]
+        cells = torch.stack(cells)                               # [n_h, n_heads]
+        seen = torch.isfinite(cells)
+        if seen.any():
+            out[layer] = torch.where(seen, cells, 0).sum(0) / seen.sum(0).clamp_min(1)
+    return out
 
+
+def label_roles(hop: Tensor, reflexive: Tensor, pos: Tensor, sym: Tensor,
+                threshold: float = 0.5) -> list[list[str]]:
+    """One of :data:`ROLES` per head from its schedule hop share and reflexive share."""
     if not 0 < threshold <= 1:
         raise InvalidSelectionError(f"threshold must be in (0, 1], got {threshold}")
-    hops, path = task.hop_path(batch.tokens)
-    captured = capture_attention_inputs(bridge, batch.tokens, query_positions=None)
-    rows = torch.arange(len(batch))
-    hop_out, self_out, last_out, stop_out = [], [], [], []
-    H = task.max_hops
-    for layer in sorted(captured):
-        a = captured[layer].model_pattern.float()               # [batch, head, q, k]
-        hop_sum = torch.zeros(a.shape[1])
-        self_sum = torch.zeros(a.shape[1])
-        count = 0
-        for k in range(task.max_hops):
-            on = hops > k
-            src, dst = path[on, k], path[on, k + 1]
-            r = rows[on]
-            hop_sum += a[r, :, src, dst].sum(0)
-            self_sum += a[r, :, src, src].sum(0)
-            count += int(on.sum())
-        later = torch.zeros(len(batch), a.shape[-1], dtype=torch.bool)
-        for k in range(1, task.max_hops + 1):
-            on = path[:, k] >= 0
-            later[rows[on], path[on, k]] = True
-        last = (a[:, :, -1] * later[:, None, :]).sum(-1).mean(0)
-        stops = torch.full((a.shape[1], H, H + 1), float("nan"))
-        for h in range(1, H + 1):
-            on = hops == h
-            if on.any():
-                for j in range(h + 1):
-                    stops[:, h - 1, j] = a[rows[on], :, -1, path[on, j]].mean(0)
-        stop_out.append(stops)
-        hop_out.append(hop_sum / count)
-        self_out.append(self_sum / count)
-        last_out.append(last)
-    hop, selfs, path_last = torch.stack(hop_out), torch.stack(self_out), torch.stack(last_out)
-    pos, sym = score_model(bridge, batch.tokens)
     labels = []
     for layer in range(hop.shape[0]):
         row = []
         for head in range(hop.shape[1]):
-            if hop[layer, head] >= threshold:
-                row.append("Selective Index" if pos[layer, head] > sym[layer, head]
-                           else "Retrieval")
-            elif selfs[layer, head] + path_last[layer, head] >= threshold:
+            h = float(hop[layer, head])
+            if h == h and h >= threshold:
+                row.append("Index" if pos[layer, head] > sym[layer, head] else "Retrieval")
+            elif float(reflexive[layer, head]) >= threshold:
                 row.append("Reflexive")
             else:
                 row.append("other")
         labels.append(row)
-    return AttentionRoles(hop, selfs, path_last, pos, sym, labels, float(threshold),
-                          torch.stack(stop_out))
+    return labels
+
+
+@torch.no_grad()
+def attention_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, threshold: float = 0.5,
+                    fwd_hooks=()) -> AttentionRoles:
+    """Roles of every head from its attention patterns on ``batch`` (module docstring).
+
+    ``fwd_hooks`` run during the pass the patterns are read from (e.g. a hand-built
+    pattern written into ``blocks.{L}.attn.hook_pattern``); the scores that tell Index
+    from Retrieval are the model's own."""
+
+    if not 0 < threshold <= 1:
+        raise InvalidSelectionError(f"threshold must be in (0, 1], got {threshold}")
+    hops, path = task.hop_path(batch.tokens)
+    captured = capture_attention_inputs(bridge, batch.tokens, query_positions=None,
+                                        fwd_hooks=fwd_hooks)
+    rows = torch.arange(len(batch))
+    H = task.max_hops
+    hop_out, ans_out, refl_out, stop_out = [], [], [], []
+    for layer in sorted(captured):
+        a = captured[layer].model_pattern.float().cpu()            # [batch, head, q, k]
+        n_heads = a.shape[1]
+        hop = torch.full((n_heads, H, H), float("nan"))
+        ans = torch.full((n_heads, H, H), float("nan"))
+        stops = torch.full((n_heads, H, H + 1), float("nan"))
+        carried = torch.zeros(len(batch), a.shape[-1], dtype=torch.bool)
+        for h in range(1, H + 1):
+            on = rows[hops == h]
+            if not len(on):
+                continue
+            for k in range(h):
+                src, dst = path[on, k], path[on, k + 1]
+                hop[:, h - 1, k] = a[on, :, src, dst].mean(0)
+                ans[:, h - 1, k] = a[on, :, src, path[on, h]].mean(0)
+            for j in range(h + 1):
+                stops[:, h - 1, j] = a[on, :, -1, path[on, j]].mean(0)
+            for j in range(h):                                     # p_0..p_{h-1}
+                carried[on, path[on, j]] = True
+        refl = (a[:, :, -1] * carried[:, None, :]).sum(-1).mean(0)
+        hop_out.append(hop)
+        ans_out.append(ans)
+        refl_out.append(refl)
+        stop_out.append(stops)
+    hop_by_stop, answer_by_stop = torch.stack(hop_out), torch.stack(ans_out)
+    reflexive = torch.stack(refl_out)
+    hop = schedule_share(hop_by_stop)
+    pos, sym = score_model(bridge, batch.tokens)
+    labels = label_roles(hop, reflexive, pos, sym, threshold)
+    return AttentionRoles(hop, reflexive, hop_by_stop, answer_by_stop, torch.stack(stop_out),
+                          pos, sym, labels, float(threshold))
 
 
 def corrupt_answers(task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> TaskBatch:
@@ -196,8 +243,6 @@ class CausalRoles:
 @torch.no_grad()
 def causal_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> CausalRoles:
     """Mean-ablate every head and patch every head at every stop (module docstring)."""
-    from ...interventions import ablate_heads, patch_heads
-    from ...interventions.heads import z_hook_names
 
     hops, path = task.hop_path(batch.tokens)
     n_layers = len(z_hook_names(bridge))

@@ -42,9 +42,23 @@ part in the hops; ``query_letter`` says where it comes from:
 ``length - 17`` extra target-window tokens *before* the effective target window; the
 pre-target window and the query are unchanged, so offsets and hops are unchanged and the
 answer stays in the effective target window. The paper does not say what the extra tokens
-are (UNCLEAR in paper_c.md §7); here they are drawn like the target fillers: uniform
-letters for Number; letter-number pairs with off-chain first letters for Letter (so the
-path stays unique at every length).
+are (UNCLEAR in paper_c.md §7); ``filler`` names the reading (:data:`FILLERS`):
+
+- ``"target"`` (the default, and the headline of docs/paper_c.md): drawn like the target
+  window's fillers: uniform letters for Number; letter-number pairs with off-chain first
+  letters for Letter (so the path stays unique at every length).
+- ``"pretarget"``: drawn like the pre-target window's fillers: uniform offsets
+  ``1..max_offset`` for Number; letter-letter pairs of off-chain letters for Letter.
+- ``"mixed"``: each extra token from one of the two above, with probability 1/2 each.
+- ``"repeat"``: the effective target window tiled leftwards (the extension is copies of
+  it, aligned with period ``window``): Number's answer letter recurs every ``window``
+  tokens; Letter's answer pair recurs as the identical token, which Def F.2 allows
+  ("proper": every position with that left letter holds the identical token).
+
+Every reading leaves the path, the answer and the effective windows unchanged, and draws
+the extension *after* the training-length tokens, so ``"target"`` is bit-identical to the
+generator before readings existed; ``filler`` enters :meth:`config` only when it is not
+``"target"`` (checkpoints written before keep their configuration).
 
 Token ids. Number: letters ``0..n_letters-1``, then offset ``o`` at ``n_letters + o - 1``.
 Letter: ``(l, d)`` at ``l·n_digits + d - 1``, then ``(l, l')`` at
@@ -58,6 +72,7 @@ generator's own paths beside the batch (tests check the two agree).
 from __future__ import annotations
 
 import string
+from typing import Callable
 
 import torch
 from jaxtyping import Int
@@ -67,10 +82,13 @@ from ...errors import TaskConfigError
 from ...training.tasks import Split, SyntheticTask, TaskBatch
 
 __all__ = ["MultiHopTask", "NumberTask", "LetterTask", "TRAIN_LENGTH", "QUERY_LETTERS",
-           "number_letters"]
+           "FILLERS", "HEADLINE_FILLER", "number_letters"]
 
 TRAIN_LENGTH = 17
 QUERY_LETTERS = ("reserved", "filler")
+#: readings of the length extension's extra tokens (module docstring)
+FILLERS = ("target", "pretarget", "mixed", "repeat")
+HEADLINE_FILLER = "target"
 
 
 def number_letters(n: int) -> list[str]:
@@ -88,11 +106,15 @@ class MultiHopTask(SyntheticTask):
         max_hops: hops ``1..max_hops`` in equal shares (paper: 4; ``<= window``).
         length: prompt length, ``2·window + 1`` for training (paper: 17) or more for
             length-generalisation sets (extra target-window tokens in front).
+        filler: what the extra tokens are (:data:`FILLERS`, module docstring).
     """
 
     def __init__(self, *, window: int = 8, max_hops: int = 4, length: int | None = None,
-                 seed: int = 0, test_fraction: float = 0.095):
+                 seed: int = 0, test_fraction: float = 0.095, filler: str = HEADLINE_FILLER):
         super().__init__(seed=seed, test_fraction=test_fraction)
+        if filler not in FILLERS:
+            raise TaskConfigError(f"filler must be one of {FILLERS}, got {filler!r}")
+        self.filler = filler
         if window < 2:
             raise TaskConfigError(f"window must be >= 2, got {window}")
         if not 1 <= max_hops <= window:
@@ -135,12 +157,35 @@ class MultiHopTask(SyntheticTask):
         return list(range(self.target_start, self.target_start + self.window))
 
     def base_config(self) -> dict:
-        return {"window": self.window, "max_hops": self.max_hops, "length": self.length,
-                "seed": self.seed, "test_fraction": self.test_fraction}
+        out = {"window": self.window, "max_hops": self.max_hops, "length": self.length,
+               "seed": self.seed, "test_fraction": self.test_fraction}
+        if self.filler != HEADLINE_FILLER:
+            out["filler"] = self.filler
+        return out
 
-    def at_length(self, length: int) -> "MultiHopTask":
-        """The same task with prompts of ``length`` tokens (a generalisation set)."""
-        return type(self)(**{**self.config(), "length": int(length)})
+    def at_length(self, length: int, *, filler: str | None = None) -> "MultiHopTask":
+        """The same task with prompts of ``length`` tokens (a generalisation set), the
+        extra tokens read as ``filler`` (default: this task's reading)."""
+        extra = {} if filler is None else {"filler": filler}
+        return type(self)(**{**self.config(), "length": int(length), **extra})
+
+    def _refill_extension(self, tokens: Tensor, target_like: Callable[[int], Tensor],
+                          pretarget_like: Callable[[int], Tensor], gen: torch.Generator
+                          ) -> None:
+        """Overwrite the extension ``tokens[:, :n_extra]`` (in place) by this task's
+        ``filler`` reading; a no-op for ``"target"`` (already drawn) or at length 17."""
+        e = self.n_extra
+        if e == 0 or self.filler == "target":
+            return
+        if self.filler == "pretarget":
+            tokens[:, :e] = pretarget_like(e)
+        elif self.filler == "mixed":
+            a, b = target_like(e), pretarget_like(e)
+            pick = torch.rand(tokens.shape[0], e, generator=gen) < 0.5
+            tokens[:, :e] = torch.where(pick, a, b)
+        else:                                                    # "repeat"
+            src = e + (torch.arange(e) - e) % self.window
+            tokens[:, :e] = tokens[:, src]
 
     # ---- paths --------------------------------------------------------------------------
 
@@ -229,9 +274,9 @@ class NumberTask(MultiHopTask):
 
     def __init__(self, n_letters: int = 120, max_offset: int = 16, *, window: int = 8,
                  max_hops: int = 4, length: int | None = None, seed: int = 0,
-                 test_fraction: float = 0.095):
+                 test_fraction: float = 0.095, filler: str = HEADLINE_FILLER):
         super().__init__(window=window, max_hops=max_hops, length=length, seed=seed,
-                         test_fraction=test_fraction)
+                         test_fraction=test_fraction, filler=filler)
         if n_letters < 2:
             raise TaskConfigError(f"n_letters must be >= 2, got {n_letters}")
         if max_offset < 2 * window:
@@ -279,6 +324,10 @@ class NumberTask(MultiHopTask):
             src, dst = path[:, k], path[:, k + 1]
             on = dst >= 0
             tokens[rows[on], src[on]] = self.offset_token(src[on] - dst[on])
+        self._refill_extension(
+            tokens, lambda e: torch.randint(self.n_letters, (n, e), generator=gen),
+            lambda e: self.offset_token(torch.randint(1, self.max_offset + 1, (n, e),
+                                                      generator=gen)), gen)
         answer_pos = path[rows, hops]
         return TaskBatch(tokens, tokens[rows, answer_pos], answer_pos), hops, path
 
@@ -301,9 +350,10 @@ class LetterTask(MultiHopTask):
 
     def __init__(self, n_letters: int = 8, n_digits: int = 8, *, window: int = 8,
                  max_hops: int = 4, length: int | None = None, seed: int = 0,
-                 test_fraction: float = 0.095, query_letter: str = "reserved"):
+                 test_fraction: float = 0.095, query_letter: str = "reserved",
+                 filler: str = HEADLINE_FILLER):
         super().__init__(window=window, max_hops=max_hops, length=length, seed=seed,
-                         test_fraction=test_fraction)
+                         test_fraction=test_fraction, filler=filler)
         if query_letter not in QUERY_LETTERS:
             raise TaskConfigError(
                 f"query_letter must be one of {QUERY_LETTERS}, got {query_letter!r}")
@@ -384,6 +434,10 @@ class LetterTask(MultiHopTask):
         answer_digit = torch.randint(1, self.n_digits + 1, (n,), generator=gen)
         answer = self.digit_token(chain[rows, hops], answer_digit)
         tokens[rows, answer_pos] = answer
+        self._refill_extension(
+            tokens, lambda e: self.digit_token(
+                off_chain(e), torch.randint(1, self.n_digits + 1, (n, e), generator=gen)),
+            lambda e: self.pair_token(off_chain(e), off_chain(e)), gen)
         return TaskBatch(tokens, answer, answer_pos), hops, path
 
     def _next(self, tokens: Tensor, pos: Tensor) -> Tensor:

@@ -120,3 +120,21 @@ def test_report_writes_the_verdict_block(tmp_path):
     with pytest.raises(SystemExit, match="no paper-length record"):
         bench.main(["report", "--preset", PRESET, "--records", str(tmp_path / "none.json"),
                     "--out", str(tmp_path)])
+
+
+def test_the_two_queues_split_the_grid():
+    bench = _report_script()
+    parser_args = lambda shard: bench.argparse.Namespace(  # noqa: E731
+        preset="paper-length", seeds=[0, 1, 2], tasks=["distance", "count"], only=None,
+        labels=None, shard=shard, data=None, epochs=None, steps=None, batch_size=None, lr=None)
+    preset = bench._preset(parser_args(None))
+    every = bench.select_cells(parser_args(None), preset)
+    halves = [bench.select_cells(parser_args(f"{i}/2"), preset) for i in (0, 1)]
+    assert len(every) == 114 and sorted(halves[0] + halves[1], key=every.index) == every
+    assert abs(len(halves[0]) - len(halves[1])) <= 1
+    assert {c.seed for c in halves[0][:19]} == {0} == {c.seed for c in halves[1][:19]}
+    checked = bench._preset(bench.argparse.Namespace(preset="paper-length", data=None,
+                                                     steps=600, batch_size=32, lr=2e-3))
+    assert checked.name == "paper-length@600-b32-lr0.002" and checked.batch_size == 32
+    with pytest.raises(SystemExit):
+        bench.select_cells(parser_args("2/2"), preset)

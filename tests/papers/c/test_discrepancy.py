@@ -78,3 +78,55 @@ def test_bad_inputs_are_refused():
         index_gaps(0.8, 10, [10])
     with pytest.raises(InvalidSelectionError, match="reduce"):
         index_discrepancy(0.8, 10, reduce="mean")
+
+
+def _brute_gaps(pattern_rows) -> list[float]:
+    """Top-2 gap of each row by sorting, one row at a time (softmax is shift-invariant, so
+    the gap of log-attention is the gap of the logits)."""
+    out = []
+    for row in pattern_rows.tolist():
+        logs = sorted((math.log(a) for a in row if a > 0), reverse=True)
+        out.append(logs[0] - logs[1])
+    return out
+
+
+def test_trained_discrepancy_max_and_min_against_brute_force(tiny_multihop_run):
+    """Def 3.1's max and Lemma F.1's min of a trained GPT-J's heads, from lens-possym's
+    decomposition, against a loop over the model's own attention patterns."""
+    from lens_possym.papers.c.discrepancy import LayerGaps, layer_gaps
+
+    _, model, task = tiny_multihop_run
+    bridge = model.bridge(n_positions=40)
+    gaps = layer_gaps(bridge, task, [17, 40], n_inputs=12, seed=3)
+    assert gaps.max.shape == (2, 2, 1)
+    for i, n in enumerate((17, 40)):
+        tokens = task.at_length(n).test_set(12, seed=3).tokens
+        _, cache = bridge.run_with_cache(tokens, names_filter=lambda name: "hook_pattern" in name)
+        for layer in range(2):
+            brute = _brute_gaps(cache[f"blocks.{layer}.attn.hook_pattern"][:, 0, -1].double())
+            assert float(gaps.max[i, layer, 0]) == pytest.approx(max(brute), abs=2e-5)
+            assert float(gaps.min[i, layer, 0]) == pytest.approx(min(brute), abs=2e-5)
+            assert float(gaps.mean[i, layer, 0]) == pytest.approx(sum(brute) / 12, abs=2e-5)
+    ratio = gaps.min_ratio(40, 17)
+    assert torch.allclose(ratio, gaps.min[1] / gaps.min[0])
+    with pytest.raises(InvalidSelectionError, match="no gaps at length 300"):
+        gaps.min_ratio(300, 17)
+    assert LayerGaps.from_dict(gaps.to_dict()).lengths == [17, 40]
+
+
+def test_index_bound_over_the_task_offsets():
+    """Over the offsets a 1-hop Number prompt uses (9..16) the max is the max over those
+    offsets' closed-form gaps, never above the max over all offsets."""
+    from lens_possym.papers.c.discrepancy import task_offsets
+
+    offsets = task_offsets(8)
+    assert offsets == list(range(9, 17))
+    table = index_bound_table(0.8, range(17, 120), offsets)
+    full = index_bound_table(0.8, range(17, 120))
+    for row, whole in zip(table, full):
+        n = row["n"]
+        brute = max(1 - max(math.cos(t * 0.8) for t in range(-s, n - s) if t != 0)
+                    for s in offsets)
+        assert row["delta_max"] == pytest.approx(brute, abs=1e-12)
+        assert row["delta_max"] <= whole["delta_max"] + 1e-12
+        assert row["delta_min"] >= whole["delta_min"] - 1e-12

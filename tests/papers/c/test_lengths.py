@@ -56,3 +56,16 @@ def test_lm_scoring_counts_exact_answers():
     expected = sum(p.answer == "q" for p in prompts) / 20
     result = lm_hop_accuracy(_AlwaysSays("q"), "number", [12], n_prompts=20, seed=5)
     assert result.accuracy == [expected]
+
+
+def test_every_filler_reading_is_measured_and_named():
+    """T_Index reads the answer by its offset alone, so every reading of the extension
+    leaves it exact; the result names its reading."""
+    from lens_possym.papers.c.tasks import FILLERS
+
+    task = NumberTask(max_hops=1)
+    model, _ = t_index_model(task, 0.8, max_length=60)
+    for filler in FILLERS:
+        result = accuracy_by_length(model, task, [60], n_prompts=32, filler=filler)
+        assert result.filler == filler and result.accuracy == [1.0]
+    assert accuracy_by_length(model, task, [17], n_prompts=8).filler == "target"

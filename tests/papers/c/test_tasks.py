@@ -8,12 +8,14 @@ import torch
 
 from lens_possym.errors import TaskConfigError
 from lens_possym.training.tasks import TASKS, make_task
-from lens_possym.papers.c.tasks import LetterTask, NumberTask
+from lens_possym.papers.c.tasks import FILLERS, LetterTask, NumberTask
 
 TASKS_UNDER_TEST = [NumberTask(), LetterTask(), NumberTask(n_letters=10, seed=3, max_hops=3),
                     LetterTask(n_letters=6, n_digits=3, seed=2), NumberTask(length=60),
                     LetterTask(length=45, seed=1), LetterTask(query_letter="filler"),
-                    LetterTask(n_letters=5, query_letter="filler", seed=4, length=30)]
+                    LetterTask(n_letters=5, query_letter="filler", seed=4, length=30),
+                    *(cls(length=40, filler=f) for f in FILLERS[1:]
+                      for cls in (NumberTask, LetterTask))]
 
 
 def _walk(task, row: list[int]) -> tuple[int, list[int]]:
@@ -127,6 +129,7 @@ def test_accuracy_by_hops_counts_each_class():
     (dict(cls=LetterTask, n_letters=5), "n_letters must be >= max_hops"),
     (dict(cls=LetterTask, n_letters=4, query_letter="filler"), "n_letters must be >= max_hops"),
     (dict(cls=LetterTask, query_letter="pool"), "query_letter must be one of"),
+    (dict(cls=NumberTask, filler="letters"), "filler must be one of"),
     (dict(cls=NumberTask, max_hops=9), "max_hops"),
 ])
 def test_bad_settings_are_refused(kwargs, match):
@@ -163,3 +166,36 @@ def test_the_query_letter_is_reserved_or_drawn_from_the_fillers_pool():
         most = [task.n_letters - int(hops[i]) - (mode == "reserved") for i in range(2000)]
         assert all(a <= b for a, b in zip(letters, most))
         assert any(a == b for a, b in zip(letters, most))
+
+
+@pytest.mark.parametrize("cls", [NumberTask, LetterTask], ids=lambda c: c.name)
+def test_filler_readings_change_only_the_extension(cls):
+    """Every reading keeps the training-length tokens, path and answer; ``target`` is the
+    generator as it was (bit for bit) and stays out of the configuration."""
+    base = cls(length=60)
+    assert "filler" not in base.config() and base.filler == "target"
+    ref, ref_hops, ref_path = base._generate_with_paths(200, torch.Generator().manual_seed(5))
+    names = base.token_names()
+    e = base.n_extra
+    for filler in FILLERS:
+        task = base.at_length(60, filler=filler)
+        assert task.filler == filler and task.at_length(80).filler == filler
+        assert ("filler" in task.config()) == (filler != "target")
+        batch, hops, path = task._generate_with_paths(200, torch.Generator().manual_seed(5))
+        assert torch.equal(batch.tokens[:, e:], ref.tokens[:, e:])
+        assert torch.equal(path, ref_path) and torch.equal(batch.answers, ref.answers)
+        ext = [[names[t] for t in row] for row in batch.tokens[:, :e].tolist()]
+        if cls is NumberTask:
+            offsets = [w.isdigit() for row in ext for w in row]
+        else:
+            offsets = [w[1].isalpha() for row in ext for w in row]      # letter-letter pairs
+        share = sum(offsets) / len(offsets)
+        expected = {"target": (0.0, 0.0), "pretarget": (1.0, 1.0), "mixed": (0.4, 0.6),
+                    "repeat": (0.0, 0.0)}[filler]
+        assert expected[0] <= share <= expected[1], (filler, share)
+        if filler == "target":
+            assert torch.equal(batch.tokens, ref.tokens)
+        if filler == "repeat":
+            window = batch.tokens[:, e: e + task.window]
+            for i in range(e):
+                assert torch.equal(batch.tokens[:, i], window[:, (i - e) % task.window])
