@@ -60,10 +60,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return resolved
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _to_tokens(model: HookedModel, text: str) -> Tensor:
     """``model.to_tokens(text)`` without TransformerLens's silent truncation at ``n_ctx``
     (the length is checked against the context afterwards, with a message)."""
@@ -121,7 +117,7 @@ def as_tokens(model: HookedModel, input: ModelInput) -> Int[Tensor, "batch pos"]
             raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
         tokens = tokens.long()  # int8/uint8/int16/int32 ids are ids; embeddings need int64
     elif isinstance(input, (list, tuple)) and input and all(
-            isinstance(x, (list, tuple)) or _is_int(x) for x in input):
+            isinstance(x, (list, tuple, int)) for x in input):
         raise InvalidSelectionError(
             "token ids as a Python list: pass torch.tensor(ids) ([pos] or [batch, pos]) "
             "or the text")

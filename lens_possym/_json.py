@@ -65,6 +65,20 @@ class JsonConfig:
     bool, None, tuples) and validate in ``__post_init__``.
     """
 
+    @classmethod
+    def coerce(cls: type[C], config: Any, **settings: Any) -> C:
+        """``config`` (default: the defaults) with ``settings`` applied; anything that is
+        not a ``cls`` (a dict, a name) is refused with what to pass instead."""
+        if config is None:
+            config = cls()
+        elif not isinstance(config, cls):
+            hint = (f"{cls.__name__}(**{config!r})" if isinstance(config, dict)
+                    else f"{cls.__name__}(...)")
+            raise InvalidSelectionError(
+                f"config must be a {cls.__name__}, got {type(config).__name__}; pass {hint} "
+                "or the settings as keywords")
+        return config.replace(**settings)
+
     def replace(self: C, **changes: Any) -> C:
         """A copy with ``changes`` (validated again); an unknown name is an error."""
         names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]

@@ -28,7 +28,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens, is_activation_cache
-from .errors import InvalidSelectionError, UnsupportedModelError
+from ._hooks import forward_failed
+from .errors import InvalidSelectionError, LensPossymError, UnsupportedModelError
 from .rope import RopeSpec, heads_view, rope_specs, visible_keys
 from .typing import HookedModel, HookFn
 from ._hooks import attached_hooks, partial_key_edits
@@ -76,6 +77,10 @@ def run_capturing(model: HookedModel, tokens: Int[Tensor, "batch pos"],
             model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None)
         except _Captured:
             pass
+        except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+            if isinstance(exc, LensPossymError):
+                raise
+            raise forward_failed(model, exc) from exc
         else:
             missing = sorted(last - store.keys())
             raise UnsupportedModelError(f"the hooks {missing} did not fire during the forward pass")

@@ -555,7 +555,7 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
     """
     from transformer_lens.utilities import get_act_name
 
-    config = (config or PatchGridConfig()).replace(**settings)
+    config = PatchGridConfig.coerce(config, **settings)
     if metric is None:
         metric = pairs.metric(model, per_prompt=config.per_prompt_normalization)
     clean, corrupted = pairs.clean_tokens, pairs.corrupted_tokens

@@ -324,7 +324,7 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
     """
     from tqdm.auto import tqdm
 
-    config = (config or BandSweepConfig()).replace(**settings)
+    config = BandSweepConfig.coerce(config, **settings)
     metrics = as_metrics(metric)
     specs = rope_specs(model)
     chosen = as_layers(config.layers, len(specs))

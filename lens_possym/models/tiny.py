@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .._inputs import resolve_device
 from ..errors import InvalidSelectionError
 from .loading import from_hf
 
@@ -395,4 +396,4 @@ def tiny_hf_model(
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
         torch.manual_seed(seed)
         hf_model = cls(config)
-    return hf_model.to(dtype=dtype, device=device).eval(), tiny_tokenizer()
+    return hf_model.to(dtype=dtype, device=resolve_device(device)).eval(), tiny_tokenizer()

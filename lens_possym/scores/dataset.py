@@ -48,6 +48,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from .._files import disk_error
 from .._json import tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError, LensPossymError, ResultsFileError
@@ -492,6 +493,7 @@ def _normalised(settings: dict) -> dict:
     return out
 
 
+@boundary
 def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
                     config: ScoreConfig | None = None, *,
                     layers: int | Sequence[int] | None = None,
@@ -667,6 +669,7 @@ def _progress(progress, total: int | None):
     return report
 
 
+@boundary
 def read_prompts(path: str | Path, *, field: str = "text") -> Iterator[str | list[int]]:
     """Prompts from a file, lazily: ``.jsonl`` (one JSON object a line, its ``field``; or a
     bare JSON string or list of token ids a line) or text (one prompt a line; blank lines

@@ -238,7 +238,8 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
         keys = keys[factors.visible[keys]]
         if len(keys) >= 2:
             head_ex, freq_ex = exclusion_from_factors(factors, keys,
-                                                      per_frequency=config.per_frequency)
+                                                      per_frequency=config.per_frequency,
+                                                      max_elements=config.max_elements)
             out.exclusion_ratio, out.balance = head_ex.ratio, head_ex.balance
             if config.per_frequency:
                 out.exclusion_ratio_freq, out.balance_freq = freq_ex.ratio, freq_ex.balance

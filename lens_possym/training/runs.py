@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import resolve_device
 from .._json import dumps
 from ..errors import TrainingError
@@ -123,6 +124,7 @@ def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step
     return save_atomically(data, path)
 
 
+@boundary
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Read and check a checkpoint file written by :func:`save_checkpoint`."""
     path = Path(path)
@@ -146,6 +148,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     )
 
 
+@boundary
 def load_checkpoint(path: str | Path, *, device: str = "cpu"
                     ) -> tuple[TrainableModel, Task, dict]:
     """Read a checkpoint written by :func:`~lens_possym.training.loop.train`:
@@ -161,6 +164,7 @@ def _numbered(run_dir: Path) -> list[tuple[int, Path]]:
                   if (m := _CHECKPOINT_NAME.fullmatch(p.name)))
 
 
+@boundary
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The checkpoint a run folder would resume from: ``model.pt`` when the run finished,
     else the ``checkpoint_*.pt`` with the highest step; ``None`` when there is none."""
@@ -171,6 +175,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+@boundary
 def checkpoint_paths(run_dir: str | Path) -> list[tuple[int, Path]]:
     """``[(step, path)]`` of every checkpoint of a run folder, sorted by step: the
     ``checkpoint_*.pt`` files, plus ``model.pt`` when its step is not among them.
