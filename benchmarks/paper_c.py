@@ -1,20 +1,28 @@
 """Paper C reproduced: train, analyse and report, one cached stage at a time.
 
-    python benchmarks/paper_c.py train          # both CPU-preset runs (resumable)
+    python benchmarks/paper_c.py train          # one run per task (resumable)
     python benchmarks/paper_c.py dynamics       # scores/entropy/accuracy at every checkpoint
     python benchmarks/paper_c.py timing         # Must-show: exact over all checkpoints vs re-run
-    python benchmarks/paper_c.py roles          # path scores, attention roles, ablation, patching
-    python benchmarks/paper_c.py discrepancy    # constructions, Theorem 3.2, trained heads
-    python benchmarks/paper_c.py lengths        # trained models at lengths 17..850
+    python benchmarks/paper_c.py roles          # roles, causal roles, logit lens, residual patching
+    python benchmarks/paper_c.py discrepancy    # constructions, Theorem 3.2, trained heads' gaps
+    python benchmarks/paper_c.py lengths        # lengths 17..850, every filler reading
+    python benchmarks/paper_c.py masking        # the extension hidden from layers 0-3, positions
     python benchmarks/paper_c.py lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
-    python benchmarks/paper_c.py report         # docs/paper_c.md + docs/figures/paper_c/
-    python benchmarks/paper_c.py all            # everything above, in order
+    python benchmarks/paper_c.py analyse        # every analysis above for every finished run
+    python benchmarks/paper_c.py report         # docs/paper_c.md, docs/paper_c_results.json
+    python benchmarks/paper_c.py all            # train, every analysis, report
 
-Runs go to ``out/paper_c/runs/{task}-{preset}-s{seed}`` (checkpoints: not committed);
-each stage's numbers to ``out/paper_c/cache/*.json`` (one file per cell, so a stage that
-stops resumes where it was); the report to ``docs/`` (committed). Seeds: ``--seed``
-(default 0) seeds the weights, the data stream and the test sets; the scored prompts use
-seed 1. Everything runs on one CPU thread unless ``--threads`` says otherwise.
+Every per-run stage works on one ``(--preset, --seed)`` (default ``cpu``, 0); ``analyse``
+finds every finished run (``model.pt`` present) in the runs folder (``--presets`` and
+``--seeds`` narrow it) and runs dynamics, roles, trained discrepancy, lengths and masking on
+each, then the shared theory stages. Runs live in ``--runs`` (default
+``out/paper_c/runs/{task}-{preset}-s{seed}``; checkpoints: not committed); each stage's
+numbers in ``--cache`` (default ``out/paper_c/cache/{preset}-s{seed}/*.json``, one file per
+cell, so a stage that stops resumes where it was; the environment variables
+``PAPER_C_RUNS`` and ``PAPER_C_CACHE`` set the defaults); finished runs' records in
+``docs/paper_c_runs/`` and the report in ``docs/`` (committed). Seeds: ``--seed`` seeds the
+weights, the data stream and the test sets; the scored prompts use seed 1. Everything runs
+on one CPU thread unless ``--threads`` says otherwise.
 """
 
 from __future__ import annotations
@@ -32,15 +40,21 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "paper_c"
-RUNS = OUT / "runs"
-CACHE = OUT / "cache"
+RUNS = Path(os.environ.get("PAPER_C_RUNS") or OUT / "runs")
+CACHE = Path(os.environ.get("PAPER_C_CACHE") or OUT / "cache")
 TASKS = ("number", "letter")
+PRESETS = ("paper", "cpu")
+SEEDS = (0, 1, 2)
 LENGTHS = (17, 50, 100, 200, 300, 500, 850)
+READING_LENGTHS = (100, 300, 850)       # the other filler readings (the headline: LENGTHS)
+MASK_LENGTHS = (100, 300, 850)
+GAP_LENGTHS = (17, 100, 300)
 LM_LENGTHS = (12, 48, 100, 300, 32, 200, 24, 64, 16, 80, 150)   # most telling first
 LM_MODELS = ("gemma-3-270m", "smollm2-135m")
 
 
-RECORDS = ROOT / "docs" / "paper_c_runs"      # one committed record per finished run
+DOCS = ROOT / "docs"
+RECORDS = DOCS / "paper_c_runs"      # one committed record per finished run
 
 
 def run_name(task: str, args) -> str:
@@ -85,6 +99,9 @@ def final_model(task: str, args):
     found = latest_checkpoint(run_dir(task, args))
     if found is None:
         raise SystemExit(f"no run for {task}: run `python benchmarks/paper_c.py train` first")
+    if found.name != "model.pt":
+        raise SystemExit(f"{run_name(task, args)} is not finished (no model.pt in "
+                         f"{run_dir(task, args)}); the analyses read finished runs")
     ckpt = read_checkpoint(found)
     return ckpt.model(), ckpt.make_task(), ckpt.step
 
@@ -117,20 +134,52 @@ def stage_train(args) -> None:
             f"{result.test_accuracy:.4f}, {result.train_time_s:.0f} s")
 
 
+def dynamics_data(task: str, args, *, complete_chunks_only: bool = False) -> dict | None:
+    """Scores, entropy and accuracy per hop count at every checkpoint of one run, on the
+    training loop's own 2,048 test prompts; cached ten checkpoints at a time.
+    ``complete_chunks_only``: score only full chunks (of a run still training) and return
+    ``None``."""
+    from lens_possym.papers.c.dynamics import checkpoint_paths, score_run
+
+    run = run_dir(task, args)
+    steps = [s for s, _ in checkpoint_paths(run)]
+    parts = []
+    for i in range(0, len(steps), 10):
+        chunk = steps[i: i + 10]
+        if complete_chunks_only and len(chunk) < 10:
+            break
+        parts.append(run_cached(args, f"dynamics/{task}_{chunk[0]}-{chunk[-1]}", lambda c=chunk:
+                                score_run(run, n_prompts=100, steps=c, eval_size=2048,
+                                          training_eval=True, log=lambda l: say(f"  {task} {l}"))
+                                .to_dict()))
+    if complete_chunks_only:
+        return None
+    data = dict(parts[0])
+    for key in ("steps", "pos", "sym", "entropy", "accuracy", "accuracy_by_hops"):
+        data[key] = [x for part in parts for x in part[key]]
+    data["score_seconds"] = sum(part["score_seconds"] for part in parts)
+    return data
+
+
 def stage_dynamics(args) -> None:
-    from lens_possym.papers.c.dynamics import purity, score_run, ScoreTrajectory
+    from lens_possym.papers.c.dynamics import purity, ScoreTrajectory
 
     for task in args.tasks:
-        def compute(task=task):
-            traj = score_run(run_dir(task, args), n_prompts=100, log=lambda l: say(f"  {task} {l}"))
-            return traj.to_dict()
-        data = run_cached(args, f"dynamics_{task}", compute)
+        if not run_finished(task, args) and args.partial:
+            dynamics_data(task, args, complete_chunks_only=True)
+            say(f"[dynamics] {run_name(task, args)}: complete chunks of a run in training scored")
+            continue
+        if not run_finished(task, args):
+            raise SystemExit(f"{run_name(task, args)} is not finished (no model.pt in "
+                             f"{run_dir(task, args)}); the analyses read finished runs (or "
+                             "pass --partial to score its complete chunks now)")
+        data = run_cached(args, f"dynamics_{task}", lambda task=task: dynamics_data(task, args))
         traj = ScoreTrajectory.from_dict(data)
         for gamma in (0.1, 0.05):
             p = purity(traj.pos, traj.sym, traj.steps, gamma)
-            say(f"[dynamics] {task} γ={gamma}: positional layers {p.layers_of('positional')}, "
-                f"symbolic layers {p.layers_of('symbolic')}, first pure steps "
-                f"{ {f'L{l}': s for (l, _), s in sorted(p.first_step.items())} }")
+            say(f"[dynamics] {run_name(task, args)} γ={gamma}: pure at the end "
+                f"{p.final_counts()}, positional layers {p.layers_of('positional')}, "
+                f"symbolic layers {p.layers_of('symbolic')}")
 
 
 def stage_timing(args) -> None:
@@ -176,6 +225,7 @@ def stage_timing(args) -> None:
 
 
 def stage_roles(args) -> None:
+    from lens_possym.papers.c.chain import chain_lens, chain_patching
     from lens_possym.papers.c.dynamics import path_scores
     from lens_possym.papers.c.roles import attention_roles, causal_roles
 
@@ -187,12 +237,15 @@ def stage_roles(args) -> None:
             pos, sym, count = path_scores(bridge, t, batch)
             roles = attention_roles(bridge, t, batch)
             causal = causal_roles(bridge, t, batch)
+            lens = chain_lens(bridge, t, batch)
+            patch = chain_patching(bridge, t, batch)
             return {"step": step, "path_pos": pos[:, :, 0], "path_sym": sym[:, :, 0],
                     "path_count": count, "attention": roles.to_dict(),
-                    "causal": causal.to_dict()}
+                    "causal": causal.to_dict(), "lens": lens.to_dict(),
+                    "patching": patch.to_dict()}
         data = run_cached(args, f"roles_{task}", compute)
         labels = [row[0] for row in data["attention"]["labels"]]
-        say(f"[roles] {task}: {labels}; chain restore on/off "
+        say(f"[roles] {run_name(task, args)}: {labels}; single-head chain restore on/off "
             f"{[round(x, 3) for x in data['causal']['chain_restore']]}")
 
 
@@ -200,8 +253,9 @@ def stage_discrepancy(args) -> None:
     from lens_possym.papers.c.discrepancy import (
         head_discrepancy,
         index_bound_table,
-        index_discrepancy,
+        layer_gaps,
         retrieval_bound,
+        task_offsets,
     )
     from lens_possym.papers.c.constructions import t_index_model, t_retrieval_model
     from lens_possym.papers.c.tasks import LetterTask, NumberTask
@@ -228,19 +282,24 @@ def stage_discrepancy(args) -> None:
         out = {}
         for theta in (0.8, 10000 ** (-2 / 128)):
             table = index_bound_table(theta, range(2, 1001))
+            own = index_bound_table(theta, range(17, 1001), task_offsets(8))
             out[f"{theta:.4f}"] = {
                 "n": [r["n"] for r in table], "delta_max": [r["delta_max"] for r in table],
                 "delta_min": [r["delta_min"] for r in table], "bound": [r["bound"] for r in table],
                 "max_fails": sum(not r["max_holds"] for r in table),
                 "min_fails": sum(not r["min_holds"] for r in table),
-                "task_offsets_max": [index_discrepancy(theta, n, range(9, 17)) if n >= 17
-                                     else None for n in range(2, 1001)]}
+                "table": table, "task_offsets_table": own,
+                "task_offsets": task_offsets(8),
+                "task_offsets_max": [r["delta_max"] for r in own],
+                "task_offsets_max_fails": sum(not r["max_holds"] for r in own),
+                "task_offsets_min_fails": sum(not r["min_holds"] for r in own)}
         return out
 
-    curves = cached("index_discrepancy", index_curves)
+    curves = cached("index_discrepancy_v2", index_curves)
     for theta, c in curves.items():
-        say(f"[discrepancy] T_Index θ={theta}: bound fails for the max over inputs at "
-            f"{c['max_fails']}/999 lengths, for the min at {c['min_fails']}/999")
+        say(f"[discrepancy] T_Index θ={theta}: bound fails for the max over all offsets at "
+            f"{c['max_fails']}/999 lengths (min: {c['min_fails']}); over the task's offsets "
+            f"9..16 at {c['task_offsets_max_fails']}/984 (min: {c['task_offsets_min_fails']})")
 
     def measured():
         out = {"index": {}, "retrieval": {}}
@@ -271,30 +330,85 @@ def stage_discrepancy(args) -> None:
             f"acc {r['accuracy']:.2f}" for n, r in rows.items()))
 
     for task in args.tasks:
+        if not run_finished(task, args):
+            continue
+
         def trained(task=task):
             model, t, step = final_model(task, args)
-            bridge = model.bridge(n_positions=300)
-            out = {}
-            for n in (17, 100, 300):
-                tokens = t.at_length(n).test_set(64, seed=5).tokens
-                out[n] = [head_discrepancy(bridge, tokens, layer, 0).to_dict()
-                          for layer in range(model.cfg.n_layers)]
-            return out
-        d = run_cached(args, f"discrepancy_trained_{task}", trained)
-        say(f"[discrepancy] trained {task}, mean gap per layer at 17/300: "
-            f"{[round(r['mean'], 2) for r in d['17']]} / {[round(r['mean'], 2) for r in d['300']]}")
+            bridge = model.bridge(n_positions=max(GAP_LENGTHS))
+            return {"step": step, **layer_gaps(bridge, t, GAP_LENGTHS, n_inputs=64,
+                                               seed=5).to_dict()}
+        d = run_cached(args, f"gaps_{task}", trained)
+        say(f"[discrepancy] {run_name(task, args)}: min gap per layer at 17 / 300: "
+            f"{[round(r[0], 2) for r in d['min'][0]]} / {[round(r[0], 2) for r in d['min'][-1]]}")
 
 
 def stage_lengths(args) -> None:
+    """The headline reading at every length, then the other readings at READING_LENGTHS."""
     from lens_possym.papers.c.lengths import accuracy_by_length
+    from lens_possym.papers.c.tasks import FILLERS, HEADLINE_FILLER
 
     for task in args.tasks:
         model, t, _ = final_model(task, args)
+        cells = [(HEADLINE_FILLER, n) for n in LENGTHS]
+        cells += [(f, n) for f in FILLERS if f != HEADLINE_FILLER for n in READING_LENGTHS]
         rows = {}
-        for n in LENGTHS:
-            rows[n] = run_cached(args, f"length_{task}_{n}", lambda n=n: accuracy_by_length(
-                model, t, [n], n_prompts=256, seed=11).to_dict())
-        say(f"[lengths] {task}: " + ", ".join(f"{n}: {r['accuracy'][0]:.3f}" for n, r in rows.items()))
+        for filler, n in cells:
+            key = f"length_{task}_{n}" if filler == HEADLINE_FILLER else \
+                f"length_{task}_{filler}_{n}"
+            rows[(filler, n)] = run_cached(args, key, lambda n=n, f=filler: accuracy_by_length(
+                model, t, [n], n_prompts=256, seed=11, filler=f).to_dict())
+        say(f"[lengths] {run_name(task, args)}: " + ", ".join(
+            f"{f}@{n}: {r['accuracy'][0]:.3f}" for (f, n), r in rows.items()))
+
+
+def stage_masking(args) -> None:
+    """The masking diagnostic (the extension hidden from layers 0-3; trained-range
+    position ids) at MASK_LENGTHS, headline reading."""
+    from lens_possym.papers.c.masking import extension_accuracy
+
+    for task in args.tasks:
+        model, t, _ = final_model(task, args)
+        rows = {n: run_cached(args, f"masking_{task}_{n}", lambda n=n: extension_accuracy(
+            model, t, [n], layers=range(min(4, model.cfg.n_layers)), n_prompts=256,
+            seed=11).to_dict())
+            for n in MASK_LENGTHS}
+        say(f"[masking] {run_name(task, args)}: " + "; ".join(
+            f"{n}: " + ", ".join(f"{m} {a[0]:.3f}" for m, a in r["accuracy"].items())
+            for n, r in rows.items()))
+
+
+def finished_runs(args) -> list[tuple[str, str, int]]:
+    """``(task, preset, seed)`` of every finished run in RUNS (``model.pt`` written),
+    narrowed by ``--presets``/``--seeds``/``--tasks``."""
+    out = []
+    for path in sorted(RUNS.glob("*-*-s*")):
+        task, preset, seed = path.name.rsplit("-", 2)
+        if not (path / "model.pt").is_file() or not seed[1:].isdigit():
+            continue
+        if task in args.tasks and preset in args.presets and int(seed[1:]) in args.seeds:
+            out.append((task, preset, int(seed[1:])))
+    order = {p: i for i, p in enumerate(args.presets)}
+    return sorted(out, key=lambda r: (order.get(r[1], 9), r[2], TASKS.index(r[0])))
+
+
+def run_finished(task: str, args) -> bool:
+    return (run_dir(task, args) / "model.pt").is_file()
+
+
+def stage_analyse(args) -> None:
+    """Every analysis for every finished run, one run at a time (each cell cached)."""
+    runs = finished_runs(args)
+    say(f"[analyse] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
+    for task, preset, seed in runs:
+        one = argparse.Namespace(**{**vars(args), "tasks": [task], "preset": preset,
+                                    "seed": seed})
+        for stage in args.analyses:
+            start = time.perf_counter()
+            ANALYSES[stage](one)
+            say(f"[analyse] {task}-{preset}-s{seed} {stage}: {time.perf_counter() - start:.0f} s")
+    if "discrepancy" in args.analyses:               # the theory part, also with no run
+        stage_discrepancy(argparse.Namespace(**{**vars(args), "tasks": []}))
 
 
 def stage_lm(args) -> None:
@@ -316,9 +430,11 @@ def stage_lm(args) -> None:
                     f"{json.loads((CACHE / f'{key}.json').read_text())['accuracy'][0]:.2f}")
 
 
+ANALYSES = {"dynamics": stage_dynamics, "roles": stage_roles, "discrepancy": stage_discrepancy,
+            "lengths": stage_lengths, "masking": stage_masking}
 STAGES = {"train": stage_train, "dynamics": stage_dynamics, "timing": stage_timing,
           "roles": stage_roles, "discrepancy": stage_discrepancy, "lengths": stage_lengths,
-          "lm": stage_lm}
+          "masking": stage_masking, "lm": stage_lm, "analyse": stage_analyse}
 
 
 def main(argv=None) -> None:
@@ -332,10 +448,33 @@ def main(argv=None) -> None:
     parser.add_argument("--force", action="store_true", help="recompute the timing stage")
     parser.add_argument("--lm-lengths", type=int, nargs="+", default=list(LM_LENGTHS))
     parser.add_argument("--lm-prompts", type=int, default=10)
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="folder of the run folders (default out/paper_c/runs or "
+                             "$PAPER_C_RUNS)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="folder of the cached stage results (default out/paper_c/cache "
+                             "or $PAPER_C_CACHE)")
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS),
+                        help="analyse/report: the presets to read")
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
+                        help="analyse/report: the seeds to read")
+    parser.add_argument("--analyses", nargs="+", default=list(ANALYSES), choices=list(ANALYSES),
+                        help="analyse: which analyses, in this order")
+    parser.add_argument("--partial", action="store_true",
+                        help="dynamics: score the complete 10-checkpoint chunks of a run still "
+                             "training (cached for later)")
+    parser.add_argument("--docs", type=Path, default=DOCS,
+                        help="where the records (paper_c_runs/), the report, the results and "
+                             "the figures go (default docs/)")
     args = parser.parse_args(argv)
+    global RUNS, CACHE, RECORDS
+    RECORDS = args.docs / "paper_c_runs"
+    RUNS = args.runs if args.runs is not None else RUNS
+    CACHE = args.cache if args.cache is not None else CACHE
+    args.runs, args.cache = RUNS, CACHE
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    stages = list(STAGES) + ["report"] if args.stage == "all" else [args.stage]
+    stages = ["train", "analyse", "report"] if args.stage == "all" else [args.stage]
     for stage in stages:
         if stage == "report":
             from paper_c_report import write_report

@@ -5,7 +5,8 @@
 #   nohup nice -n 10 benchmarks/paper_c_jobs.sh 0 > out/paper_c/queue0.log 2>&1 &
 #   nohup nice -n 10 benchmarks/paper_c_jobs.sh 1 > out/paper_c/queue1.log 2>&1 &
 # Each finished run writes its record to docs/paper_c_runs/{task}-{preset}-s{seed}.json
-# (commit it); checkpoints stay in out/paper_c/runs/ (ignored).
+# (commit it); checkpoints stay in out/paper_c/runs/ (ignored). The analyses follow in
+# benchmarks/paper_c_analyse_jobs.sh (or `python benchmarks/paper_c.py analyse` by hand).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}

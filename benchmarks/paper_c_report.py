@@ -1,7 +1,10 @@
-"""The report stage of ``benchmarks/paper_c.py``: docs/paper_c.md and docs/figures/paper_c/.
+"""The report stage of ``benchmarks/paper_c.py``: docs/paper_c.md, docs/paper_c_results.json
+and docs/figures/paper_c/.
 
-Reads only the cached stage results (``out/paper_c/cache``); a missing stage is reported
-as missing, never invented. Verdicts follow the rules printed beside them.
+Reads only what exists: the finished runs' records (``docs/paper_c_runs/*.json``) and the
+cached analyses (``--cache``, one folder per ``(preset, seed)``). The verdicts apply the
+rules of docs/paper_c_rules.md (``lens_possym.papers.c.verdicts``) per seed; a seed that
+has not run, or not been analysed, is shown as pending, never filled in.
 """
 
 from __future__ import annotations
@@ -13,20 +16,108 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "out" / "paper_c" / "cache"
 DOC = ROOT / "docs" / "paper_c.md"
+RESULTS = ROOT / "docs" / "paper_c_results.json"
+RECORDS = ROOT / "docs" / "paper_c_runs"
 FIGS = ROOT / "docs" / "figures" / "paper_c"
 TASKS = ("number", "letter")
-
-# the paper's numbers (docs: paper_c.md sections 4 and 7; ≈ = read off a figure)
+SEEDS = (0, 1, 2)
+PRESET_TEXT = {
+    "paper": "12 layers × 1 head, d_model = d_head = 128 (64 RoPE frequencies), MLP 512, dropout "
+             "0.1; AdamW lr 1e-4, betas (0.95, 0.999), weight decay 1e-4, batch 64, warm-up 750, "
+             "linear decay to 0 at 7,000 steps (the paper's code); Letter query letter drawn from "
+             "the fillers' pool (the paper's code)",
+    "cpu": "the quick preset: 12 layers × 1 head, d_model = d_head = 64 (32 frequencies), MLP 256, "
+           "no dropout; AdamW lr 1e-3, batch 128, warm-up 100, cosine to 2,000 steps",
+}
 PAPER_LENGTHS = {"number": {50: 0.83, 100: 0.75, 200: 0.64, 300: 0.47, 500: 0.31},
                  "letter": {100: 1.0, 200: 0.99, 300: 0.98, 500: 0.95}}
+MARK = {True: "✓", False: "✗", None: "…"}
 
 
-def load(name: str):
-    path = CACHE / f"{name}.json"
+# ---- reading ---------------------------------------------------------------------------------
+
+def _json(path: Path):
     return json.loads(path.read_text()) if path.is_file() else None
 
+
+def _nan(x):
+    """Nested lists with JSON nulls → float tensor with nan."""
+    if isinstance(x, list):
+        return [_nan(v) for v in x]
+    return float("nan") if x is None else x
+
+
+def _tensor(x) -> torch.Tensor:
+    return torch.tensor(_nan(x), dtype=torch.float32)
+
+
+def records() -> dict[tuple[str, str, int], dict]:
+    out = {}
+    for path in sorted(RECORDS.glob("*.json")):
+        r = json.loads(path.read_text())
+        out[(r["task"], r["preset"], int(r["seed"]))] = r
+    return out
+
+
+def load_run(cache: Path, task: str, preset: str, seed: int) -> dict:
+    """Every cached analysis of one run (``None`` where missing)."""
+    from lens_possym.papers.c.tasks import FILLERS, HEADLINE_FILLER
+
+    folder = cache / f"{preset}-s{seed}"
+    lengths: dict[str, dict[int, dict]] = {f: {} for f in FILLERS}
+    for path in sorted(folder.glob(f"length_{task}_*.json")):
+        data = json.loads(path.read_text())
+        lengths[data.get("filler", HEADLINE_FILLER)][int(data["lengths"][0])] = data
+    masking = {}
+    for path in sorted(folder.glob(f"masking_{task}_*.json")):
+        data = json.loads(path.read_text())
+        masking[int(data["lengths"][0])] = data
+    return {"dynamics": _json(folder / f"dynamics_{task}.json"),
+            "roles": _json(folder / f"roles_{task}.json"),
+            "gaps": _json(folder / f"gaps_{task}.json"),
+            "timing": _json(folder / f"timing_{task}.json"),
+            "lengths": lengths, "masking": masking}
+
+
+def analyses_of(task: str, preset: str, seed: int, record: dict | None, run: dict):
+    """The :class:`RunAnalyses` the verdict rules read (``None`` if the run does not exist)."""
+    from lens_possym.papers.c.tasks import HEADLINE_FILLER
+    from lens_possym.papers.c.verdicts import RunAnalyses
+
+    if record is None:
+        return None
+    a = RunAnalyses(task, preset, seed,
+                    history=[(h["step"], h["test_accuracy"]) for h in record["history"]])
+    d = run["dynamics"]
+    if d:
+        a.steps, a.accuracy_by_hops = list(d["steps"]), _nan(d["accuracy_by_hops"])
+        a.pos, a.sym = _tensor(d["pos"]), _tensor(d["sym"])
+    r = run["roles"]
+    if r:
+        a.labels = r["attention"]["labels"]
+        a.hop_by_stop = _tensor(r["attention"]["hop_by_stop"])
+        if "lens" in r:
+            a.lens_decoded = _tensor(r["lens"]["decoded"])
+            a.patch_restore = _tensor(r["patching"]["restore"])
+    head = run["lengths"][HEADLINE_FILLER]
+    if head:
+        a.lengths = {n: v["accuracy"][0] for n, v in head.items()}
+    g = run["gaps"]
+    if g:
+        a.gap_min = {n: _tensor(g["min"][i]) for i, n in enumerate(g["lengths"])}
+        a.gap_max = {n: _tensor(g["max"][i]) for i, n in enumerate(g["lengths"])}
+    return a
+
+
+def first_step(history, level=0.99):
+    for h in history:
+        if h["test_accuracy"] >= level:
+            return h["step"]
+    return None
+
+
+# ---- figures ---------------------------------------------------------------------------------
 
 def _plt():
     import matplotlib
@@ -37,58 +128,54 @@ def _plt():
     return plt
 
 
-def first_step(steps, values, threshold):
-    for s, v in zip(steps, values):
-        if v is not None and v >= threshold:
-            return s
-    return None
-
-
-# ---- figures --------------------------------------------------------------------------------
-
 def _save(fig, name: str) -> str:
-    """Lay out, write ``docs/figures/paper_c/<name>`` and close ``fig``; return ``name``."""
     fig.tight_layout()
-    fig.savefig(FIGS / name, dpi=110)
+    fig.savefig(FIGS / name, dpi=100)
     _plt().close(fig)
     return name
 
 
-def fig_dynamics(task: str, dyn: dict, purity_by_gamma: dict) -> str:
+def fig_dynamics(name: str, dyn: dict) -> str:
+    from lens_possym.papers.c.dynamics import purity
+
     plt = _plt()
     steps = dyn["steps"]
-    pos, sym = torch.tensor(dyn["pos"])[:, :, 0], torch.tensor(dyn["sym"])[:, :, 0]
+    pos, sym = _tensor(dyn["pos"]), _tensor(dyn["sym"])
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
     ax = axes[0]
-    hops = torch.tensor(dyn["accuracy_by_hops"])
+    hops = _tensor(dyn["accuracy_by_hops"])
     for h in range(hops.shape[1]):
         ax.plot(steps, hops[:, h], label=f"{h + 1} hop{'s' if h else ''}")
     ax.plot(steps, dyn["accuracy"], "k--", label="all")
-    ax.set(title=f"{task}: test accuracy", xlabel="step", ylim=(0, 1.02))
+    ax.axhline(0.5, color="grey", lw=0.5)
+    ax.set(title=f"{name}: test accuracy", xlabel="step", ylim=(0, 1.02))
     ax.legend(fontsize=7)
-    for ax, data, name in ((axes[1], pos, "s_POS"), (axes[2], sym, "s_SYM")):
+    for ax, data, label in ((axes[1], pos[:, :, 0], "s_POS"), (axes[2], sym[:, :, 0], "s_SYM")):
         im = ax.imshow(data.T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis",
                        extent=(steps[0], steps[-1], -0.5, data.shape[1] - 0.5))
-        ax.set(title=f"{name} (last token)", xlabel="step", ylabel="layer")
+        ax.set(title=f"{label} (last token)", xlabel="step", ylabel="layer")
         fig.colorbar(im, ax=ax)
     ax = axes[3]
     for gamma, style in ((0.1, "-"), (0.05, ":")):
-        p = purity_by_gamma[gamma]
-        ax.plot(steps, p["cum_pos"], "C0" + style, label=f"positional γ={gamma}")
-        ax.plot(steps, p["cum_sym"], "C3" + style, label=f"symbolic γ={gamma}")
-    ax.set(title="pure heads (cumulative)", xlabel="step", ylim=(-0.3, 12.3))
+        p = purity(pos, sym, steps, gamma)
+        state = p.state[:, :, 0]
+        ax.plot(steps, (state == 1).sum(1), "C0" + style, label=f"positional γ={gamma}")
+        ax.plot(steps, (state == -1).sum(1), "C3" + style, label=f"symbolic γ={gamma}")
+    ax.set(title="pure heads at each checkpoint", xlabel="step", ylim=(-0.3, pos.shape[1] + 0.3))
     ax.legend(fontsize=7)
-    return _save(fig, f"dynamics_{task}.png")
+    return _save(fig, f"dynamics_{name}.png")
 
 
-def fig_layers(task: str, dyn: dict) -> str:
+def fig_layers(name: str, dyn: dict) -> str:
+    """Scores and entropy of every layer over training (the paper's Fig 6)."""
     plt = _plt()
     steps = dyn["steps"]
-    pos, sym = torch.tensor(dyn["pos"])[:, :, 0], torch.tensor(dyn["sym"])[:, :, 0]
-    ent = torch.tensor(dyn["entropy"])[:, :, 0]
+    pos, sym = _tensor(dyn["pos"])[:, :, 0], _tensor(dyn["sym"])[:, :, 0]
+    ent = _tensor(dyn["entropy"])[:, :, 0]
     ent = (ent - ent.min(0).values) / (ent.max(0).values - ent.min(0).values).clamp_min(1e-12)
     n = pos.shape[1]
-    fig, axes = plt.subplots(2, (n + 1) // 2, figsize=(2.4 * ((n + 1) // 2), 4.6), sharey=True)
+    cols = (n + 1) // 2
+    fig, axes = plt.subplots(2, cols, figsize=(2.4 * cols, 4.6), sharey=True, squeeze=False)
     for layer, ax in enumerate(axes.flat[:n]):
         ax.plot(steps, pos[:, layer], "C0", label="s_POS")
         ax.plot(steps, sym[:, layer], "C3", label="s_SYM")
@@ -96,46 +183,45 @@ def fig_layers(task: str, dyn: dict) -> str:
         ax.set_title(f"L{layer}", fontsize=9)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=6)
-    fig.suptitle(f"{task}: scores and entropy per layer over training (cf. paper Fig 6)")
-    return _save(fig, f"layers_{task}.png")
+    fig.suptitle(f"{name}: scores and entropy per layer over training (cf. paper Fig 6)")
+    return _save(fig, f"layers_{name}.png")
 
 
-def fig_roles(task: str, roles: dict) -> str:
+def fig_chain(name: str, roles: dict) -> str:
     plt = _plt()
-    restore = torch.tensor([[[math.nan if v is None else v for v in row] for row in h]
-                            for h in roles["causal"]["restore"]])
-    ablated = torch.tensor(roles["causal"]["ablated_accuracy_by_hops"])[:, 0]
-    H = restore.shape[0]
-    fig, axes = plt.subplots(1, H + 1, figsize=(3 * (H + 1), 3.4))
-    for h in range(H):
-        ax = axes[h]
-        ax.imshow(restore[h, :, : h + 1], aspect="auto", origin="lower", vmin=0, vmax=1,
-                  cmap="magma")
-        ax.set(title=f"{h + 1}-hop: patch restores", xlabel="stop k (p_k)", ylabel="layer",
-               xticks=range(h + 1))
-    im = axes[H].imshow(ablated, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis")
-    axes[H].set(title="mean-ablated: accuracy", xlabel="hop count", ylabel="layer",
-                xticks=range(H), xticklabels=[str(i + 1) for i in range(H)])
-    fig.colorbar(im, ax=axes[H])
-    fig.suptitle(f"{task}: causal roles (final checkpoint)")
-    return _save(fig, f"roles_{task}.png")
+    lens = _tensor(roles["lens"]["decoded"])
+    patch = _tensor(roles["patching"]["restore"])
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    H = lens.shape[0]
+    for ax, table, title in ((axes[0], lens, "logit lens decodes the answer"),
+                             (axes[1], patch, "residual patch restores")):
+        im = ax.imshow(table[H - 1, :, :H].T, aspect="auto", origin="lower", vmin=0, vmax=1,
+                       cmap="magma")
+        for k in range(H):
+            ax.plot([H - k], [k], "c+", ms=9)
+        ax.set(title=f"{H}-hop: {title}", xlabel="blocks applied j", ylabel="stop k (p_k)")
+        fig.colorbar(im, ax=ax)
+    fig.suptitle(f"{name} (+: the schedule j = h - k)", fontsize=9)
+    return _save(fig, f"chain_{name}.png")
 
 
-def fig_discrepancy(curves: dict, measured: dict) -> str:
+def fig_discrepancy(curves: dict, measured: dict | None) -> str:
+    """T_Index's Δ (max and min over inputs; all offsets and the task's own) against
+    Theorem 3.2's bound, and T_Retrieval's measured Δ against 1 − cos(ω − nθ)."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     ax = axes[0]
     c = curves["0.8000"]
-    ax.loglog(c["n"], c["delta_max"], "C0", lw=1, label="Δ max over inputs (Def 3.1)")
-    ax.loglog(c["n"], c["delta_min"], "C2", lw=1, label="Δ min over inputs (Lemma F.1)")
+    ax.loglog(c["n"], c["delta_max"], "C0", lw=1, label="Δ max, all offsets (Def 3.1)")
+    ax.loglog(c["n"], c["delta_min"], "C2", lw=1, label="Δ min, all offsets (Lemma F.1)")
+    own = c["task_offsets_table"]
+    ax.loglog([r["n"] for r in own], [r["delta_max"] for r in own], "C3", lw=1,
+              label=f"Δ max, task offsets {c['task_offsets'][0]}..{c['task_offsets'][-1]}")
     ax.loglog(c["n"], c["bound"], "k--", label="min{1-cos θ, 2π²/n²}")
-    ns = sorted(int(n) for n in measured["index"])
-    ax.loglog(ns, [measured["index"][str(n)]["max"] for n in ns], "C3o",
-              label="measured on task inputs (max)")
     ax.set(title="T_Index, θ = 0.8", xlabel="n", ylabel="discrepancy / A")
     ax.legend(fontsize=7)
     ax = axes[1]
-    for i, (theta, rows) in enumerate(measured["retrieval"].items()):
+    for i, (theta, rows) in enumerate((measured or {}).get("retrieval", {}).items()):
         ns = sorted(int(n) for n in rows)
         ax.plot(ns, [rows[str(n)]["max"] for n in ns], f"C{i}-o", ms=3, label=f"θ={theta}: max")
         ax.plot(ns, [rows[str(n)]["min"] for n in ns], f"C{i}:s", ms=3, label=f"θ={theta}: min")
@@ -146,479 +232,484 @@ def fig_discrepancy(curves: dict, measured: dict) -> str:
     return _save(fig, "discrepancy.png")
 
 
-def fig_lengths(lengths: dict, lm: dict) -> str:
+def fig_lengths(preset: str, runs: dict) -> str | None:
+    from lens_possym.papers.c.tasks import HEADLINE_FILLER
+
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    ax = axes[0]
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    drawn = False
     for i, task in enumerate(TASKS):
-        rows = lengths.get(task) or {}
-        ns = sorted(rows)
-        if ns:
-            ax.plot(ns, [rows[n] for n in ns], f"C{i}-o", label=f"{task} (ours)")
+        for seed in SEEDS:
+            run = runs.get((task, seed))
+            rows = (run or {}).get("lengths", {}).get(HEADLINE_FILLER) or {}
+            if rows:
+                ns = sorted(rows)
+                ax.plot(ns, [rows[n]["accuracy"][0] for n in ns], f"C{i}-o", ms=3, lw=1,
+                        label=f"{task} s{seed}")
+                drawn = True
         paper = PAPER_LENGTHS[task]
         ax.plot(sorted(paper), [paper[n] for n in sorted(paper)], f"C{i}x:", label=f"{task} (paper ≈)")
+    if not drawn:
+        _plt().close(fig)
+        return None
     ax.set(xscale="log", ylim=(0, 1.02), xlabel="length (tokens)", ylabel="accuracy",
-           title="trained GPT-J (training length 17)")
-    ax.legend(fontsize=7)
-    ax = axes[1]
-    for i, (key, rows) in enumerate(sorted(lm.items())):
-        ns = sorted(rows)
-        ax.plot(ns, [rows[n] for n in ns], f"C{i}-o", ms=3, label=key)
-    ax.set(xscale="log", ylim=(-0.02, 1.02), xlabel="target window", ylabel="accuracy",
-           title="1-hop prompts, small LMs (greedy)")
-    ax.legend(fontsize=7)
-    return _save(fig, "lengths.png")
+           title=f"{preset} preset (training length 17), headline reading")
+    ax.legend(fontsize=6, ncol=2)
+    return _save(fig, f"lengths_{preset}.png")
 
 
-# ---- the page ---------------------------------------------------------------------------------
+# ---- the page --------------------------------------------------------------------------------
+
+def _order(item):
+    """Runs by seed, Number before Letter."""
+    (task, seed), _ = item
+    return seed, TASKS.index(task)
+
+
+def _cell(result) -> str:
+    if result is None:
+        return "… not run"
+    text = result.ours.replace("|", "/")
+    return f"{MARK[result.holds]} {text}"
+
+
+def _fmt(x, digits=2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{digits}f}"
+
 
 def write_report(args=None) -> Path:
     from lens_possym.papers.c.dynamics import purity
+    from lens_possym.papers.c.tasks import FILLERS, HEADLINE_FILLER
+    from lens_possym.papers.c.verdicts import (
+        ROW_KEYS,
+        convergence_step,
+        judge_seed,
+        judge_theory,
+        rule,
+        verdict,
+    )
 
+    global DOC, RESULTS, RECORDS, FIGS
+    docs = Path(getattr(args, "docs", None) or ROOT / "docs")
+    DOC, RESULTS = docs / "paper_c.md", docs / "paper_c_results.json"
+    RECORDS, FIGS = docs / "paper_c_runs", docs / "figures" / "paper_c"
+    cache = Path(getattr(args, "cache", None) or ROOT / "out" / "paper_c" / "cache")
+    presets = list(getattr(args, "presets", None) or ("paper", "cpu"))
     FIGS.mkdir(parents=True, exist_ok=True)
+    recs = records()
     lines: list[str] = []
     add = lines.append
-    missing: list[str] = []
-    summary: dict = {}
 
-    dyn = {t: load(f"dynamics_{t}") for t in TASKS}
-    train = {t: load(f"train_{t}") for t in TASKS}
-    roles = {t: load(f"roles_{t}") for t in TASKS}
-    timing = load("timing_number")
-    curves, measured = load("index_discrepancy"), load("discrepancy_measured")
-    constructions = load("constructions_accuracy")
-    lengths = {t: {} for t in TASKS}
-    length_hops = {t: {} for t in TASKS}
-    for t in TASKS:
-        for path in sorted(CACHE.glob(f"length_{t}_*.json")):
-            data = json.loads(path.read_text())
-            lengths[t][data["lengths"][0]] = data["accuracy"][0]
-            length_hops[t][data["lengths"][0]] = data["by_hops"][0]
-    lm: dict = {}
-    for path in sorted(CACHE.glob("lm_*.json")):
-        data = json.loads(path.read_text())
-        lm.setdefault(f"{data['model']} {data['task']}", {})[data["lengths"][0]] = data["accuracy"][0]
-    lm_prompts = sorted({json.loads(p.read_text())["n_prompts"] for p in CACHE.glob("lm_*.json")})
+    runs: dict[str, dict] = {p: {} for p in presets}
+    judged: dict[str, dict[int, dict]] = {p: {} for p in presets}
+    results_json = []
+    for preset in presets:
+        for seed in SEEDS:
+            analyses = {}
+            for task in TASKS:
+                rec = recs.get((task, preset, seed))
+                run = load_run(cache, task, preset, seed)
+                runs[preset][(task, seed)] = run if rec else None
+                analyses[task] = analyses_of(task, preset, seed, rec, run)
+                if rec:
+                    results_json.append(result_record(rec, run))
+            if any(analyses.values()):
+                judged[preset][seed] = judge_seed(analyses["number"], analyses["letter"])
 
-    # ---- per-task numbers
-    pur: dict = {}
-    for t in TASKS:
-        if dyn[t] is None:
-            missing.append(f"dynamics of {t}")
-            continue
-        d = dyn[t]
-        pos, sym = torch.tensor(d["pos"]), torch.tensor(d["sym"])
-        pur[t] = {}
-        for gamma in (0.1, 0.05):
-            p = purity(pos, sym, d["steps"], gamma)
-            pur[t][gamma] = {"obj": p, "cum_pos": p.cumulative("positional"),
-                             "cum_sym": p.cumulative("symbolic")}
-        hops = list(zip(*d["accuracy_by_hops"]))
-        summary[t] = {
-            "hop_095": [first_step(d["steps"], h, 0.95) for h in hops],
-            "hop_099": [first_step(d["steps"], h, 0.99) for h in hops],
-            "acc_099": first_step(d["steps"], d["accuracy"], 0.99),
-            "final_pos": pos[-1, :, 0].tolist(), "final_sym": sym[-1, :, 0].tolist(),
-        }
-        fig_dynamics(t, d, pur[t])
-        fig_layers(t, d)
-        if roles[t] is not None:
-            fig_roles(t, roles[t])
-        else:
-            missing.append(f"roles of {t}")
-    if curves and measured:
-        fig_discrepancy(curves, measured)
-    else:
-        missing.append("discrepancy")
-    fig_lengths(lengths, lm)
+    curves = _json(cache / "index_discrepancy_v2.json")
+    constructions = _json(cache / "constructions_accuracy.json")
+    measured = _json(cache / "discrepancy_measured.json")
+    theory = judge_theory(constructions, (curves or {}).get("0.8000", {}).get("task_offsets_table"),
+                          (curves or {}).get("0.8000", {}).get("table"))
 
     # ---- header
     add("# Paper C reproduced: multi-hop Number and Letter tasks on GPT-J")
     add("")
-    add("_Generated by `python benchmarks/paper_c.py report` from the cached stage results; "
-        "every number below is measured, none is typed in. Re-run a stage to update it._")
+    add("_Generated by `python benchmarks/paper_c.py report` from the finished runs' records "
+        "(`docs/paper_c_runs/`) and the cached analyses; every number below is measured, none "
+        "is typed in. A seed not yet trained or analysed is shown as pending._")
     add("")
     add("Paper: Urrutia et al., *Positional versus Symbolic Attention Heads: Learning Dynamics, "
         "RoPE Geometry, and Length Generalization* (arXiv 2605.31558; read in "
-        "`shared/reference/paper_c.md`). Code: `lens_possym.training` (tasks `number`/`letter`, "
-        "`GPTJTaskModel`, `multihop`, `dynamics`, `roles`, `hop_constructions`, `discrepancy`, "
-        "`lengths`), `lens_possym.papers.c.prompts`, CLI `lens-possym multihop`, notebook 06. "
-        "Design notes: `docs/design.md`, section *Paper C*.")
+        "`shared/reference/paper_c.md`). Code: `lens_possym.papers.c` (tasks `number`/`letter`, "
+        "`gptj`, `presets`, `dynamics`, `roles`, `chain`, `constructions`, `discrepancy`, "
+        "`lengths`, `masking`, `verdicts`, `prompts`), CLI `lens-possym multihop`, notebook 06. "
+        "Design notes: `docs/design.md`, section *Paper C*. Verdict rules, fixed before the "
+        "runs: `docs/paper_c_rules.md`. Numbers per run: `docs/paper_c_results.json`.")
     add("")
-    add("**Setup.** One run per task, seed 0 (weights, data stream, test split); scores on 100 "
-        "test prompts (seed 1). Model: `GPTJForCausalLM`, **cpu preset**: 12 layers × 1 head, "
-        "d_model = d_head = 64 (full rotary: 32 frequencies, base 10000), MLP 256, no dropout; "
-        "AdamW lr 1e-3, batch 128, warm-up 100, cosine to 2,000 steps; loss on the last token; "
-        "checkpoint every 100 steps. The paper's model is 12 × 1 × 128 with dropout 0.1 and "
-        "unstated optimiser settings (the `paper` preset; not run here: no GPU in this session). "
-        "Machine: 2 shared CPU cores, 1 torch thread per job.")
+    add("**Presets.** Both run the same code on `GPTJForCausalLM`, loss on the last token, an "
+        "evaluation on 2,048 test prompts and a checkpoint every 100 steps; seeds 0, 1, 2 seed "
+        "the weights, the data stream and the test split; scores on 100 test prompts (seed 1), "
+        "last-token query, τ = 1e-4, exact closed form. Machine: 2 shared CPU cores, 1 torch "
+        "thread per job.")
     add("")
-    for t in TASKS:
-        tr = train[t]
-        if tr:
-            add(f"- **{t}**: {tr['steps']} steps in {tr['train_time_s'] / 60:.1f} min, final test "
-                f"accuracy {tr['test_accuracy']:.4f}"
-                + (f"; test accuracy first ≥ 0.99 at step {summary[t]['acc_099']}"
-                   if t in summary else "") + ".")
-        else:
-            missing.append(f"training of {t}")
+    for preset in presets:
+        add(f"- **{preset}**: {PRESET_TEXT.get(preset, '')}.")
     add("")
-    add("Commands (each stage caches its cells in `out/paper_c/cache/` and resumes):")
+    add("| run | steps | train time (min) | final test accuracy | first ≥ 0.99 at |")
+    add("|---|---:|---:|---:|---:|")
+    for preset in presets:
+        for seed in SEEDS:
+            for task in TASKS:
+                rec = recs.get((task, preset, seed))
+                if rec:
+                    add(f"| {task}-{preset}-s{seed} | {rec['steps']} | "
+                        f"{rec['train_time_s'] / 60:.0f} | {rec['test_accuracy']:.4f} | "
+                        f"{first_step(rec['history']) or '–'} |")
+                else:
+                    add(f"| {task}-{preset}-s{seed} | pending | | | |")
+    add("")
+    add("Commands (every stage caches its cells and resumes; training runs as two background "
+        "queues, `benchmarks/paper_c_jobs.sh`):")
     add("")
     add("```")
-    add("python benchmarks/paper_c.py train        # ~13 min per task on one core")
-    add("python benchmarks/paper_c.py dynamics && python benchmarks/paper_c.py timing")
-    add("python benchmarks/paper_c.py roles && python benchmarks/paper_c.py discrepancy")
-    add("python benchmarks/paper_c.py lengths && python benchmarks/paper_c.py lm")
+    add("benchmarks/paper_c_jobs.sh 0 & benchmarks/paper_c_jobs.sh 1 &   # train (hours)")
+    add("python benchmarks/paper_c.py analyse     # every analysis of every finished run")
     add("python benchmarks/paper_c.py report")
     add("```")
     add("")
 
-    # ---- reproduction table
-    add("## Reproduction table")
+    # ---- verdicts
+    add("## Verdicts")
     add("")
-    add("| claim | paper | ours (seed 0, cpu preset) | verdict |")
-    add("|---|---|---|---|")
-    rows = reproduction_rows(summary, pur, roles, curves, measured, constructions, lengths, lm)
-    for claim, paper, ours, verdict in rows:
-        add(f"| {claim} | {paper} | {ours} | {verdict} |")
+    add("Each rule is applied per seed (✓ holds, ✗ does not, … pending); a claim **holds** for "
+        "a preset when its rule holds in at least two of the three seeds, **does not hold** "
+        "when it fails in two, and is **pending** otherwise. Rules 6 and 10 name no task and "
+        "are applied to each. Where the rules leave a choice, the reading is fixed in "
+        "`lens_possym/papers/c/verdicts.py` (module docstring): `m_h = ∞` for a hop count that "
+        "never reaches 0.5; \"decodes\" means the logit lens's argmax is the answer on at "
+        "least half of the 4-hop prompts; layer indices count blocks applied (j = 0: "
+        "embeddings); rule 10's \"3 of the 4 stops\" applies to the lens and to the patching.")
+    add("")
+    for preset in presets:
+        add(f"### `{preset}` preset")
+        add("")
+        add("| # | claim | paper | seed 0 | seed 1 | seed 2 | rule (per seed) | verdict |")
+        add("|---|---|---|---|---|---|---|---|")
+        for key in ROW_KEYS:
+            if key in ("11", "12"):
+                continue
+            r = rule(key)
+            per_seed = [judged[preset].get(s, {}).get(key) for s in SEEDS]
+            claim = r.claim + (f" ({key.split()[1]})" if " " in key else "")
+            add(f"| {key.split()[0]} | {claim} | {r.paper} | "
+                + " | ".join(_cell(x) for x in per_seed)
+                + f" | {r.rule} | **{verdict(per_seed)}** |")
+        add("")
+    add("### Theory (no seed)")
+    add("")
+    add("| # | claim | paper | ours | rule | verdict |")
+    add("|---|---|---|---|---|---|")
+    for key in ("11", "12"):
+        r = rule(key)
+        add(f"| {key} | {r.claim} | {r.paper} | {_cell(theory[key])} | {r.rule} | "
+            f"**{verdict([theory[key]], n_seeds=1)}** |")
     add("")
 
-    # ---- timing
-    add("## Must-show: scoring every checkpoint, exact against re-run")
-    add("")
-    if timing:
-        add(f"`python benchmarks/paper_c.py timing --force` (task {timing['task']}): all "
-            f"**{timing['n_checkpoints']} checkpoints** × {timing['n_layers']} layers, last-token "
-            f"query, {timing['n_prompts']} prompts, exact closed form: **{timing['exact_all_s']:.1f} s** "
-            f"({timing['exact_per_checkpoint_s']:.2f} s per checkpoint). The re-run method on "
-            f"step {timing['rerun_subset']}: {timing['rerun_s']:.1f} s, **{timing['ratio']:.0f}× "
-            f"slower** per checkpoint; largest |exact − re-run| = {timing['max_abs_diff']:.1e}. "
-            f"Load average {timing['load']:.1f} on 2 cores, {timing['threads']} torch thread. "
-            "The paper reports 5 GPU-hours (attention under every swap) and 8.5 CPU-hours (scores) "
-            "per model.")
-    else:
-        missing.append("timing")
-        add("_missing: run `python benchmarks/paper_c.py timing`._")
-    add("")
-
-    # ---- dynamics
-    add("## Learning dynamics")
-    add("")
-    for t in TASKS:
-        if t not in summary:
-            continue
-        s = summary[t]
-        add(f"### {t.capitalize()}")
+    # ---- per preset detail
+    for preset in presets:
+        present = [(t, s) for (t, s), run in runs[preset].items() if run is not None]
+        add(f"## `{preset}` preset: the runs")
         add("")
-        add(f"![{t}](figures/paper_c/dynamics_{t}.png)")
-        add("")
-        add(f"![{t} per layer](figures/paper_c/layers_{t}.png)")
-        add("")
-        add("Step at which each hop count first reaches 0.95 / 0.99 test accuracy: "
-            + ", ".join(f"{h + 1} hop{'s' if h else ''}: {a} / {b}"
-                        for h, (a, b) in enumerate(zip(s["hop_095"], s["hop_099"]))) + ".")
-        add("")
-        add("| layer | " + " | ".join(f"L{i}" for i in range(len(s["final_pos"]))) + " |")
-        add("|---|" + "---:|" * len(s["final_pos"]))
-        add("| s_POS (final) | " + " | ".join(f"{v:.2f}" for v in s["final_pos"]) + " |")
-        add("| s_SYM (final) | " + " | ".join(f"{v:.2f}" for v in s["final_sym"]) + " |")
-        for gamma in (0.1, 0.05):
-            p = pur[t][gamma]["obj"]
-            cells = []
-            for layer in range(len(s["final_pos"])):
-                if (layer, 0) in p.first_step:
-                    kind = "P" if p.kind[(layer, 0)] == "positional" else "S"
-                    cells.append(f"{kind} {p.first_step[(layer, 0)]}")
-                else:
-                    cells.append("–")
-            add(f"| first pure, γ={gamma} | " + " | ".join(cells) + " |")
-            settled = [(f"{'P' if p.settled_kind[(layer, 0)] == 'positional' else 'S'} "
-                        f"{p.settled_step[(layer, 0)]}") if (layer, 0) in p.settled_step else "–"
-                       for layer in range(len(s["final_pos"]))]
-            add(f"| pure to the end, γ={gamma} | " + " | ".join(settled) + " |")
-        if roles.get(t):
-            r = roles[t]
-            add("| role (attention) | " + " | ".join(
-                {"Selective Index": "Index", "Retrieval": "Retr.", "Reflexive": "Refl.",
-                 "other": "–"}[row[0]] for row in r["attention"]["labels"]) + " |")
-            add("| hop share | " + " | ".join(f"{row[0]:.2f}" for row in r["attention"]["hop"]) + " |")
-        add("")
-        add("P/S = pure positional/symbolic, with the first checkpoint at which the head was pure "
-            "(\"pure to the end\": from which it stayed pure of that kind to the last checkpoint). "
-            "Hop share: attention from each stop of the hop path on the next stop.")
-        add("")
-
-    # ---- roles
-    add("## Head roles, confirmed causally")
-    add("")
-    add("Patching: the answer token's value is changed (corrupted run); one head's output at one "
-        "stop p_k of the hop path is copied from the clean run; the map shows the share of "
-        "prompts whose prediction returns to the clean answer. In the paper's chain the answer "
-        "reaches p_k at layer h−1−k. Ablation: each head mean-ablated (per position), accuracy "
-        "per hop count.")
-    add("")
-    for t in TASKS:
-        r = roles.get(t)
-        if not r:
-            continue
-        on, off = r["causal"]["chain_restore"]
-        add(f"**{t}** (200 prompts): clean accuracy by hops "
-            f"{[round(a, 3) for a in r['causal']['clean_accuracy_by_hops']]}; restoration on the "
-            f"chain ℓ = h−1−k: {on:.2f}, off it: {off:.2f}.")
-        add("")
-        add(f"![{t} roles](figures/paper_c/roles_{t}.png)")
-        add("")
-        sm = r["attention"].get("stop_mass")
-        if sm:
-            H = len(sm[0][0])
-            add(f"Attention of the last token on each stop of the path, 4-hop prompts "
-                f"(p_0 = itself, p_{H} = the answer), per layer:")
+        if not present:
+            add("_No finished run yet._")
             add("")
-            add("| stop | " + " | ".join(f"L{i}" for i in range(len(sm))) + " |")
-            add("|---|" + "---:|" * len(sm))
-            for j in range(H + 1):
-                add(f"| p_{j} | " + " | ".join(f"{sm[layer][0][H - 1][j]:.2f}"
-                                               for layer in range(len(sm))) + " |")
-            add("")
-        restore = r["causal"]["restore"]
-        best = []
-        for h in range(len(restore)):
-            for k in range(h + 1):
-                col = [restore[h][layer][k] for layer in range(len(restore[h]))]
-                layer = max(range(len(col)), key=lambda i: -1 if col[i] is None else col[i])
-                best.append(f"h={h + 1},k={k}: L{layer} ({col[layer]:.2f})")
-        add("Layer whose patch restores most, per (hop count, stop): " + "; ".join(best) + ".")
-        add("")
+            continue
+        _dynamics_section(add, preset, runs[preset], recs, purity, convergence_step)
+        _roles_section(add, preset, runs[preset])
+        _lengths_section(add, preset, runs[preset], FILLERS, HEADLINE_FILLER)
+        _gaps_section(add, preset, runs[preset])
 
-    # ---- discrepancy
-    add("## Discrepancy and Theorem 3.2")
-    add("")
-    if curves and measured:
-        add("![discrepancy](figures/paper_c/discrepancy.png)")
-        add("")
-        for theta, c in curves.items():
-            add(f"- T_Index, θ = {theta}, every 1-hop input of length n = 2..1000 (closed form, "
-                f"checked against the constructed head to 1e-6 in the tests): the bound "
-                f"min{{1−cos θ, 2π²/n²}} fails for the **max** over inputs (Def 3.1) at "
-                f"{c['max_fails']} of 999 lengths and for the **min** (Lemma F.1) at "
-                f"{c['min_fails']}.")
-        add("- T_Retrieval (measured on 256 Letter inputs per length):")
-        add("")
-        add("| θ | n | Δ max | Δ min | 1−cos(ω−nθ) | accuracy |")
-        add("|---|---:|---:|---:|---:|---:|")
-        for theta, rows_ in measured["retrieval"].items():
-            for n, r in rows_.items():
-                add(f"| {theta} | {n} | {r['max']:.4f} | {r['min']:.4f} | {r['bound']:.4f} | "
-                    f"{r['accuracy']:.3f} |")
-        add("")
-    for t in TASKS:
-        d = load(f"discrepancy_trained_{t}")
-        if d:
-            add(f"- Trained {t} model, mean top-2 logit gap per layer at length 17 / 100 / 300: "
-                + "; ".join(f"L{i}: {d['17'][i]['mean']:.2f} / {d['100'][i]['mean']:.2f} / "
-                            f"{d['300'][i]['mean']:.2f}" for i in range(len(d["17"]))) + ".")
-    add("")
+    _theory_section(add, curves, measured, constructions)
+    _timing_and_lm(add, cache)
 
-    # ---- lengths
-    add("## Length generalisation")
-    add("")
-    add("![lengths](figures/paper_c/lengths.png)")
-    add("")
-    add("Longer inputs put extra target-window tokens in front of the effective target window "
-        "(pre-target window and query unchanged); 256 test prompts per length, hops 1–4 in equal "
-        "shares. GPT-J's sin/cos table is extended past n_positions = 128.")
-    add("")
-    all_n = sorted({n for t in TASKS for n in lengths[t]} | {n for t in TASKS for n in PAPER_LENGTHS[t]})
-    add("| length | " + " | ".join(str(n) for n in all_n) + " |")
-    add("|---|" + "---:|" * len(all_n))
-    for t in TASKS:
-        add(f"| {t} (ours) | " + " | ".join(
-            f"{lengths[t][n]:.3f}" if n in lengths[t] else "" for n in all_n) + " |")
-        add(f"| {t} (paper ≈) | " + " | ".join(
-            f"{PAPER_LENGTHS[t][n]:.2f}" if n in PAPER_LENGTHS[t] else "" for n in all_n) + " |")
-    add("")
-    add("Accuracy per hop count (1 / 2 / 3 / 4 hops):")
-    add("")
-    ns = sorted({n for t in TASKS for n in length_hops[t]})
-    add("| length | " + " | ".join(str(n) for n in ns) + " |")
-    add("|---|" + "---:|" * len(ns))
-    for t in TASKS:
-        add(f"| {t} | " + " | ".join(
-            " / ".join(f"{a:.2f}" for a in length_hops[t][n]) if n in length_hops[t] else ""
-            for n in ns) + " |")
-    add("")
-    add("### Small pretrained LMs on the 1-hop prompts (paper Table 3's protocol)")
-    add("")
-    if lm:
-        ns = sorted({n for rows_ in lm.values() for n in rows_})
-        add(f"Greedy decoding, {', '.join(map(str, lm_prompts))} prompts per cell (seed 0), "
-            "3 worked examples; a cell is the share answered exactly.")
-        add("")
-        add("| model, task | " + " | ".join(str(n) for n in ns) + " |")
-        add("|---|" + "---:|" * len(ns))
-        for key, rows_ in sorted(lm.items()):
-            add(f"| {key} | " + " | ".join(f"{rows_[n]:.2f}" if n in rows_ else "" for n in ns) + " |")
-        add("")
-    else:
-        missing.append("LM prompts")
-    if missing:
-        add("## Missing")
-        add("")
-        add("Not measured in this build: " + ", ".join(missing) + ".")
-        add("")
     DOC.write_text("\n".join(lines))
-    print(f"wrote {DOC} and {FIGS}/")
+    RESULTS.write_text(json.dumps({
+        "source": "python benchmarks/paper_c.py report (records: docs/paper_c_runs/, "
+                  "analyses: the stage cache); null = not measured yet",
+        "headline_filler": HEADLINE_FILLER, "gamma": 0.1,
+        "runs": results_json}, indent=1) + "\n")
+    print(f"wrote {DOC}, {RESULTS} and {FIGS}/")
     return DOC
 
 
-def reproduction_rows(summary, pur, roles, curves, measured, constructions, lengths, lm):
-    rows = []
-    # hop order
-    if "number" in summary:
-        h = summary["number"]["hop_095"]
-        ordered = all(a is not None for a in h) and h == sorted(h)
-        rows.append(("Number learns one hop count after another (hop 1 first, 3–4 last)",
-                     "hop 1 → 1.0 at ≈2.2–2.5k, hop 2 ≈3k, hops 3–4 ≈4.5k (Fig 2A)",
-                     f"first ≥ 0.95 at steps {h} (hops 1..4)",
-                     ("reproduced" if ordered and h[0] < h[-1] else "not reproduced")
-                     + " (rule: steps non-decreasing in hop count, hop 1 before hop 4)"))
-    if "letter" in summary:
-        h = summary["letter"]["hop_095"]
-        spread = (max(h) - min(h)) if all(a is not None for a in h) else None
-        nspread = None
-        if "number" in summary and all(a is not None for a in summary["number"]["hop_095"]):
-            nh = summary["number"]["hop_095"]
-            nspread = max(nh) - min(nh)
-        rows.append(("Letter learns all hop counts together",
-                     "all hops rise together, 1.0 at ≈2.8k",
-                     f"first ≥ 0.95 at steps {h}; spread {spread} (Number's: {nspread})",
-                     ("reproduced" if spread is not None and nspread is not None
-                      and spread < nspread else "not reproduced")
-                     + " (rule: Letter's spread < Number's)"))
-    if "number" in summary and "letter" in summary:
-        n99, l99 = summary["number"]["acc_099"], summary["letter"]["acc_099"]
-        if n99 is not None and l99 is not None:
-            rows.append(("Letter converges before Number",
-                         "max accuracy at ≈3,400 (Letter) vs ≈4,800 (Number)",
-                         f"test accuracy first ≥ 0.99 at step {l99} (Letter) vs {n99} (Number)",
-                         "reproduced" if l99 < n99 else "not reproduced"))
-    for t, paper in (("number", "4 positional (L0–L3, one per hop) + 8 symbolic (L4–L11)"),
-                     ("letter", "11 symbolic (L1–L11), 0 positional, L0 never pure")):
-        if t in pur:
-            p = pur[t][0.1]["obj"]
-            pos_l, sym_l = p.layers_of("positional"), p.layers_of("symbolic")
-            pos_s, sym_s = (p.layers_of("positional", settled=True),
-                            p.layers_of("symbolic", settled=True))
-            ours = (f"ever pure (paper's cumulative count): positional {pos_l}, symbolic {sym_l}; "
-                    f"pure to the end: positional {pos_s}, symbolic {sym_s}")
-            if t == "number":
-                both = pos_l and sym_l
-                verdict = ("reproduced" if both and set(pos_l) == {0, 1, 2, 3} else
-                           "partly: both kinds, fewer positional layers" if both else
-                           "not reproduced") + " (rule: both kinds; fully if positional = L0–L3)"
-            else:
-                verdict = ("reproduced" if not pos_l and sym_l else
-                           "partly: symbolic only once settled; transient positional heads early"
-                           if not pos_s and sym_s else "not reproduced") + \
-                    " (rule: no positional head)"
-            rows.append((f"{t.capitalize()}: pure heads by kind (γ = 0.1)", paper, ours, verdict))
-    dyn_l = load("dynamics_letter")
-    if dyn_l:
-        sym = torch.tensor(dyn_l["sym"])[:, :, 0]
-        pos = torch.tensor(dyn_l["pos"])[:, :, 0]
-        late = [layer for layer in (9, 10, 11) if layer < sym.shape[1]]
-        dips = {f"L{layer}": (round(float(sym[:, layer].min()), 2),
-                              dyn_l["steps"][int(sym[:, layer].argmin())],
-                              round(float(sym[-1, layer]), 2)) for layer in late}
-        ok = all(d[0] < 0.3 and d[2] > 0.8 for d in dips.values())
-        rows.append(("Letter L9–L11: s_SYM dips (s_POS ≈ 1) before flipping to symbolic",
-                     "L11 s_SYM ≈ 0.2 while s_POS ≈ 1, flips at ≈2.5–2.8k (Fig 6)",
-                     "min s_SYM (step) → final: " + ", ".join(
-                         f"{k} {v[0]} ({v[1]}) → {v[2]}" for k, v in dips.items()),
-                     ("reproduced" if ok else "not reproduced")
-                     + " (rule: min < 0.3, final > 0.8)"))
-    for t in ("number", "letter"):
-        if t in pur and t in summary and summary[t]["acc_099"] is not None:
-            p = pur[t][0.1]["obj"]
-            conv = summary[t]["acc_099"]
-            firsts = sorted(p.first_step.values())
-            before = sum(s <= conv for s in firsts)
-            rows.append((f"{t.capitalize()}: pure heads emerge as accuracy converges",
-                         "accuracy peaks only once heads are pure; all pure at convergence",
-                         f"accuracy ≥ 0.99 at step {conv}; {before} of {len(firsts)} pure heads "
-                         f"pure by then (first pure steps {firsts})",
-                         ("reproduced" if firsts and before >= 0.5 * len(firsts) else "partly")
-                         + " (rule: most pure heads pure by convergence)"))
-    for t in ("number", "letter"):
-        r = roles.get(t)
-        if r:
-            on, off = r["causal"]["chain_restore"]
-            labels = [row[0] for row in r["attention"]["labels"]]
-            sm = r["attention"].get("stop_mass")
-            reads = ""
-            if sm:
-                H = len(sm[0][0])
-                direct = [layer for layer in range(len(sm))
-                          if (sm[layer][0][H - 1][H] or 0) > 0.5]
-                reads = f"; the last token reads the answer stop directly (mass > 0.5, 4-hop prompts) in layers {direct}"
-            rows.append((f"{t.capitalize()}: heads realise the chain Reflexive∘{'Index' if t == 'number' else 'Retrieval'}^h "
-                         "(paper: from attention patterns only)",
-                         "Fig 3: one hop per layer in L0–L3 (Number), symbolic retrieval (Letter)",
-                         f"attention roles {labels}; patching restores {on:.2f} on the chain "
-                         f"ℓ = h−1−k vs {off:.2f} off it{reads}",
-                         ("reproduced" if on >= 0.8 else "partly" if on > off + 0.2 else
-                          "not reproduced") + " (rule: chain restore ≥ 0.8)"))
+def result_record(rec: dict, run: dict) -> dict:
+    from lens_possym.papers.c.dynamics import purity
+    from lens_possym.papers.c.tasks import FILLERS, HEADLINE_FILLER
+
+    head = run["lengths"][HEADLINE_FILLER]
+    pos_end = sym_end = None
+    d = run["dynamics"]
+    if d:
+        p = purity(_tensor(d["pos"]), _tensor(d["sym"]), d["steps"], 0.1)
+        counts = p.final_counts()
+        pos_end, sym_end = counts["positional"], counts["symbolic"]
+    return {
+        "task": rec["task"], "preset": rec["preset"], "seed": rec["seed"],
+        "steps": rec["steps"], "test_accuracy": rec["test_accuracy"],
+        "accuracy_by_length": {str(n): head[n]["accuracy"][0] for n in sorted(head)} or None,
+        "accuracy_by_length_by_reading": {
+            f: {str(n): v["accuracy"][0] for n, v in sorted(run["lengths"][f].items())}
+            for f in FILLERS if run["lengths"][f]} or None,
+        "first_step_at_0.99": first_step(rec["history"]),
+        "pure_positional_end": pos_end, "pure_symbolic_end": sym_end,
+        "train_time_s": rec["train_time_s"],
+    }
+
+
+def _dynamics_section(add, preset, runs, recs, purity, convergence_step):
+    add("### Learning dynamics")
+    add("")
+    add("Mid-rise step `m_h` (first evaluation with hop count h's accuracy ≥ 0.5) and "
+        "convergence `T` (overall ≥ 0.99), heads pure at the end (γ = 0.1; P positional, S "
+        "symbolic, with the step from which they stay so).")
+    add("")
+    add("| run | m_1 | m_2 | m_3 | m_4 | T | pure at the end (γ = 0.1), per layer |")
+    add("|---|---:|---:|---:|---:|---:|---|")
+    from lens_possym.papers.c.verdicts import mid_rise
+
+    for (task, seed), run in sorted(runs.items(), key=_order):
+        if run is None:
+            continue
+        rec = recs[(task, preset, seed)]
+        T = convergence_step([(h["step"], h["test_accuracy"]) for h in rec["history"]])
+        d = run["dynamics"]
+        name = f"{task}-{preset}-s{seed}"
+        if not d:
+            add(f"| {name} | … | … | … | … | {'∞' if math.isinf(T) else int(T)} | … (not analysed) |")
+            continue
+        per_hop = list(zip(*_nan(d["accuracy_by_hops"])))
+        m = [mid_rise(d["steps"], v) for v in per_hop]
+        p = purity(_tensor(d["pos"]), _tensor(d["sym"]), d["steps"], 0.1)
+        cells = []
+        for layer in range(p.state.shape[1]):
+            key = (layer, 0)
+            if key in p.settled_kind:
+                cells.append(f"L{layer} {'P' if p.settled_kind[key] == 'positional' else 'S'}"
+                             f"{p.settled_step[key]}")
+        show = lambda x: "∞" if math.isinf(x) else str(int(x))  # noqa: E731
+        add(f"| {name} | " + " | ".join(show(x) for x in m) + f" | {show(T)} | "
+            + (", ".join(cells) or "none") + " |")
+        fig_dynamics(name, d)
+    add("")
+    for (task, seed), run in sorted(runs.items(), key=_order):
+        if run is not None and run["dynamics"]:
+            name = f"{task}-{preset}-s{seed}"
+            add(f"![{name}](figures/paper_c/dynamics_{name}.png)")
+            add("")
+            if seed == 0:
+                add(f"![{name} per layer](figures/paper_c/{fig_layers(name, run['dynamics'])})")
+                add("")
+
+
+def _roles_section(add, preset, runs):
+    add("### Roles, the logit lens and residual patching (final checkpoint, 200 test prompts)")
+    add("")
+    add("Roles from attention: hop share on the schedule ℓ = h−1−k (layer ℓ's stops), "
+        "Reflexive = the query's mass on itself and on the stops that carry the answer, the "
+        "answer position excluded. Chain: the first number of blocks j after which the logit "
+        "lens decodes the answer at stop p_k (4-hop prompts, k = 0..3; the schedule says "
+        "j = 4, 3, 2, 1) and after which patching the clean residual stream at p_k restores "
+        "≥ 0.8; beside them the single-head test (one head's output at p_k, on the chain vs "
+        "off it).")
+    add("")
+    add("| run | labels L0…L11 | hop share on schedule L0-L3 | lens: first j (k = 0..3) | "
+        "residual patch: first j | single head on / off chain |")
+    add("|---|---|---|---|---|---|")
+    short = {"Index": "I", "Retrieval": "R", "Reflexive": "F", "other": "·"}
+    for (task, seed), run in sorted(runs.items(), key=_order):
+        if run is None:
+            continue
+        r = run["roles"]
+        name = f"{task}-{preset}-s{seed}"
+        if not r:
+            add(f"| {name} | … | … | … | … | … |")
+            continue
+        labels = "".join(short[row[0]] for row in r["attention"]["labels"])
+        hop = ", ".join(_fmt(row[0]) for row in _nan(r["attention"]["hop"])[:4])
+        firsts = []
+        for table, level in ((r["lens"]["decoded"], 0.5), (r["patching"]["restore"], 0.8)):
+            t = _tensor(table)
+            H = t.shape[0]
+            out = []
+            for k in range(H):
+                hit = (t[H - 1, :, k] >= level).nonzero()
+                out.append(str(int(hit[0])) if len(hit) else "–")
+            firsts.append(", ".join(out))
+        on, off = r["causal"]["chain_restore"]
+        add(f"| {name} | `{labels}` | {hop} | {firsts[0]} | {firsts[1]} | {_fmt(on)} / "
+            f"{_fmt(off)} |")
+        if seed == 0:
+            fig_chain(name, r)
+    add("")
+    add("Labels: I Index, R Retrieval, F Reflexive, · other.")
+    add("")
+    for (task, seed), run in sorted(runs.items(), key=_order):
+        if run is not None and run["roles"] and seed == 0:
+            add(f"![{task}-{preset}-s{seed} chain](figures/paper_c/chain_{task}-{preset}-s{seed}.png)")
+            add("")
+
+
+def _lengths_section(add, preset, runs, fillers, headline):
+    add("### Length generalisation")
+    add("")
+    add("Extra target-window tokens in front of the effective target window (pre-target "
+        "window and query unchanged), 256 test prompts per length (seed 11), hops 1-4 in "
+        f"equal shares. **Headline reading: `{headline}`** (extra tokens drawn like the target "
+        "window's fillers); the other readings (`lens_possym/papers/c/tasks.py`, `FILLERS`): "
+        "`pretarget` (drawn like the pre-target fillers), `mixed` (either, with probability "
+        "1/2), `repeat` (the effective target window tiled leftwards).")
+    add("")
+    fig = fig_lengths(preset, runs)
+    if fig:
+        add(f"![lengths {preset}](figures/paper_c/{fig})")
+        add("")
+    all_n = sorted({n for run in runs.values() if run for f in fillers
+                    for n in run["lengths"][f]})
+    if not all_n:
+        add("_Not measured yet._")
+        add("")
+        return
+    add("| run, reading | " + " | ".join(str(n) for n in all_n) + " |")
+    add("|---|" + "---:|" * len(all_n))
+    for (task, seed), run in sorted(runs.items(), key=_order):
+        if run is None:
+            continue
+        for f in fillers:
+            rows = run["lengths"][f]
+            if rows:
+                mark = " (headline)" if f == headline else ""
+                add(f"| {task}-s{seed} {f}{mark} | " + " | ".join(
+                    _fmt(rows[n]["accuracy"][0], 3) if n in rows else "" for n in all_n) + " |")
+    for task in ("number", "letter"):
+        paper = PAPER_LENGTHS[task]
+        add(f"| {task} (paper ≈) | " + " | ".join(
+            _fmt(paper.get(n)) if n in paper else "" for n in all_n) + " |")
+    add("")
+    add("Accuracy per hop count (1 / 2 / 3 / 4 hops), headline reading:")
+    add("")
+    ns = sorted({n for run in runs.values() if run for n in run["lengths"][headline]})
+    add("| run | " + " | ".join(str(n) for n in ns) + " |")
+    add("|---|" + "---:|" * len(ns))
+    for (task, seed), run in sorted(runs.items(), key=_order):
+        if run is None or not run["lengths"][headline]:
+            continue
+        rows = run["lengths"][headline]
+        add(f"| {task}-s{seed} | " + " | ".join(
+            " / ".join(_fmt(a) for a in _nan(rows[n]["by_hops"][0])) if n in rows else ""
+            for n in ns) + " |")
+    add("")
+    masked = [(k, run) for k, run in runs.items() if run and run["masking"]]
+    if masked:
+        add("**Why it fails: the masking diagnostic** (`lens_possym.papers.c.masking`): the "
+            "same prompts as built, with the extra tokens hidden from layers 0-3 (no query "
+            "at an effective position attends to them there), and with the extra tokens at "
+            "trained-range position ids (extra token i at the id of effective target "
+            "position i mod 8).")
+        add("")
+        ns = sorted({n for _, run in masked for n in run["masking"]})
+        add("| run | " + " | ".join(f"{n}: as built / masked L0-3 / positions" for n in ns) + " |")
+        add("|---|" + "---|" * len(ns))
+        for (task, seed), run in sorted(masked, key=_order):
+            cells = []
+            for n in ns:
+                m = run["masking"].get(n)
+                cells.append(" / ".join(_fmt(m["accuracy"][mode][0], 3) for mode in
+                                        ("as built", "mask", "positions")) if m else "")
+            add(f"| {task}-s{seed} | " + " | ".join(cells) + " |")
+        add("")
+
+
+def _gaps_section(add, preset, runs):
+    present = [(k, run) for k, run in runs.items() if run and run["gaps"]]
+    if not present:
+        return
+    add("### Trained heads' discrepancy (top-2 attention-logit gap, 64 inputs per length)")
+    add("")
+    add("Lemma F.1's **min** and Def 3.1's **max** over inputs, per layer, at lengths "
+        "17 → 300 (not means).")
+    add("")
+    for (task, seed), run in sorted(present, key=_order):
+        g = run["gaps"]
+        ns = g["lengths"]
+        i17, i300 = ns.index(17), ns.index(300)
+        n_layers = len(g["min"][0])
+        add(f"- **{task}-s{seed}**: " + "; ".join(
+            f"L{layer} min {g['min'][i17][layer][0]:.2f}→{g['min'][i300][layer][0]:.2f}, max "
+            f"{g['max'][i17][layer][0]:.2f}→{g['max'][i300][layer][0]:.2f}"
+            for layer in range(n_layers)) + ".")
+    add("")
+
+
+def _theory_section(add, curves, measured, constructions):
+    add("## Constructions and Theorem 3.2")
+    add("")
     if constructions:
-        worst = min(constructions.values())
-        rows.append(("T_Index and T_Retrieval solve one hop (Thm 3.1)", "exactly, any length ≤ n0",
-                     "accuracy at length 17: " + ", ".join(f"{k} {v:.3f}" for k, v in constructions.items()),
-                     ("reproduced" if worst >= 0.99 else "not reproduced") + " (rule: ≥ 0.99)"))
+        add("T_Index / T_Retrieval accuracy at length 17 (2,048 one-hop prompts): " + ", ".join(
+            f"{k} {v:.3f}" for k, v in constructions.items()) + ".")
+        add("")
     if curves:
-        c = curves["0.8000"]
-        rows.append(("Δ_Index(n) ≤ min{1−cos θ, 2π²/n²} (Thm 3.2), θ = 0.8",
-                     "holds; decays like 1/n² (Fig 5A: ≈0.30 until n≈8, ≈0 by 100)",
-                     f"max over inputs (Def 3.1) above the bound at {c['max_fails']}/999 lengths; "
-                     f"min over inputs at {c['min_fails']}/999",
-                     "reproduced for the min over inputs; not as stated (Def 3.1's max)"
-                     if c["min_fails"] == 0 and c["max_fails"] > 0 else
-                     "reproduced" if c["max_fails"] == 0 else "not reproduced"))
+        add(f"![discrepancy](figures/paper_c/{fig_discrepancy(curves, measured)})")
+        add("")
+        for theta, c in curves.items():
+            add(f"- T_Index, θ = {theta} (closed form, every 1-hop input): the bound "
+                f"min{{1−cos θ, 2π²/n²}} fails for the **max** over inputs (Def 3.1) at "
+                f"{c['max_fails']} of 999 lengths 2..1000 over all offsets, and at "
+                f"{c['task_offsets_max_fails']} of 984 lengths 17..1000 over the task's own "
+                f"offsets {c['task_offsets'][0]}..{c['task_offsets'][-1]}; for the **min** "
+                f"(Lemma F.1) at {c['min_fails']} (all offsets) and "
+                f"{c['task_offsets_min_fails']} (task offsets).")
+        add("")
     if measured:
-        r0 = measured["retrieval"].get("0.00000") or {}
-        r1 = measured["retrieval"].get("0.00270") or {}
-        if r0 and r1:
-            flat = max(v["max"] for v in r0.values()) - min(v["min"] for v in r0.values())
-            n_last = max(r1, key=int)
-            rows.append(("Δ_Retrieval ≤ 1−cos(ω−nθ): slow decay, none at θ = 0",
-                         "≈0.29 → ≈0.13 by n = 100 (θ = 0.0027); flat for NoPE",
-                         f"θ = 0: flat (spread {flat:.1e}); θ = 0.0027: min "
-                         f"{r1['17']['min']:.3f} → {r1['100']['min']:.3f} (n = 100) vs bound "
-                         f"{r1['100']['bound']:.3f}; max stays {r1['100']['max']:.3f}; accuracy at "
-                         f"n = {n_last}: {r1[n_last]['accuracy']:.2f}",
-                         "partly: the min over inputs follows the bound's shape (slightly above "
-                         "it); the max does not decay"))
-    if lengths.get("number") and lengths.get("letter"):
-        ln, ll = lengths["number"], lengths["letter"]
-        common = sorted(set(ln) & set(ll))
-        better = all(ll[n] >= ln[n] for n in common if n > 17)
-        rows.append(("Letter generalises better than Number",
-                     "Letter > 0.9 up to 850; Number ≈0.47 at 300",
-                     "; ".join(f"{n}: L {ll[n]:.2f} / N {ln[n]:.2f}" for n in common),
-                     ("reproduced" if better else "not reproduced") + " (rule: Letter ≥ Number "
-                     "at every length > 17)"))
-        if 850 in ll:
-            rows.append(("Letter > 90% at length 850 (53× training length)", "> 0.90",
-                         f"{ll[850]:.3f}", "reproduced" if ll[850] > 0.9 else "not reproduced"))
-        if 300 in ln:
-            rows.append(("Number barely generalises", "≈0.47 at 300, ≈0.83 at 50",
-                         f"{ln.get(50, float('nan')):.2f} at 50, {ln[300]:.2f} at 300",
-                         "reproduced" if ln[300] < 0.6 else "not reproduced"))
-    if lm:
-        cells = "; ".join(f"{k}: mean {sum(r.values()) / len(r):.2f}, best {max(r.values()):.1f} "
-                          f"over lengths {min(r)}–{max(r)}" for k, r in sorted(lm.items()))
-        rows.append(("1-hop prompts: Letter easier than Number for LMs (Table 3)",
-                     "GPT 5.x / Sonnet 3.7: Number < 0.5 at 32, Letter ≥ 0.88 at 32",
-                     cells + " (Number's chance ≈ 1/26)",
-                     "not comparable: the 135M–270M models fail both (measured as is)"
-                     if max(max(r.values()) for r in lm.values()) < 0.5 else "see table"))
-    return rows
+        add("T_Retrieval (256 Letter inputs per length; Δ max / min over inputs, the bound "
+            "1−cos(ω−nθ), accuracy):")
+        add("")
+        add("| θ | n | Δ max | Δ min | 1−cos(ω−nθ) | accuracy |")
+        add("|---|---:|---:|---:|---:|---:|")
+        for theta, rows in measured["retrieval"].items():
+            for n, r in rows.items():
+                add(f"| {theta} | {n} | {r['max']:.4f} | {r['min']:.4f} | {r['bound']:.4f} | "
+                    f"{r['accuracy']:.3f} |")
+        add("")
+    if not (curves or measured or constructions):
+        add("_Not measured yet: `python benchmarks/paper_c.py discrepancy`._")
+        add("")
+
+
+def _timing_and_lm(add, cache: Path):
+    timing = _json(cache / "cpu-s0" / "timing_number.json")
+    add("## Scoring every checkpoint: exact against re-run")
+    add("")
+    if timing:
+        add(f"`python benchmarks/paper_c.py timing --force` (cpu preset, seed 0, "
+            f"{timing['task']}): all **{timing['n_checkpoints']} checkpoints** × "
+            f"{timing['n_layers']} layers, last-token query, {timing['n_prompts']} prompts, exact "
+            f"closed form: **{timing['exact_all_s']:.1f} s** ({timing['exact_per_checkpoint_s']:.2f} "
+            f"s per checkpoint); the re-run method on step {timing['rerun_subset']}: "
+            f"{timing['rerun_s']:.1f} s, **{timing['ratio']:.0f}× slower** per checkpoint; largest "
+            f"|exact − re-run| = {timing['max_abs_diff']:.1e} (load average {timing['load']:.1f}).")
+    else:
+        add("_Not measured in this build: `python benchmarks/paper_c.py timing --force` once "
+            "`number-cpu-s0` is trained._")
+    add("")
+    lm: dict = {}
+    for path in sorted(cache.glob("lm_*.json")):
+        data = json.loads(path.read_text())
+        lm.setdefault(f"{data['model']} {data['task']}", {})[data["lengths"][0]] = data
+    add("## Small pretrained LMs on the 1-hop prompts (paper Table 3's protocol)")
+    add("")
+    if not lm:
+        add("_Not measured in this build: `python benchmarks/paper_c.py lm`._")
+        add("")
+        return
+    ns = sorted({n for rows in lm.values() for n in rows})
+    add("Greedy decoding, 3 worked examples; a cell is the share answered exactly.")
+    add("")
+    add("| model, task | " + " | ".join(str(n) for n in ns) + " |")
+    add("|---|" + "---:|" * len(ns))
+    for key, rows in sorted(lm.items()):
+        add(f"| {key} | " + " | ".join(_fmt(rows[n]["accuracy"][0]) if n in rows else ""
+                                      for n in ns) + " |")
+    add("")

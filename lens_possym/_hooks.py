@@ -11,10 +11,11 @@ from typing import Any, Callable, Literal, Sequence
 
 from torch import Tensor
 
-from .errors import InvalidSelectionError
+from .errors import (InsufficientMemoryError, InvalidSelectionError, LensPossymError,
+                     UnsupportedModelError)
 
 __all__ = ["HookEffect", "declare_hook", "hook_effect", "declare_partial_keys",
-           "partial_key_edits", "attached_hooks"]
+           "partial_key_edits", "attached_hooks", "forward_failed"]
 
 #: What a hook function does to the tensor of its hook point:
 #:
@@ -91,3 +92,17 @@ def attached_hooks(model: Any, names: Sequence[str]) -> list[tuple[str, Callable
     return out
 
 
+def forward_failed(model: Any, exc: BaseException) -> LensPossymError:
+    """The error for a forward pass of ``model`` that failed inside the model (or a hook
+    attached to it): memory it could not have, or a model lens-possym cannot run."""
+    text = " ".join(str(exc).split())
+    if any(m in text.lower() for m in ("can't allocate memory", "out of memory",
+                                       "cannot allocate memory")):
+        return InsufficientMemoryError(
+            f"the forward pass needs more memory than there is ({text[:160]}); use shorter "
+            "or fewer prompts")
+    name = type(getattr(model, "original_model", model)).__name__
+    return UnsupportedModelError(
+        f"the forward pass of {name} failed inside the model or a hook attached to it "
+        f"({type(exc).__name__}: {text[:200]}); if no hook of yours is attached, this "
+        "family does not run under TransformerLens's bridge (see `lens-possym models`)")

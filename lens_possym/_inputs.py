@@ -16,6 +16,7 @@ from torch import Tensor
 from ._ids import read_ids
 from .errors import InvalidSelectionError
 from .typing import HookedModel
+from ._ids import as_int
 
 __all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
            "is_activation_cache"]
@@ -57,10 +58,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
                 f"device {device!r} does not exist: this machine has "
                 f"{torch.cuda.device_count()} CUDA device(s)")
     return resolved
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _to_tokens(model: HookedModel, text: str) -> Tensor:
@@ -120,7 +117,7 @@ def as_tokens(model: HookedModel, input: ModelInput) -> Int[Tensor, "batch pos"]
             raise InvalidSelectionError(f"tokens must be [batch, pos], got shape {tuple(input.shape)}")
         tokens = tokens.long()  # int8/uint8/int16/int32 ids are ids; embeddings need int64
     elif isinstance(input, (list, tuple)) and input and all(
-            isinstance(x, (list, tuple)) or _is_int(x) for x in input):
+            isinstance(x, (list, tuple, int)) for x in input):
         raise InvalidSelectionError(
             "token ids as a Python list: pass torch.tensor(ids) ([pos] or [batch, pos]) "
             "or the text")
@@ -183,7 +180,6 @@ def as_layer(layer: int, n_layers: int) -> int:
     Text (``"3"``, ``"-1"``) and integer tensors are read as ids; anything else (a float, a
     bool, ``None``, a list) is refused: this takes one layer.
     """
-    from ._ids import as_int
 
     if layer is None or isinstance(layer, (list, tuple, range, slice)):
         raise InvalidSelectionError(

@@ -17,7 +17,8 @@ import signal
 import sys
 import threading
 
-__all__ = ["install_if_command", "quiet_exit_on_interrupt", "interrupt_raises", "is_command"]
+__all__ = ["install_if_command", "quiet_exit_on_interrupt", "interrupt_raises", "was_interrupted",
+           "is_command"]
 
 EXIT_INTERRUPTED = 130
 MESSAGE = b"lens-possym: interrupted\n"
@@ -54,10 +55,26 @@ def quiet_exit_on_interrupt() -> None:
         signal.signal(signal.SIGINT, _exit_now)
 
 
+_received: list[bool] = [False]
+
+
+def _raise_interrupt(signum, frame) -> None:
+    _received[0] = True
+    signal.default_int_handler(signum, frame)
+
+
 def interrupt_raises() -> None:
-    """From now on, SIGINT raises ``KeyboardInterrupt`` (unless it is ignored)."""
+    """From now on, SIGINT raises ``KeyboardInterrupt`` (unless it is ignored), and
+    :func:`was_interrupted` remembers it: a library may swallow the ``KeyboardInterrupt``
+    and fail later with an error of its own (an import interrupted half-way), which the
+    command must still report as the interrupt it was."""
     if threading.current_thread() is threading.main_thread() and not _ignored():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _raise_interrupt)
+
+
+def was_interrupted() -> bool:
+    """Whether SIGINT arrived since :func:`interrupt_raises`."""
+    return _received[0]
 
 
 def install_if_command() -> None:

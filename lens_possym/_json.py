@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import InvalidSelectionError
+from ._files import write_text_atomically
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -64,6 +65,20 @@ class JsonConfig:
     bool, None, tuples) and validate in ``__post_init__``.
     """
 
+    @classmethod
+    def coerce(cls: type[C], config: Any, **settings: Any) -> C:
+        """``config`` (default: the defaults) with ``settings`` applied; anything that is
+        not a ``cls`` (a dict, a name) is refused with what to pass instead."""
+        if config is None:
+            config = cls()
+        elif not isinstance(config, cls):
+            hint = (f"{cls.__name__}(**{config!r})" if isinstance(config, dict)
+                    else f"{cls.__name__}(...)")
+            raise InvalidSelectionError(
+                f"config must be a {cls.__name__}, got {type(config).__name__}; pass {hint} "
+                "or the settings as keywords")
+        return config.replace(**settings)
+
     def replace(self: C, **changes: Any) -> C:
         """A copy with ``changes`` (validated again); an unknown name is an error."""
         names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
@@ -87,7 +102,6 @@ class JsonConfig:
         """The config as JSON text (also written to ``path`` when given)."""
         text = dumps(self.to_dict(), indent=1)
         if path is not None:
-            from ._files import write_text_atomically
 
             write_text_atomically(Path(path), text)
         return text

@@ -28,9 +28,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens, is_activation_cache
-from .errors import InvalidSelectionError, UnsupportedModelError
+from ._hooks import forward_failed
+from .errors import InvalidSelectionError, LensPossymError, UnsupportedModelError
 from .rope import RopeSpec, heads_view, rope_specs, visible_keys
 from .typing import HookedModel, HookFn
+from ._hooks import attached_hooks, partial_key_edits
+from .rope import rotate
 
 __all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names", "run_capturing"]
 
@@ -74,6 +77,10 @@ def run_capturing(model: HookedModel, tokens: Int[Tensor, "batch pos"],
             model.run_with_hooks(tokens, fwd_hooks=hooks, return_type=None)
         except _Captured:
             pass
+        except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+            if isinstance(exc, LensPossymError):
+                raise
+            raise forward_failed(model, exc) from exc
         else:
             missing = sorted(last - store.keys())
             raise UnsupportedModelError(f"the hooks {missing} did not fire during the forward pass")
@@ -240,7 +247,6 @@ def _read_partial_key_edits(model: HookedModel, inputs: AttentionInputs) -> None
     rows by the ones the edited keys give, so that every analysis of the capture (and
     the re-run swap scores, which read the pattern) sees what the hooked model computes.
     """
-    from ._hooks import attached_hooks, partial_key_edits
 
     spec = inputs.spec
     names = [f"blocks.{spec.layer}.attn.hook_z"] + (
@@ -271,7 +277,6 @@ def _read_partial_key_edits(model: HookedModel, inputs: AttentionInputs) -> None
 def _recomputed_logits(inputs: AttentionInputs, heads: list[int]) -> Tensor:
     """The query rows' logits of ``heads`` from the captured q and the (edited) keys, as
     the intervention engine computes them (RoPE in the model's dtype, float32 scores)."""
-    from .rope import rotate
 
     spec = inputs.spec
     dtype = torch.promote_types(inputs.q.dtype, torch.float32)

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from ._json import dumps, tensor_from_json
 from .errors import InvalidSelectionError, LensPossymError, ResultsFileError
+from ._files import write_text_atomically
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -164,7 +165,6 @@ class ResultIO:
         if dtypes:
             data["tensor_dtypes"] = dtypes
         path = Path(path)
-        from ._files import write_text_atomically
 
         write_text_atomically(path, dumps(data))
         return path

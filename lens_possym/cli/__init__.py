@@ -34,7 +34,8 @@ import os
 import sys
 from typing import NoReturn
 
-from ..errors import UsageError
+from .._interrupt import was_interrupted
+from ..errors import LensPossymError, UsageError
 from ..plugins import plugins
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
@@ -119,6 +120,17 @@ def _interrupted(as_program: bool) -> int:
     return EXIT_INTERRUPTED
 
 
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is anywhere in ``exc``'s chain of causes."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _run(argv: list[str], debug: bool, as_program: bool) -> int:
     try:
         return _main(argv)
@@ -132,8 +144,11 @@ def _run(argv: list[str], debug: bool, as_program: bool) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place a command's failure is reported
         if debug:
             raise
-        from ..errors import LensPossymError
-
+        if _caused_by_interrupt(exc) or was_interrupted():
+            # a library turned the Ctrl-C into its own error, or swallowed it and failed
+            # after (an import interrupted half-way: transformers then reports "Could not
+            # import module ...")
+            return _interrupted(as_program)
         if isinstance(exc, LensPossymError):
             _say(f"error: {exc}")
         else:

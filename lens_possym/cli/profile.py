@@ -168,10 +168,14 @@ def _print_summary(scores, seconds: float) -> None:
     if "accuracy" in task:
         print(f"binding accuracy {task['accuracy']:.1%} (among the prompt's attributes "
               f"{task['candidate_accuracy']:.1%}), logit difference {task['logit_diff']:.2f}")
-    print(f"median s_POS: layers {s['first_half_layers'][0]}-{s['first_half_layers'][1]} "
-          f"{s['median_pos_first_half']:.2f}, layers {s['second_half_layers'][0]}-"
-          f"{s['second_half_layers'][1]} {s['median_pos_second_half']:.2f}  "
-          f"(s_SYM {s['median_sym_first_half']:.2f} / {s['median_sym_second_half']:.2f})")
+    if s["first_half_layers"]:
+        print(f"median s_POS: layers {s['first_half_layers'][0]}-{s['first_half_layers'][1]} "
+              f"{s['median_pos_first_half']:.2f}, layers {s['second_half_layers'][0]}-"
+              f"{s['second_half_layers'][1]} {s['median_pos_second_half']:.2f}  "
+              f"(s_SYM {s['median_sym_first_half']:.2f} / {s['median_sym_second_half']:.2f})")
+    else:  # one layer scored: no halves to compare
+        print(f"median s_POS {s['median_pos_second_half']:.2f}, s_SYM "
+              f"{s['median_sym_second_half']:.2f} (layer {s['second_half_layers'][0]})")
     print(f"Pearson r(s_POS, s_SYM) over {s['n_heads_scored']} heads: {s['pearson_pos_sym']:.2f}")
     _print_top_heads(scores)
     if "sym_low_minus_high_freq" in s:

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from .._checks import boundary
 from .._inputs import ModelInput, as_tokens
 from .._json import JsonConfig, to_jsonable
 from ..errors import InvalidSelectionError
@@ -190,6 +191,7 @@ class HeadSetComparison(ResultIO):
                 f"conditions={len(self.chosen)}"]
 
 
+@boundary
 def compare_with_random_heads(
     model: HookedModel,
     input: ModelInput,
@@ -220,7 +222,7 @@ def compare_with_random_heads(
     """
     from tqdm.auto import tqdm
 
-    config = (config or HeadSetConfig()).replace(**settings)
+    config = HeadSetConfig.coerce(config, **settings)
     metrics = as_metrics(metric)
     specs = rope_specs(model)
     chosen = parse_heads(heads, specs)

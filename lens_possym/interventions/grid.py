@@ -55,6 +55,12 @@ from ..typing import HookedModel
 from ._passes import blocks_from, fresh_cache, layer_list, prefix_cache
 from .uncertainty import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Uncertainty,
                           bootstrap_interval, standard_error, uncertainty)
+from ..rope import rope_specs
+from .patching import frequency_index_df, frequency_patch_setter, qk_activation_name
+from .._ids import check_ids_text
+from .selection import freqs_label
+from .._inputs import as_heads, as_layers
+from .._json import tensor_from_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,7 +102,6 @@ def spec_window(model: HookedModel) -> list[int]:
     """Sliding windows of the model's layers (their HF caches keep only the window, which
     the prefix reuse does not handle); ``[]`` when none is known."""
     try:
-        from ..rope import rope_specs
 
         return [int(s.window) for s in rope_specs(model) if s.window]
     except Exception:  # noqa: BLE001 - a model lens-possym cannot read: no windows known
@@ -128,7 +133,6 @@ def _index_rows(model: HookedModel, tokens: Tensor, activation_name: str,
         if not names or names[0] != "layer":
             raise InvalidSelectionError(f"index_df's first column must be 'layer', got {names}")
         if "freq" in names:
-            from ..rope import rope_specs
 
             ranges["freq"] = max(spec.n_freqs for spec in rope_specs(model))
         # a dense grid: the model's full range of each known axis (cells not listed: nan)
@@ -428,7 +432,6 @@ def patch_frequencies_grid(model, corrupted_tokens, clean_cache, patching_metric
                            **kwargs) -> PatchingGrid:
     """Pair ``f`` of head ``h``'s un-rotated query (or key: KV heads, ``side="k"``) patched
     alone, for every chosen layer, head and frequency id: ``[layer, head, frequency]``."""
-    from .patching import frequency_index_df, frequency_patch_setter, qk_activation_name
 
     index_df = frequency_index_df(model, layers, heads, freqs, side=side)
     return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
@@ -487,8 +490,6 @@ class PatchGridConfig(JsonConfig):
                     raise InvalidSelectionError(f"{name} must be integers, got {value!r}")
                 object.__setattr__(self, name, tuple(items))
         if self.freqs is not None:
-            from .._ids import check_ids_text
-            from .selection import freqs_label
 
             text = self.freqs if isinstance(self.freqs, str) else freqs_label(self.freqs)
             object.__setattr__(self, "freqs", check_ids_text(text, what="frequency id",
@@ -518,7 +519,6 @@ class PatchGridConfig(JsonConfig):
 def _heads_index_df(model: HookedModel, layers, heads, n_pos: int | None):
     import pandas as pd
 
-    from .._inputs import as_heads, as_layers
 
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     rows = []
@@ -555,20 +555,18 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
     """
     from transformer_lens.utilities import get_act_name
 
-    config = (config or PatchGridConfig()).replace(**settings)
+    config = PatchGridConfig.coerce(config, **settings)
     if metric is None:
         metric = pairs.metric(model, per_prompt=config.per_prompt_normalization)
     clean, corrupted = pairs.clean_tokens, pairs.corrupted_tokens
     run, source = (corrupted, clean) if config.direction == "denoise" else (clean, corrupted)
     n_layers = int(model.cfg.n_layers)
-    from .._inputs import as_layers
 
     layers = as_layers(list(config.layers) if config.layers else None, n_layers)
     kwargs: dict[str, Any] = {"patches_per_pass": config.patches_per_pass,
                               "last_token_only": config.last_token_only, "progress": progress,
                               "config": config, "info": {"pairs": pairs.describe()}}
     if config.site == "frequencies":
-        from .patching import qk_activation_name
 
         name = qk_activation_name(model, config.side)
     else:
@@ -609,7 +607,6 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
 def _tensor(value: Any) -> Tensor | None:
     if value is None:
         return None
-    from .._json import tensor_from_json
 
     return value if isinstance(value, Tensor) else tensor_from_json(value)
 

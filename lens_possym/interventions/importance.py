@@ -54,6 +54,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import ModelInput, as_positions, as_tokens
 from .._json import tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
@@ -553,6 +554,7 @@ def _chunk_hook(members: list[tuple[int, int]], n_prompts: int, replacement: Ten
     return hook
 
 
+@boundary
 def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | Any,
                     metric: str | MetricFn | None = None, *,
                     reference: ModelInput | Mapping[str, Tensor] | None = None,
@@ -583,6 +585,10 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
     """
     from tqdm.auto import tqdm
 
+    if config is not None and not isinstance(config, ImportanceConfig):
+        raise InvalidSelectionError(
+            f"config must be an ImportanceConfig, got {type(config).__name__}; pass "
+            "ImportanceConfig(...) or the settings as keywords")
     if metric is None:
         metric = config.metric if config is not None else ImportanceConfig.metric
     name = metric if isinstance(metric, str) else _callable_name(metric)

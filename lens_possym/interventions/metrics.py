@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from ..errors import InvalidSelectionError
+from ..tasks.binding import binding_logit_diff
 
 __all__ = ["Metric", "as_metrics", "evaluate_metrics", "evaluate_metrics_per_prompt",
            "binding_metrics"]
@@ -72,7 +73,6 @@ def binding_metrics(task: Any, per_prompt: bool = False) -> dict[str, Metric]:
     or with ``per_prompt=True`` to one value per prompt (``[batch]``: the sweeps then keep
     them and give every effect a standard error and a bootstrap interval).
     """
-    from ..tasks.binding import binding_logit_diff
 
     def last(logits: Tensor) -> Tensor:
         return (logits[:, -1] if logits.ndim == 3 else logits).float()

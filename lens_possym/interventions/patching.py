@@ -32,6 +32,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
+from .._ids import read_ids
 from .._inputs import as_positions, as_tokens
 from ..errors import InvalidSelectionError, UnsupportedModelError
 from ..rope import RopeSpec, rope_specs
@@ -40,6 +42,7 @@ from .edits import replace_edit
 from .engine import PairEdit, bphd, compile_selection, edit_hook, z_hook_name
 from .modes import check_side
 from .selection import FreqsLike, HeadsLike, parse_freqs, parse_heads, parse_selection
+from .._inputs import as_layers
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,6 +68,7 @@ def _is_cache(source: Any) -> bool:
     )
 
 
+@boundary
 def source_activations(model: HookedModel, source: Any, names: Sequence[str]
                        ) -> dict[str, Tensor]:
     """The tensors ``names`` of the source run: read from a cache, or computed by one pass.
@@ -84,6 +88,12 @@ def source_activations(model: HookedModel, source: Any, names: Sequence[str]
                     f"names_filter=[{name!r}, ...])) or pass the source prompts instead"
                 ) from None
         return out
+    hook_dict = getattr(model, "hook_dict", None) or {}
+    unknown = [n for n in names if hook_dict and n not in hook_dict]
+    if unknown:
+        raise InvalidSelectionError(
+            f"no hook point {unknown[0]!r} on this model; names are like "
+            "'blocks.0.attn.hook_q' (see model.hook_dict)")
     tokens = as_tokens(model, source)
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, names_filter=names, return_type=None)
@@ -102,6 +112,7 @@ def _check_source(source: Tensor, target: Tensor, what: str) -> None:
 # ---- heads ---------------------------------------------------------------------------------
 
 
+@boundary
 def patch_heads_hook(source_z: Float[Tensor, "batch pos head_index d_head"],
                      heads: int | Sequence[int],
                      positions: int | Sequence[int] | Tensor | None = None) -> HookFn:
@@ -112,7 +123,11 @@ def patch_heads_hook(source_z: Float[Tensor, "batch pos head_index d_head"],
         heads: query heads to patch.
         positions: positions to patch (all by default; negatives count from the end).
     """
-    head_list = [heads] if isinstance(heads, int) else [int(h) for h in heads]
+    if not isinstance(heads, (int, str, list, tuple, range, Tensor)) or isinstance(heads, bool):
+        raise InvalidSelectionError(f"heads must be head indices, got {heads!r}")
+    head_list = read_ids(heads, 1 << 30, what="head")
+    if not head_list:
+        raise InvalidSelectionError("no heads to patch; pass e.g. [0, 3]")
 
     def hook(z: Tensor, hook: Any = None) -> Tensor:
         _check_source(source_z, z, "hook_z")
@@ -162,6 +177,7 @@ def patch_heads(model: HookedModel, source: Any, heads: HeadsLike,
 # ---- frequencies -----------------------------------------------------------------------------
 
 
+@boundary
 def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence[int],
                            freqs: FreqsLike, *, side: Literal["q", "k"] = "q") -> HookFn:
     """One hook copying pairs ``freqs`` of ``heads`` from ``source`` (low-level).
@@ -174,7 +190,9 @@ def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence
     ids = parse_freqs(freqs, spec)
     table = bphd(source, spec)
     edit = replace_edit(spec, ids, table, "source")
-    head_list = [heads] if isinstance(heads, int) else list(heads)
+    head_list = read_ids(heads, spec.n_heads if side == "q" else spec.n_kv_heads,
+                         what="query head" if side == "q" else "KV head",
+                         where=f"layer {spec.layer}")
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
 
 
@@ -261,25 +279,22 @@ def frequency_patch_setter(model: HookedModel) -> Callable[[Tensor, Sequence[int
     return setter
 
 
+@boundary
 def frequency_index_df(model: HookedModel, layers: int | Sequence[int] | None = None,
                        heads: int | Sequence[int] | None = None,
                        freqs: FreqsLike = None, *, side: Literal["q", "k"] = "q") -> "pd.DataFrame":
     """A pandas dataframe of ``[layer, head_index, freq]`` rows for ``generic_activation_patch``."""
     import pandas as pd
 
-    from .._inputs import as_layers
 
     specs = rope_specs(model)
     rows = []
     for layer in as_layers(layers, len(specs)):
         spec = specs[layer]
+        check_side(side, ("q", "k"))
         n = spec.n_heads if side == "q" else spec.n_kv_heads
-        head_list = list(range(n)) if heads is None else ([heads] if isinstance(heads, int) else list(heads))
-        bad = [h for h in head_list if not 0 <= h < n]
-        if bad:
-            raise InvalidSelectionError(
-                f"head {bad} out of range: layer {layer} has {n} {'query' if side == 'q' else 'KV'} heads"
-            )
+        head_list = read_ids(heads, n, what="query head" if side == "q" else "KV head",
+                             where=f"layer {layer}")
         for head in head_list:
             rows += [(layer, head, f) for f in parse_freqs(freqs, spec)]
     return pd.DataFrame(rows, columns=["layer", "head_index", "freq"])

@@ -34,6 +34,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 from ..rope import rope_spec
 from ..typing import FwdHooks, HookedModel, HookFn
@@ -44,6 +45,7 @@ __all__ = ["swap_permutation", "permute_content_hook", "permute_content_hooks", 
 What = Literal["resid", "kv", "k"]
 
 
+@boundary
 def swap_permutation(n_pos: int, i: int, j: int) -> Int[Tensor, "pos"]:
     """The permutation of ``0..n_pos-1`` that exchanges positions ``i`` and ``j``."""
     if not (0 <= i < n_pos and 0 <= j < n_pos):

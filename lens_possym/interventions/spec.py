@@ -43,6 +43,10 @@ from ..rope import rope_specs
 from ..typing import FwdHooks, HookedModel
 from .modes import check_side, resolve_side
 from .selection import freqs_label, heads_label, parse_selection
+from .frequency import ablate_frequencies_hooks
+from .patching import patch_frequencies_hooks, patch_heads_hooks
+from .permute import permute_content_hooks
+from .._files import write_text_atomically
 
 __all__ = ["OPS", "Intervention", "InterventionSpec"]
 
@@ -209,9 +213,6 @@ class Intervention:
             reference, means: the reference prompts (or precomputed
                 :class:`~lens_possym.interventions.FrequencyMeans`) of ``mode="mean"``.
         """
-        from .frequency import ablate_frequencies_hooks
-        from .patching import patch_frequencies_hooks, patch_heads_hooks
-        from .permute import permute_content_hooks
 
         if self.op.startswith("patch") and source is None:
             raise InvalidSelectionError(f"{self.op} needs source=<a cache or the source input>")
@@ -319,7 +320,6 @@ class InterventionSpec:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1)
         if path is not None:
-            from .._files import write_text_atomically
 
             write_text_atomically(Path(path), text)
         return text

@@ -40,6 +40,7 @@ from .modes import check_mode, resolve_side
 from .selection import freqs_label, parse_freqs
 from .spec import Intervention
 from .uncertainty import Uncertainty, standard_error, uncertainty
+from .._json import tensor_from_json
 
 __all__ = ["BandSweepConfig", "BandSweep", "band_sweep", "resolve_bands", "last_token_kwargs"]
 
@@ -271,7 +272,6 @@ class BandSweep(ResultIO):
 
 
 def _as_tensor(value: Any) -> Tensor:
-    from .._json import tensor_from_json
 
     return value if isinstance(value, Tensor) else tensor_from_json(value)
 
@@ -324,7 +324,7 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
     """
     from tqdm.auto import tqdm
 
-    config = (config or BandSweepConfig()).replace(**settings)
+    config = BandSweepConfig.coerce(config, **settings)
     metrics = as_metrics(metric)
     specs = rope_specs(model)
     chosen = as_layers(config.layers, len(specs))

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 
 __all__ = ["Uncertainty", "standard_error", "bootstrap_interval", "uncertainty",
@@ -44,11 +45,14 @@ DEFAULT_RESAMPLES = 1000
 
 
 def _check(values: Tensor, confidence: float | None = None,
-           n_resamples: int | None = None) -> Tensor:
+           n_resamples: int | None = None, dim: int | None = None) -> Tensor:
     if not isinstance(values, Tensor) or values.ndim == 0:
         raise InvalidSelectionError(
             "per-prompt values must be a tensor with a prompt axis, got "
             f"{type(values).__name__ if not isinstance(values, Tensor) else 'a scalar'}")
+    if dim is not None and not -values.ndim <= dim < values.ndim:
+        raise InvalidSelectionError(
+            f"dim {dim} out of range for values of shape {tuple(values.shape)}")
     if confidence is not None and not 0.0 < confidence < 1.0:
         raise InvalidSelectionError(f"confidence must be in (0, 1), got {confidence}")
     if n_resamples is not None and (isinstance(n_resamples, bool) or
@@ -57,10 +61,11 @@ def _check(values: Tensor, confidence: float | None = None,
     return values if values.is_floating_point() else values.double()
 
 
+@boundary
 def standard_error(values: Tensor, dim: int = -1) -> Tensor:
     """Standard error of the mean along ``dim`` (the prompt axis): ``std / √n``, unbiased;
     ``nan`` where there are fewer than two prompts."""
-    values = _check(values)
+    values = _check(values, dim=dim)
     n = values.shape[dim]
     if n < 2:
         return torch.full_like(values.select(dim, 0) if n else values.sum(dim),
@@ -70,6 +75,7 @@ def standard_error(values: Tensor, dim: int = -1) -> Tensor:
     return tl_standard_error(values, dim=dim)
 
 
+@boundary
 def bootstrap_interval(values: Tensor, dim: int = -1, *, confidence: float = DEFAULT_CONFIDENCE,
                        n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0
                        ) -> tuple[Tensor, Tensor]:
@@ -79,7 +85,7 @@ def bootstrap_interval(values: Tensor, dim: int = -1, *, confidence: float = DEF
     ``PatchingResult.bootstrap_ci``). A constant gives a point; a cell holding ``nan``
     gives ``nan``.
     """
-    values = _check(values, confidence, n_resamples)
+    values = _check(values, confidence, n_resamples, dim=dim)
     if values.shape[dim] == 0:
         raise InvalidSelectionError("cannot bootstrap over zero prompts")
     from transformer_lens.utilities.statistics import bootstrap_ci, derive_generator
@@ -130,10 +136,11 @@ class Uncertainty:
         return f"{mean:.3g}{se_text} [{low:.3g}, {high:.3g}]"
 
 
+@boundary
 def uncertainty(values: Tensor, dim: int = -1, *, confidence: float = DEFAULT_CONFIDENCE,
                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Uncertainty:
     """Mean, standard error and bootstrap interval of ``values`` along ``dim`` (prompts)."""
-    values = _check(values, confidence, n_resamples)
+    values = _check(values, confidence, n_resamples, dim=dim)
     low, high = bootstrap_interval(values, dim, confidence=confidence, n_resamples=n_resamples,
                                    seed=seed)
     return Uncertainty(mean=values.mean(dim), se=standard_error(values, dim), low=low,

@@ -47,6 +47,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
+from .._files import remove_stale as remove
 
 __all__ = ["cache_root", "file_sha256", "file_digest", "entry_dir", "entry_is_valid",
            "entry_problem", "write_entry_atomically", "remove_stale", "CACHE_FORMAT"]
@@ -208,7 +209,6 @@ def remove_stale() -> list[Path]:
     """Remove what conversions that were killed left in the cache: staging folders
     (``models/*.partial-<pid>-*``) and scratch folders (``scratch/*.partial-<pid>-*``, a
     GGUF assembled from chunks: 250 MB to GBs) of processes that are gone."""
-    from .._files import remove_stale as remove
 
     root = cache_root()
     removed = remove(root / "models") + remove(root / "scratch")

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -35,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .._checks import boundary
 from .._inputs import resolve_device
 from ..errors import (CorruptModelFileError, InvalidSelectionError, ModelNotInstalledError,
                       UnsupportedModelError)
 from . import cache
-from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, ModelInfo, known_model
+from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, known_model
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
@@ -47,6 +47,15 @@ if TYPE_CHECKING:
 __all__ = ["load_model", "from_gguf", "from_hf"]
 
 logger = logging.getLogger(__name__)
+
+
+def _float_dtype(dtype: Any) -> torch.dtype:
+    """``dtype`` if it is a floating ``torch.dtype``, else a clear error."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise InvalidSelectionError(
+            f"dtype must be a floating torch.dtype (torch.float32, torch.bfloat16, ...), got "
+            f"{dtype!r}")
+    return dtype
 
 
 def load_model(
@@ -98,6 +107,7 @@ def load_model(
     return _boot_entry(folder, sha, lambda s: _materialize(entry, s), entry.name, device, dtype)
 
 
+@boundary
 def from_gguf(
     path: str | Path,
     *,
@@ -151,7 +161,8 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
 
     if isinstance(hf_model, (str, Path)):
         folder = Path(hf_model).expanduser()
-        hf_model, folder_tokenizer = _read_folder(folder, dtype or torch.float32)
+        hf_model, folder_tokenizer = _read_folder(
+            folder, torch.float32 if dtype is None else _float_dtype(dtype))
         tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
         name = name or folder.name
         device = resolve_device("auto" if device is None else device)
@@ -162,7 +173,7 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
             f"from_hf needs a Hugging Face model (e.g. AutoModelForCausalLM.from_pretrained"
             f"(...)) or the folder it was saved to, got {type(hf_model).__name__}")
     elif dtype is not None:
-        hf_model = hf_model.to(dtype=dtype)
+        hf_model = hf_model.to(dtype=_float_dtype(dtype))
     if tokenizer is None:
         raise InvalidSelectionError(
             "from_hf needs the model's tokenizer: from_hf(hf_model, tokenizer), or pass the "
@@ -183,9 +194,18 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
     tokenizer = _tokenizer_with_bos(tokenizer)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated.*")
-        bridge = TransformerBridge.boot_transformers(
-            label, hf_model=hf_model, tokenizer=tokenizer, device=str(device)
-        )
+        try:
+            bridge = TransformerBridge.boot_transformers(
+                label, hf_model=hf_model, tokenizer=tokenizer, device=str(device)
+            )
+        except ValueError as exc:
+            if "architecture" not in str(exc).lower():
+                raise
+            raise UnsupportedModelError(
+                f"TransformerLens has no bridge for {type(hf_model).__name__} "
+                f"({getattr(config, 'model_type', '?')}), so lens-possym cannot hook it; "
+                "see `lens-possym models` and docs/positional_schemes.md for the families "
+                "it reads") from None
     return bridge
 
 

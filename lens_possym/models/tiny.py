@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .._inputs import resolve_device
 from ..errors import InvalidSelectionError
+from .loading import from_hf
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -327,7 +329,6 @@ def tiny_model(
         over :data:`TINY_VOCAB` (``model.to_tokens("Alice likes red .")`` works).
         :func:`tiny_hf_model` gives the Hugging Face model and tokenizer it wraps.
     """
-    from .loading import from_hf
 
     hf_model, tokenizer = tiny_hf_model(
         family, seed=seed, n_layers=n_layers, d_model=d_model, n_heads=n_heads,
@@ -395,4 +396,4 @@ def tiny_hf_model(
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
         torch.manual_seed(seed)
         hf_model = cls(config)
-    return hf_model.to(dtype=dtype, device=device).eval(), tiny_tokenizer()
+    return hf_model.to(dtype=dtype, device=resolve_device(device)).eval(), tiny_tokenizer()

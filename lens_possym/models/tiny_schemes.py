@@ -17,6 +17,7 @@ import torch
 
 from ..errors import InvalidSelectionError
 from .tiny import TINY_VOCAB, tiny_tokenizer
+from .loading import from_hf
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
@@ -61,7 +62,6 @@ def tiny_scheme_model(family: str = "gpt2", *, seed: int = 0, dtype: torch.dtype
     """A tiny random ``family`` model (one of :data:`SCHEME_FAMILIES`) wrapped in a bridge."""
     import transformers
 
-    from .loading import from_hf
 
     if family not in _FAMILIES:
         raise InvalidSelectionError(

@@ -24,6 +24,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import NoFrequenciesError
 from .kinds import SWAP_SITES, Site, SwapSite  # noqa: F401 - re-exported
 
@@ -31,6 +32,7 @@ __all__ = ["PositionalScheme", "Site", "SwapSite", "causal_visible"]
 
 
 
+@boundary
 def causal_visible(query_position: int, n_pos: int, window: int | None = None
                    ) -> Bool[Tensor, "pos"]:
     """Keys ``m`` the query at ``n`` sees: ``m <= n`` and, with a window, ``n - m < window``."""

@@ -27,6 +27,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 from .base import PositionalScheme
 
@@ -49,6 +50,7 @@ def alibi_slopes(n_heads: int) -> Float[Tensor, "head_index"]:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+@boundary
 def t5_bucket(delta: Int[Tensor, "*idx"], *, bidirectional: bool, num_buckets: int = 32,
               max_distance: int = 128) -> Int[Tensor, "*idx"]:
     """T5's bucket of the offset ``delta = m - n`` (key minus query), as Hugging Face has it."""

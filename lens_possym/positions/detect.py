@@ -24,6 +24,8 @@ from .absolute import Absolute
 from .base import PositionalScheme
 from .bias import AdditiveBias, alibi_slopes
 from .rope import Rope
+from ..rope import rope_specs
+from .mla import MLA
 
 __all__ = ["LayerScheme", "schemes", "positional_scheme", "ABSOLUTE_FAMILIES", "ALIBI_FAMILIES",
            "MLA_FAMILIES"]
@@ -94,7 +96,6 @@ def schemes(model: HookedModel) -> list[LayerScheme]:
             out.append(_bridge_layer(layer, scheme, n_heads, d_head,
                                      ABSOLUTE_FAMILIES.get(kind, True)))
         return out
-    from ..rope import rope_specs
 
     try:
         specs = rope_specs(model)
@@ -109,7 +110,6 @@ def schemes(model: HookedModel) -> list[LayerScheme]:
 
 
 def _mla_layers(model: HookedModel, config: Any, pairing: str) -> list[LayerScheme]:
-    from .mla import MLA
 
     hf = model.original_model
     rotary = hf.model.rotary_emb

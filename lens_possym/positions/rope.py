@@ -17,6 +17,8 @@ from torch import Tensor
 
 from ..rope import RopeSpec
 from .base import PositionalScheme
+from .base import causal_visible
+from .mla import complex_pairs
 
 __all__ = ["Rope", "HeadwiseRope"]
 
@@ -95,8 +97,6 @@ class HeadwiseRope(PositionalScheme):
     def frequency_cross_logits(self, q: Tensor, k: Tensor, query_position: int) -> Tensor:
         """``C_f[b, h, f, p, c]`` from un-rotated ``q`` (``[b, h, d]``) and ``k``
         (``[b, pos, h, d]``)."""
-        from .base import causal_visible
-        from .mla import complex_pairs
 
         n_pos, n_heads = k.shape[1], k.shape[2]
         product = complex_pairs(q, self.pairing)[:, :, None] * \

@@ -61,6 +61,8 @@ from .mla import MLA, mla_parts
 from .detect import LayerScheme, schemes
 from .nope import NoPE
 from .rope import Rope
+from ..rope import to_pairs
+from .._inputs import as_layers
 
 __all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TermMagnitudes",
            "toeplitz_magnitudes", "TOLERANCE"]
@@ -265,7 +267,6 @@ def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torc
     is built from the spec's angles in ``dtype`` (the model's float32 tables agree to
     rounding). The tail of a partial-rotary head is the last id, with kernel 1.
     """
-    from ..rope import to_pairs
 
     spec = inputs.spec
     q = inputs.q[:, :, heads].to(dtype)
@@ -304,7 +305,6 @@ def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
     Absolute-PE models split at layer 0 only; the other layers are left ``nan`` (asking
     for them explicitly raises, as :func:`toeplitz_terms` does).
     """
-    from .._inputs import as_layers
 
     layer_schemes = schemes(model)
     asked = layers is not None

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .glossary import TERMS, describe
+from ..viz.interactive import PLOTLY_CONFIG
+from .._files import write_text_atomically
 
 __all__ = ["Report", "format_value"]
 
@@ -165,7 +167,6 @@ class Report:
 
     def plotly(self, figure: Any, *, caption: str = "", div_id: str | None = None) -> "Report":
         """An interactive plotly figure; its JavaScript is inlined once for the page."""
-        from ..viz.interactive import PLOTLY_CONFIG
 
         self._uses_plotly = True
         self._n_plots += 1
@@ -221,6 +222,5 @@ class Report:
 
     def save(self, path: str | Path) -> Path:
         """Write the page (parents created); returns the path."""
-        from .._files import write_text_atomically
 
         return write_text_atomically(Path(path), self.to_html())

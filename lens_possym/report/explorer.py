@@ -20,6 +20,11 @@ from .._ids import head_name
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ..viz._axes import angle_label
+from ..decompose import frequency_logits_all
+from ..viz.atlas import logit_share
+from ..capture import capture_attention_inputs
+from ..viz.scores import pick_example_heads, top_swap_attention
+from ..viz import interactive
 
 __all__ = ["explorer_data", "logit_shares", "add_explorer", "EXPLORER_JS"]
 
@@ -27,8 +32,6 @@ __all__ = ["explorer_data", "logit_shares", "add_explorer", "EXPLORER_JS"]
 def logit_shares(model: HookedModel, tokens: Tensor, scores: PosSymScores) -> Tensor:
     """``[n_layers, n_heads, n_freqs]`` each frequency's share of every head's logit row
     (the last query of the first prompt; ``nan`` for layers not scored)."""
-    from ..decompose import frequency_logits_all
-    from ..viz.atlas import logit_share
 
     n_freqs = scores.angles.shape[-1]
     out = torch.full((scores.n_layers, scores.n_heads, n_freqs), math.nan, dtype=torch.float64)
@@ -52,8 +55,6 @@ def explorer_data(model: HookedModel, scores: PosSymScores, tokens: Tensor,
 
     ``share`` is :func:`logit_shares` (computed here when not given).
     """
-    from ..capture import capture_attention_inputs
-    from ..viz.scores import pick_example_heads, top_swap_attention
 
     first = tokens[:1]
     config = scores.config
@@ -148,7 +149,6 @@ def add_explorer(report, model: HookedModel, scores: PosSymScores, tokens: Tenso
     """Add the explorer sections to ``report``; returns the logit share it computed."""
     import html
 
-    from ..viz import interactive
 
     share = logit_shares(model, tokens[:1], scores)
     data = explorer_data(model, scores, tokens, share)

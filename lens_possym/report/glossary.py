@@ -7,6 +7,7 @@ true to ``docs/scores.md`` and ``docs/interventions.md``.
 """
 
 from __future__ import annotations
+from .._checks import boundary
 
 __all__ = ["TERMS", "describe"]
 
@@ -164,6 +165,7 @@ TERMS: dict[str, tuple[str, str]] = {
 }
 
 
+@boundary
 def describe(key: str) -> tuple[str, str]:
     """``(label, explanation)`` of a key; an unknown key gets a label made from its name."""
     if key in TERMS:

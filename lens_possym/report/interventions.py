@@ -6,6 +6,8 @@ from typing import Any, Mapping
 
 from ..interventions.sweep import BandSweep
 from .builder import Report
+from ..interventions.selection import freqs_label
+from ..viz.patching import plot_effects
 
 __all__ = ["ablation_report", "band_sweep_report"]
 
@@ -25,7 +27,6 @@ def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str
         change: ``{metric: {mean, se, ci_low, ci_high}}`` of the per-prompt change
             (after − before), shown with error bars.
     """
-    from ..interventions.selection import freqs_label
 
     name = task.get("name", "binding")
     report = Report(f"lens-possym ablate: {model}", command=command, intro=(
@@ -62,7 +63,6 @@ def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str
 def _change_figure(rows: list[dict]):
     from matplotlib.figure import Figure
 
-    from ..viz.patching import plot_effects
 
     fig = Figure(figsize=(5.5, 1.3 + 0.35 * len(rows)), constrained_layout=True)
     plot_effects([r["metric"] for r in rows], [r["change"] for r in rows],
@@ -107,7 +107,6 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
         "− baseline; red cells: the ablation lowered the metric, blue: raised it."))
     bands = next(iter(sweep.bands.values()), [])
     report.section("Bands", caption="Frequency ids of each band (id 0 = fastest rotation).")
-    from ..interventions.selection import freqs_label
 
     report.table([{"band": name, "frequency ids": freqs_label(ids)}
                   for name, ids in zip(sweep.band_names, bands)])
@@ -143,7 +142,6 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
     if bars:
         from matplotlib.figure import Figure
 
-        from ..viz.patching import plot_effects
 
         fig = Figure(figsize=(5.5, 1.3 + 0.3 * len(bars)), constrained_layout=True)
         labels, means, lows, highs = zip(*bars)

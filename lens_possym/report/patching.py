@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .builder import Report
+from ..viz.patching import plot_patching_grid, plot_patching_top
+from ..interventions.uncertainty import uncertainty
 
 __all__ = ["patching_report", "patching_figures"]
 
@@ -13,7 +15,6 @@ def patching_figures(grid, *, title: str = "") -> dict[str, Any]:
     """``{"patch_grid": Figure, "patch_top": Figure}`` (matplotlib, no pyplot)."""
     from matplotlib.figure import Figure
 
-    from ..viz.patching import plot_patching_grid, plot_patching_top
 
     shape = grid.shape
     if len(shape) == 1:
@@ -56,7 +57,6 @@ def patching_report(grid, *, model: str, command: str = "",
                       {"run": "corrupted", "prompt": pairs["example_corrupted"]}])
     report.section("Baselines and settings", caption=(
         "The metric on the two unpatched runs (mean ± standard error over prompts)."))
-    from ..interventions.uncertainty import uncertainty
 
     base = uncertainty(grid.baseline[None])
     kv = [("metric", grid.metric), ("patched run", base.label(0))]

@@ -21,6 +21,10 @@ from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ..viz.attention import attention_view_html
 from .builder import Report
+from .. import viz
+from ..decompose import frequency_logits_all
+from ..viz import pick_example_heads
+from .explorer import add_explorer
 
 __all__ = ["profile_report", "save_profile_figures", "attention_view_html", "write_report",
            "summary_rows", "settings_rows", "heads_rows"]
@@ -34,8 +38,6 @@ def save_profile_figures(model: HookedModel, scores: PosSymScores, tokens: torch
     """
     import matplotlib.pyplot as plt
 
-    from .. import viz
-    from ..decompose import frequency_logits_all
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -183,8 +185,6 @@ def profile_report(model: HookedModel, scores: PosSymScores, tokens: torch.Tenso
         figures: PNGs from :func:`save_profile_figures`, added in a closed section.
         attention_html: a circuitsvis view (default: the three example heads).
     """
-    from ..viz import pick_example_heads
-    from .explorer import add_explorer
 
     report = Report(f"lens-possym profile: {scores.model_name or 'model'}", command=command,
                     intro=_INTRO)

@@ -5,10 +5,10 @@ plug-in that fills a :class:`~lens_possym.report.Report`, as paper A's
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 from .builder import Report
+from ..viz.training import plot_training_curves
 
 __all__ = ["train_report"]
 
@@ -17,7 +17,6 @@ def train_report(result, *, command: str = "", freq_ids: Sequence[int] | None = 
     accuracy, accuracy by answer position, the training curve and the settings."""
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
-    from ..viz.training import plot_training_curves
 
     report = Report(f"lens-possym train: {result.task}", command=command, intro=(
         "A toy model trained on a canonical task"

@@ -30,7 +30,9 @@ from torch import Tensor
 from .._inputs import as_layer
 from .._mismatch import describe_mismatch
 from .._precision import model_tolerance, table_tolerance
-from ..errors import NotRopeModelError, RopeGeometryError, UnsupportedModelError
+from .._hooks import forward_failed
+from ..errors import (LensPossymError, NonFiniteResultError, NotRopeModelError,
+                      RopeGeometryError, UnsupportedModelError)
 from ..typing import HookedModel
 from .families import family_of
 from .geometry import (
@@ -427,7 +429,21 @@ def _probe(model: HookedModel) -> dict:
         tokens[0] = bos
     device = next(model.parameters()).device
     with torch.no_grad():
-        model.run_with_hooks(tokens[None].to(device), fwd_hooks=fwd_hooks, return_type=None)
+        try:
+            model.run_with_hooks(tokens[None].to(device), fwd_hooks=fwd_hooks, return_type=None)
+        except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+            if isinstance(exc, LensPossymError):
+                raise
+            raise forward_failed(model, exc) from exc
+    for layer in range(n_layers):
+        bad = sorted(name for name, t in seen[layer].items()
+                     if t.is_floating_point() and not bool(t.isfinite().all())
+                     and not name.endswith(("hook_attn_scores", "hook_pattern")))
+        if bad:
+            raise NonFiniteResultError(
+                f"layer {layer}: the model computes nan/inf on a probe input ({bad[0]}); its "
+                "weights (or a hook attached to it) hold nan/inf: load it again or check "
+                "what was changed")
     seen["positions"] = torch.arange(_PROBE_TOKENS, device=device)
     return seen
 

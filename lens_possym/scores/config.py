@@ -29,6 +29,13 @@ MAX_MATRIX_ELEMENTS = 1 << 26
 MAX_ELEMENTS = 1 << 21
 #: Most blocks of a block swap (each block holds at least one key position).
 MAX_BLOCKS = 1 << 16
+#: most intermediates of ``max_elements`` numbers alive at once in one layer's exact scores
+#: (the per-frequency loop's tables: logits, attention, two scaled exponentials, the
+#: factor rows and their chunks; the swaps' masses and cosines)
+LIVE_INTERMEDIATES = 16
+#: ``[batch, heads, pos, freq]`` tables held for a whole layer, whatever the settings (the
+#: factors x and y, their stacked copy, the decomposition check's terms)
+FACTOR_TABLES = 6
 
 __all__ = ["ScoreConfig", "METHODS", "SWAPS", "COSINES", "SWAP_SITES"]
 
@@ -145,19 +152,6 @@ class ScoreConfig(JsonConfig):
 
         return getattr(torch, self.dtype)
 
-    @classmethod
-    def coerce(cls, config: "ScoreConfig | None", **settings: Any) -> "ScoreConfig":
-        """``config`` (default ``ScoreConfig()``) with ``settings`` applied; anything else
-        than a config (a dict, a name) is refused with what to pass."""
-        if config is None:
-            config = cls()
-        elif not isinstance(config, cls):
-            hint = (f"ScoreConfig(**{config!r})" if isinstance(config, dict)
-                    else "ScoreConfig(...)")
-            raise InvalidSelectionError(
-                f"config must be a ScoreConfig, got {type(config).__name__}; pass {hint} or "
-                "the settings as keywords")
-        return config.replace(**settings)
 
     @classmethod
     def from_settings(cls, settings: dict) -> "ScoreConfig":

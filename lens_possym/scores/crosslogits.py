@@ -41,6 +41,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..capture import AttentionInputs
 from ..errors import InvalidSelectionError
 from ..decompose import apply_softcap
@@ -234,6 +235,7 @@ class CrossLogitFactors:
         return self.head_at(index, index)
 
 
+@boundary
 def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row: int = 0,
                         dtype: torch.dtype = torch.float64,
                         max_matrix_elements: int | None = None) -> CrossLogitFactors:
@@ -243,7 +245,20 @@ def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row:
     dtype (so the diagonal reproduces the model's scores to rounding); everything after
     that is computed in ``dtype``.
     """
+    from .._ids import as_int
+    from .._inputs import as_heads
+
     spec = inputs.spec
+    heads = as_heads(heads, spec.n_heads, spec.layer)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise InvalidSelectionError(f"dtype must be a floating torch.dtype (torch.float64), "
+                                    f"got {dtype!r}")
+    query_row = as_int(query_row, "query_row")
+    if not -len(inputs.query_positions) <= query_row < len(inputs.query_positions):
+        raise InvalidSelectionError(
+            f"query_row {query_row} out of range: the capture holds "
+            f"{len(inputs.query_positions)} query rows")
+    query_row %= len(inputs.query_positions)
     device = inputs.k.device
     n_pos = inputs.k.shape[1]
     qpos = inputs.query_positions[query_row : query_row + 1].to(device)

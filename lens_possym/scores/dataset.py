@@ -48,6 +48,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from .._files import disk_error
 from .._json import tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError, LensPossymError, ResultsFileError
@@ -57,6 +58,13 @@ from ..typing import HookedModel
 from .config import ScoreConfig
 from .profile import per_prompt_scores, resolve_exclude_bos
 from .results import PosSymScores
+from ..results_io import head_frame
+from ..models import TINY_FAMILIES, load_model, tiny_model
+from .._inputs import as_tokens
+from .._files import save_atomically
+from .._files import remove_stale
+from .._lock import folder_lock
+from .._files import write_text_atomically
 
 __all__ = ["Moments", "DatasetProfile", "dataset_profile", "read_prompts", "SCORES",
            "DatasetIntegrityWarning"]
@@ -200,7 +208,6 @@ class DatasetProfile(ResultIO):
         and ``count`` columns."""
         import pandas as pd
 
-        from ..results_io import head_frame
 
         keys = ["layer", "head", "frequency", "score"]
         out = head_frame({k: m.mean for k, m in self.moments.items()}, self.angles
@@ -245,7 +252,6 @@ def _load(source: ModelSource) -> HookedModel:
     if key is not None and key in _LOADED:
         return _LOADED[key]
     if isinstance(source, str):
-        from ..models import TINY_FAMILIES, load_model, tiny_model
 
         model = (tiny_model(source[5:]) if source.startswith("tiny-")
                  and source[5:] in TINY_FAMILIES else load_model(source))
@@ -279,7 +285,6 @@ class _ShardTask:
 
     def __call__(self, shard: _Shard) -> dict:
         model = _load(self.model)
-        from .._inputs import as_tokens
 
         tokens = []
         for i, prompt in enumerate(shard.prompts):
@@ -411,7 +416,6 @@ def _content_digest(data: dict) -> str:
 
 
 def _write_shard(data: dict, path: Path) -> None:
-    from .._files import save_atomically
 
     save_atomically({**data, "content_digest": _content_digest(data)}, path)
 
@@ -489,6 +493,7 @@ def _normalised(settings: dict) -> dict:
     return out
 
 
+@boundary
 def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
                     config: ScoreConfig | None = None, *,
                     layers: int | Sequence[int] | None = None,
@@ -543,8 +548,6 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
     if out is None:
         return _profile(prompts, task, runner, config, shard_size, None, None, "",
                         _progress(progress, n_prompts), stop_after)
-    from .._files import remove_stale
-    from .._lock import folder_lock
 
     with folder_lock(out, what="a dataset profile"):
         shard_dir = out / "shards"
@@ -564,7 +567,6 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
         remove_stale(shard_dir)  # temporary files of runs that were killed mid-write
         remove_stale(out, names={"dataset.json", "profile.json"})
         if found is None:
-            from .._files import write_text_atomically
 
             write_text_atomically(manifest, json.dumps(wanted, indent=1))
         return _profile(prompts, task, runner, config, shard_size, out, shard_dir,
@@ -667,6 +669,7 @@ def _progress(progress, total: int | None):
     return report
 
 
+@boundary
 def read_prompts(path: str | Path, *, field: str = "text") -> Iterator[str | list[int]]:
     """Prompts from a file, lazily: ``.jsonl`` (one JSON object a line, its ``field``; or a
     bare JSON string or list of token ids a line) or text (one prompt a line; blank lines

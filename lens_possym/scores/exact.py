@@ -28,6 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 from .config import MAX_ELEMENTS
 from .crosslogits import CrossLogitFactors
@@ -40,6 +41,8 @@ from .swaps import (
     clamped_cosines,
     swap_cosines,
 )
+from ._kernel import token_swap_freq_scores
+from ._fused import fused_token_swap_freq_scores
 
 __all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
@@ -70,9 +73,9 @@ def _mean_mass(attention: Tensor) -> Tensor:
     return attention[..., 0] if attention.shape[-1] == 1 else attention.mean(-1)
 
 
-def _clean(logits: Tensor, attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, ...]:
+def _clean(logits: Tensor, attention: Tensor, first: Tensor, second: Tensor
+           ) -> tuple[Tensor, ...]:
     """Clean log-mass ``v`` and mass ``d`` (block means) of both groups, ``[..., swap]``."""
-    first, second = swaps.first[sl], swaps.second[sl]
     return (_log_mass(logits[..., first]), _log_mass(logits[..., second]),
             _mean_mass(attention[..., first]), _mean_mass(attention[..., second]))
 
@@ -160,8 +163,22 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float,
                         ) -> tuple[Tensor, Tensor]:
     """Per-frequency token-swap scores by one of the fused loops: ``"numba"`` (the CPU
     loop of :mod:`._kernel`), ``"compiled"`` (:mod:`._fused` under ``torch.compile``, for
-    GPUs) or ``"eager"`` (the same function uncompiled, on any device)."""
-    logits = factors.freq_diagonal()                               # [b, h, f, p]
+    GPUs) or ``"eager"`` (the same function uncompiled, on any device).
+
+    Frequencies are independent: they are scored in chunks whose ``[batch, head, pos,
+    freq]`` tables hold at most ``max_elements`` numbers each, so the ~12 tables the loop
+    reads stay within the memory bound (docs/scores.md, memory)."""
+    b, h, p, f = factors.x.shape
+    step = max(1, min(f, max_elements // max(b * h * p, 1)))
+    pieces = [_freq_chunk_kernel(factors, keys, tau, backend, max_elements,
+                                 slice(f0, min(f0 + step, f))) for f0 in range(0, f, step)]
+    return torch.cat([a for a, _ in pieces], -1), torch.cat([s for _, s in pieces], -1)
+
+
+def _freq_chunk_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float, backend: str,
+                       max_elements: int, freqs: slice) -> tuple[Tensor, Tensor]:
+    """:func:`_freq_scores_kernel` for the frequency ids ``freqs``."""
+    logits = factors.freq_diagonal(freqs)                          # [b, h, f, p]
     attention = torch.softmax(logits, dim=-1)
     outside = OutsideMass(logits)
     b, h, f, p = logits.shape
@@ -175,7 +192,8 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float,
         return t.reshape(b * h, f).double()
 
     units = outside.log_units + [outside.log_units[-1]] * (3 - len(outside.log_units))
-    args = (factors.cos.T.double(), factors.sin.T.double(), rows(factors.x), rows(factors.y),
+    args = (factors.cos[:, freqs].T.double(), factors.sin[:, freqs].T.double(),
+            rows(factors.x[..., freqs]), rows(factors.y[..., freqs]),
             attention.reshape(b * h, f, p).double())
     kwargs = dict(e1=outside.e1.reshape(b * h, f, p).double(),
                   e2=outside.e2.reshape(b * h, f, p).double(),
@@ -184,7 +202,6 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float,
                   top=per_row(key_of[outside.first]).long(),
                   runner_up=per_row(key_of[outside.second]).long(), eps=COSINE_EPS)
     if backend == "numba":
-        from ._kernel import token_swap_freq_scores
 
         numpy = lambda t: t.cpu().numpy()  # noqa: E731
         pos, sym = token_swap_freq_scores(*map(numpy, args), numpy(keys), factors.scale, tau,
@@ -192,7 +209,6 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float,
                                              for k, v in kwargs.items()})
         pos, sym = torch.from_numpy(pos), torch.from_numpy(sym)
     else:
-        from ._fused import fused_token_swap_freq_scores
 
         pos, sym = fused_token_swap_freq_scores(*args, keys, factors.scale, tau, **kwargs,
                                                 max_elements=max_elements,
@@ -211,14 +227,25 @@ def _scores(acc: WeightedCosines, swaps: SwapSet, logits: Tensor, entries, tau: 
     if outside is not None and swaps.block_size > 1:
         per_swap = width * logits.shape[-1]                        # its masked logit rows
     for sl in _swap_chunks(swaps.n_swaps, per_swap, max_elements):
-        first, second = swaps.first[sl], swaps.second[sl]
+        first, second = swaps.pairs(sl)
         u1, u2 = _log_mass(entries(first, second)), _log_mass(entries(second, first))
         log_out = None if outside is None else outside.log_outside(first, second)
-        _accumulate(acc, u1, u2, log_out, _clean(logits, attention, swaps, sl), tau,
+        _accumulate(acc, u1, u2, log_out, _clean(logits, attention, first, second), tau,
                     swaps.block_size, cosine)
     return acc.result()
 
 
+def _check_tau(tau: float) -> None:
+    import math
+
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (
+            math.isfinite(tau) and tau >= torch.finfo(torch.float64).tiny):
+        raise InvalidSelectionError(
+            f"tau must be a positive finite number of at least "
+            f"{torch.finfo(torch.float64).tiny:.3g} (paper C: 1e-4), got {tau!r}")
+
+
+@boundary
 def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float = 1e-4,
                       per_frequency: bool = True, cosine: Cosine = "clamped",
                       max_elements: int = MAX_ELEMENTS, kernel: bool | None = None,
@@ -245,6 +272,7 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             code on GPUs.
     """
     check_cosine(cosine)
+    _check_tau(tau)
     batch, heads = factors.x.shape[:2]
     logits = factors.head_diagonal()                               # [b, h, p]
     pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,

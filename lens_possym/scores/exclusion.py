@@ -50,6 +50,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..decompose import apply_softcap, decompose_inputs
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
@@ -107,6 +108,7 @@ class Exclusion:
         return 0.5 * self.s_pos.log() + half_log_factorial, 0.5 * self.s_sym.log() + half_log_factorial
 
 
+@boundary
 def exclusion_from_matrix(matrix: Float[Tensor, "... n n"]) -> Exclusion:
     """Theorem 1's quantities from explicit cross logits (rows: position, cols: content).
 
@@ -163,11 +165,15 @@ def _check_keys(positions: Tensor, query_position: int) -> None:
         )
 
 
+@boundary
 def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n"], *,
-                           per_frequency: bool = True) -> tuple[Exclusion, Exclusion | None]:
+                           per_frequency: bool = True, max_elements: int | None = None
+                           ) -> tuple[Exclusion, Exclusion | None]:
     """Theorem 1 for each head (``[batch, head_index]``) and frequency (``[..., freq]``).
 
     ``positions`` are the keys permuted; they must all be visible to the query.
+    ``max_elements`` bounds the per-frequency temporaries (``[batch, head, n, freq]``
+    tables): frequencies are taken in chunks that fit (``None``: all at once).
     """
     _check_keys(positions, factors.query_position)
     if not bool(factors.visible[positions].all()):
@@ -178,10 +184,24 @@ def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n
         head = _exclusion_in_row_chunks(factors, positions)
     if not per_frequency:
         return head, None
+    b, h, _, f = factors.x.shape
+    n = len(positions)
+    step = f if max_elements is None else max(1, min(f, max_elements // max(b * h * n, 1)))
+    parts = [_freq_exclusion(factors, positions, slice(f0, min(f0 + step, f)))
+             for f0 in range(0, f, step)]
+    return head, Exclusion(var=torch.cat([p.var for p in parts], -1),
+                           s_pos=torch.cat([p.s_pos for p in parts], -1),
+                           s_sym=torch.cat([p.s_sym for p in parts], -1), n_keys=n)
+
+
+def _freq_exclusion(factors: CrossLogitFactors, positions: Int[Tensor, "n"], freqs: slice
+                    ) -> Exclusion:
+    """The per-frequency sums of :func:`exclusion_from_factors` for the ids ``freqs``."""
     n = len(positions)
     s = factors.scale
-    cos, sin = factors.cos[positions], factors.sin[positions]            # [n, f]
-    x, y = factors.x[:, :, positions], factors.y[:, :, positions]        # [b, h, n, f]
+    cos, sin = factors.cos[positions, freqs], factors.sin[positions, freqs]  # [n, f]
+    x = factors.x[:, :, positions, freqs]                                   # [b, h, n, f]
+    y = factors.y[:, :, positions, freqs]
     xc, yc = x - x.mean(-2, keepdim=True), y - y.mean(-2, keepdim=True)
     sxx, sxy, syy = (xc * xc).sum(-2), (xc * yc).sum(-2), (yc * yc).sum(-2)
     s_pos = (cos**2 * (sxx[..., None, :] + n * xc**2)
@@ -193,9 +213,10 @@ def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n
              + y**2 * (sss + n * gs**2)).sum(-2) * s**2
     diag = (cos * x + sin * y) * s
     var = diag.var(-2, unbiased=False)
-    return head, Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
+    return Exclusion(var=var, s_pos=s_pos, s_sym=s_sym, n_keys=n)
 
 
+@boundary
 def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
                              positions: Int[Tensor, "n"], *, query_position: int = -1
                              ) -> tuple[Exclusion, Exclusion]:
@@ -211,6 +232,10 @@ def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, hea
     Returns:
         ``(head, per_frequency)`` :class:`Exclusion` for prompt ``tokens`` (``[1, pos]``).
     """
+    from .._inputs import as_layer
+    from ..rope import rope_specs
+
+    layer = as_layer(layer, len(rope_specs(model)))
     n = len(positions)
     if n > 6:
         raise InvalidSelectionError(f"enumeration over {n}! permutations is too slow; use N <= 6")

@@ -31,6 +31,8 @@ from .guards import check_decomposable_under_hooks, check_exact_under_hooks, che
 from .rerun import rerun_swap_scores
 from .results import PosSymScores
 from .swaps import SwapSet, swap_set
+from .sites import per_frequency_available, site_swap_scores
+from ..positions import Rope, schemes
 
 __all__ = ["swap_scores", "resolve_exclude_bos", "LayerScores", "per_prompt_scores",
            "place_per_prompt", "mean_over_prompts"]
@@ -182,7 +184,6 @@ def swap_scores(model: HookedModel, input: ModelInput, config: ScoreConfig | Non
     asked_per_frequency = config is not None or "per_frequency" in settings
     config = ScoreConfig.coerce(config, **settings)
     if config.swap_site != "layer" or not _all_rope(model):
-        from .sites import per_frequency_available, site_swap_scores
 
         if (config.per_frequency and not asked_per_frequency
                 and not per_frequency_available(model, config, layers)):
@@ -203,7 +204,6 @@ def _all_rope(model: HookedModel) -> bool:
     :func:`~lens_possym.scores.sites.site_swap_scores`."""
     if callable(getattr(model, "lens_possym_rope_specs", None)):
         return True
-    from ..positions import Rope, schemes
 
     return all(isinstance(ls.scheme, Rope) for ls in schemes(model))
 
@@ -238,7 +238,8 @@ def _score_layer(model: HookedModel, tokens: Tensor, inputs: AttentionInputs, he
         keys = keys[factors.visible[keys]]
         if len(keys) >= 2:
             head_ex, freq_ex = exclusion_from_factors(factors, keys,
-                                                      per_frequency=config.per_frequency)
+                                                      per_frequency=config.per_frequency,
+                                                      max_elements=config.max_elements)
             out.exclusion_ratio, out.balance = head_ex.ratio, head_ex.balance
             if config.per_frequency:
                 out.exclusion_ratio_freq, out.balance_freq = freq_ex.ratio, freq_ex.balance

@@ -23,6 +23,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
@@ -47,7 +48,8 @@ def _head_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "ba
 
 
 def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, Tensor]:
-    return attention[..., swaps.first[sl]].mean(-1), attention[..., swaps.second[sl]].mean(-1)
+    first, second = swaps.pairs(sl)
+    return attention[..., first].mean(-1), attention[..., second].mean(-1)
 
 
 def capture_with_layer_input(model: HookedModel, tokens: Tensor, layer: int, query_position: int
@@ -76,6 +78,7 @@ def capture_with_rows(model: HookedModel, tokens: Tensor, layer: int, query_posi
                                     fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
+@boundary
 def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
                       swaps: SwapSet, *, tau: float = 1e-4, per_frequency: bool = True,
                       cosine: Cosine = "clamped", batch_size: int = 64) -> SwapScores:
@@ -85,6 +88,13 @@ def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: lis
     (batch of one). Cost: one forward pass of block ``layer`` per swap.
     """
     check_cosine(cosine)
+    from .exact import _check_tau
+
+    _check_tau(tau)
+    from .._inputs import as_layer
+    from ..rope import rope_specs
+
+    layer = as_layer(layer, len(rope_specs(model)))
     if tokens.shape[0] != 1:
         raise InvalidSelectionError(
             "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")
@@ -129,7 +139,7 @@ def _add(acc: WeightedCosines, after: Tensor, a_clean: Tensor, logits_clean: Ten
         index = groups.to(after.device).expand(*after.shape[:-1], groups.shape[-1])
         return torch.gather(after, -1, index)
 
-    first, second = swaps.first[sl], swaps.second[sl]
+    first, second = swaps.pairs(sl)
     d1, d2 = _group_mass(a_clean, swaps, sl)
     if logits_clean is None:
         pos, sym = clamped_cosines(gathered(first).mean(-1), gathered(second).mean(-1), d1, d2)

@@ -18,6 +18,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from .._json import tensor_from_json, to_jsonable
 from ..bands import band_partition
 from ..errors import InvalidSelectionError, ResultsFileError
@@ -31,6 +32,7 @@ _TENSORS = ("pos", "sym", "pos_freq", "sym_freq", "angles", "exclusion_ratio",
 FORMAT = "lens-possym/scores@1"
 
 
+@boundary
 def pearson_r(a: Tensor, b: Tensor) -> float:
     """Pearson correlation over the entries where both are finite (``nan`` if undefined)."""
     keep = a.isfinite() & b.isfinite()

@@ -162,7 +162,7 @@ def matrix_swap_scores(cross: Float[Tensor, "batch head_index pos pos"], swaps: 
     clean = torch.softmax(logits, -1)
     acc = WeightedCosines()
     for start in range(0, swaps.n_swaps, chunk):
-        first, second = swaps.first[start : start + chunk], swaps.second[start : start + chunk]
+        first, second = swaps.pairs(slice(start, start + chunk))
         rows = logits[..., None, :].repeat(1, 1, len(first), 1)           # [b, h, s, p]
         index = torch.arange(len(first))[:, None]
         rows[..., index, first] = cross[..., first, second]
@@ -225,7 +225,7 @@ def rerun_site_scores(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads
             got = run_capturing(model, tokens.expand(len(perms), -1), [pattern],
                                 fwd_hooks=[(point, replace)])
         after = got[pattern][:, heads, qpos].double().transpose(0, 1)[None]   # [1, h, s, p]
-        _add(acc, after, clean, swaps.first[start:stop], swaps.second[start:stop], tau)
+        _add(acc, after, clean, *swaps.pairs(slice(start, stop)), tau)
     return acc.result()
 
 

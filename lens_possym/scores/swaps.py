@@ -54,13 +54,13 @@ contiguous blocks; when the count does not divide, the remainder is dropped from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 
 __all__ = [
@@ -82,7 +82,6 @@ Cosine = Literal["clamped", "scale_free"]
 COSINE_EPS = 1e-8
 
 
-@dataclass(frozen=True)
 class SwapSet:
     """The swaps of one query row.
 
@@ -92,27 +91,73 @@ class SwapSet:
             content at ``first[s, t]`` with the content at ``second[s, t]`` for every ``t``.
         query_position: the query's position (never swapped).
         keys: for token swaps made by :func:`swap_set`, the positions they pair up (the
-            swaps are then all pairs of them), else ``None``.
+            swaps are then all pairs of them, in ``triu_indices`` order), else ``None``.
+
+    Token swaps made by :func:`swap_set` are stored as their ``keys`` only: ``n(n-1)/2``
+    pairs of positions are 2 × 8 bytes each (270 MB at n = 4096), so the code that scores
+    them reads them in chunks (:meth:`pairs`); ``first``/``second`` are made (once) only
+    when read whole.
     """
 
-    kind: SwapKind
-    first: Int[Tensor, "n_swaps block"]
-    second: Int[Tensor, "n_swaps block"]
-    query_position: int
-    keys: Int[Tensor, "n_keys"] | None = None
+    def __init__(self, kind: SwapKind, first: Tensor | None = None, second: Tensor | None = None,
+                 query_position: int = 0, keys: Tensor | None = None) -> None:
+        if (first is None) != (second is None) or (first is None and keys is None):
+            raise InvalidSelectionError("a SwapSet needs first and second, or the keys of "
+                                        "token swaps")
+        self.kind, self.query_position, self.keys = kind, query_position, keys
+        self._first, self._second = first, second
+
+    def __repr__(self) -> str:
+        return (f"SwapSet(kind={self.kind!r}, n_swaps={self.n_swaps}, "
+                f"block_size={self.block_size}, query_position={self.query_position})")
+
+    @property
+    def lazy(self) -> bool:
+        """Whether the pairs are computed from ``keys`` on demand."""
+        return self._first is None
 
     @property
     def n_swaps(self) -> int:
-        return self.first.shape[0]
+        if self.lazy:
+            m = len(self.keys)
+            return m * (m - 1) // 2
+        return self._first.shape[0]
 
     @property
     def block_size(self) -> int:
-        return self.first.shape[1]
+        return 1 if self.lazy else self._first.shape[1]
+
+    def pairs(self, sl: slice) -> tuple[Int[Tensor, "swap block"], Int[Tensor, "swap block"]]:
+        """``(first[sl], second[sl])`` without making the whole lists (token swaps: the
+        pair of swap ``s`` follows from ``s`` by the row starts of ``triu_indices``)."""
+        if not self.lazy:
+            return self._first[sl], self._second[sl]
+        start, stop, _ = sl.indices(self.n_swaps)
+        keys = self.keys
+        m = len(keys)
+        rows = torch.arange(m, device=keys.device)
+        row_start = rows * m - rows * (rows + 1) // 2          # swaps before row i
+        s = torch.arange(start, max(start, stop), device=keys.device)
+        i = torch.searchsorted(row_start, s, right=True) - 1
+        j = s - row_start[i] + i + 1
+        return keys[i][:, None], keys[j][:, None]
+
+    @property
+    def first(self) -> Int[Tensor, "n_swaps block"]:
+        if self._first is None:
+            self._first, self._second = self.pairs(slice(None))
+        return self._first
+
+    @property
+    def second(self) -> Int[Tensor, "n_swaps block"]:
+        self.first  # noqa: B018 - makes both
+        return self._second
 
     def permutation(self, index: int, n_pos: int) -> Int[Tensor, "pos"]:
         """Row order of the layer input after swap ``index``: row ``p`` takes row ``perm[p]``."""
         perm = torch.arange(n_pos)
-        first, second = self.first[index].cpu(), self.second[index].cpu()
+        first, second = self.pairs(slice(index, index + 1))
+        first, second = first[0].cpu(), second[0].cpu()
         perm[first], perm[second] = second, first
         return perm
 
@@ -122,6 +167,7 @@ def _eligible(query_position: int, exclude_bos: bool) -> Tensor:
     return torch.arange(int(exclude_bos), max(query_position, int(exclude_bos)))
 
 
+@boundary
 def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], *,
              exclude_bos: bool = False, n_blocks: int = 8) -> SwapSet:
     """The swaps for a query at ``query_position`` whose visible keys are ``visible``.
@@ -147,10 +193,7 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
                 f"no token swap has visible keys on both sides for the query at position "
                 f"{query_position} (its window hides the rest); use another layer"
             )
-        i, j = torch.triu_indices(len(keys), len(keys), offset=1)
-        return SwapSet(kind=kind, first=keys[i][:, None].to(device),
-                       second=keys[j][:, None].to(device), query_position=query_position,
-                       keys=keys.to(device))
+        return SwapSet(kind=kind, query_position=query_position, keys=keys.to(device))
     elif kind == "block":
         if n_blocks < 2:
             raise InvalidSelectionError(f"block swaps need n_blocks >= 2, got {n_blocks}")
@@ -182,6 +225,7 @@ def check_cosine(cosine: str) -> None:
                                     f"torch cosine, the default) or 'scale_free'")
 
 
+@boundary
 def clamped_cosines(after_first: Tensor, after_second: Tensor, clean_first: Tensor,
                     clean_second: Tensor, eps: float = COSINE_EPS) -> tuple[Tensor, Tensor]:
     """``(pos, sym)`` as paper C computes them, from the attention masses of the two groups.
@@ -198,6 +242,7 @@ def clamped_cosines(after_first: Tensor, after_second: Tensor, clean_first: Tens
     return x1 * y1 + x2 * y2, x1 * y2 + x2 * y1
 
 
+@boundary
 def swap_cosines(u_first: Tensor, u_second: Tensor, v_first: Tensor, v_second: Tensor
                  ) -> tuple[Tensor, Tensor]:
     """Scale-free ``(pos, sym)`` from swapped (``u``) and clean (``v``) log-masses of two groups.

@@ -64,9 +64,11 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
+from ..errors import NonFiniteResultError
 
 __all__ = [
     "BindingTemplate",
@@ -720,6 +722,7 @@ def last_position_logits(model: HookedModel, tokens: Int[Tensor, "batch pos"],
     return (logits[:, -1] if logits.ndim == 3 else logits).detach().float()
 
 
+@boundary
 def evaluate_binding(model: HookedModel, task: BindingTask,
                      logits: Float[Tensor, "batch pos d_vocab"] | None = None) -> BindingResult:
     """Score ``model`` on ``task`` (or score ``logits`` already computed, e.g. under hooks).
@@ -729,8 +732,13 @@ def evaluate_binding(model: HookedModel, task: BindingTask,
             report a made-up accuracy).
     """
     last = last_position_logits(model, task.tokens, logits)
+    n_prompts = task.tokens.shape[0]
+    d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
+    if last.ndim != 2 or last.shape[0] != n_prompts or (d_vocab and last.shape[1] != d_vocab):
+        raise InvalidSelectionError(
+            f"logits of shape {tuple(logits.shape)} do not fit the task's {n_prompts} prompts "
+            f"and the model's {d_vocab} tokens; pass model(task.tokens) (or leave logits out)")
     if not bool(last.isfinite().all()):
-        from ..errors import NonFiniteResultError
 
         rows = (~last.isfinite()).any(-1).nonzero().flatten().tolist()
         raise NonFiniteResultError(

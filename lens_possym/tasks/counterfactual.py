@@ -51,9 +51,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError, TaskConfigError
 from ..typing import HookedModel
+from .binding import _resolve_template, binding_task, binding_task_from, check_words
+from .binding import single_token_words
+from .word_distance import DEFAULT_WORDS, word_distance_task, word_distance_task_from
 
 __all__ = ["CORRUPTIONS", "CounterfactualPairs", "NormalizedLogitDiff", "counterfactual_pairs",
            "binding_pairs", "word_distance_pairs", "prompt_pairs", "answer_logit_diff"]
@@ -256,7 +260,6 @@ def binding_pairs(model: HookedModel, task: Any = None, corruption: str | None =
         InvalidSelectionError: an unknown corruption, or prompts it cannot corrupt (one
             pair, no other attribute, an order that no entity can start).
     """
-    from .binding import _resolve_template, binding_task, binding_task_from, check_words
 
     corruption = _check_corruption("binding", corruption)
     if task is None:
@@ -348,8 +351,6 @@ def word_distance_pairs(model: HookedModel, task: Any = None, corruption: str | 
         corruption_seed: draws the corruption.
         task_settings: for :func:`~lens_possym.tasks.word_distance_task`.
     """
-    from .binding import single_token_words
-    from .word_distance import DEFAULT_WORDS, word_distance_task, word_distance_task_from
 
     corruption = _check_corruption("distance", corruption)
     if task is None:
@@ -397,8 +398,15 @@ def word_distance_pairs(model: HookedModel, task: Any = None, corruption: str | 
 
 
 def _answer_token(model: HookedModel, answer: str | int) -> int:
+    d_vocab = int(getattr(getattr(model, "cfg", None), "d_vocab", 0) or 0)
     if isinstance(answer, int) and not isinstance(answer, bool):
+        if d_vocab and not 0 <= answer < d_vocab:
+            raise InvalidSelectionError(
+                f"the answer token id {answer} is outside the vocabulary (0..{d_vocab - 1})")
         return answer
+    if not isinstance(answer, str) or not answer:
+        raise InvalidSelectionError(
+            f"an answer must be one token of text (e.g. ' blue') or a token id, got {answer!r}")
     ids = list(model.tokenizer.encode(answer, add_special_tokens=False))
     if len(ids) != 1:
         raise InvalidSelectionError(
@@ -407,11 +415,17 @@ def _answer_token(model: HookedModel, answer: str | int) -> int:
     return ids[0]
 
 
+@boundary
 def prompt_pairs(model: HookedModel, clean: Sequence[str], corrupted: Sequence[str],
                  clean_answers: Sequence[str | int], corrupted_answers: Sequence[str | int], *,
                  name: str = "custom") -> CounterfactualPairs:
     """Pairs from given texts and answers (answers as one-token text such as ``" blue"``, or
     token ids). Every prompt must tokenize to the same length."""
+    for what, items in (("clean_answers", clean_answers), ("corrupted_answers",
+                                                           corrupted_answers)):
+        if isinstance(items, (str, bytes)) or not isinstance(items, (list, tuple)):
+            raise InvalidSelectionError(
+                f"{what} must be a list (one answer per prompt), got {items!r:.60}")
     if not (len(clean) == len(corrupted) == len(clean_answers) == len(corrupted_answers)) \
             or not clean:
         raise InvalidSelectionError(

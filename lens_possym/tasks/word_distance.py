@@ -38,6 +38,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import TaskConfigError
 from ..typing import HookedModel
@@ -124,6 +125,7 @@ def _check(n_prompts: int, n_words: int, n_cue: int, distance: int) -> None:
             f"list words, more than n_words={n_words}; raise n_words or lower n_cue/distance")
 
 
+@boundary
 def word_distance_task(model: HookedModel, *, n_prompts: int = 32, n_words: int = 8, n_cue: int = 2,
                        distance: int = 1, seed: int = 0,
                        words: Sequence[str] = DEFAULT_WORDS, separator: str = "."

@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from .._checks import boundary
 from .._inputs import resolve_device
 from ..errors import TrainingError
 from ..results_io import ResultIO
@@ -419,6 +420,7 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
     return result
 
 
+@boundary
 def resume(run_dir: str | Path, *, device: str | None = None,
            callbacks: Sequence[Callback] = (), log: Callable[[str], None] | None = None
            ) -> tuple[TrainableModel, Task, TrainResult]:

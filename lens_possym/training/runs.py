@@ -25,11 +25,15 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .._checks import boundary
 from .._inputs import resolve_device
 from .._json import dumps
 from ..errors import TrainingError
 from .models import MODELS, TrainableModel
 from .tasks import Task, make_task
+from .._files import save_atomically
+from .._files import remove_stale
+from .._files import write_text_atomically
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -116,11 +120,11 @@ def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step
     # written beside its final name, synced and renamed: a kill mid-write leaves the
     # previous checkpoint as the latest, never a torn file under a checkpoint's name; a
     # full disk is an OutputError naming the file
-    from .._files import save_atomically
 
     return save_atomically(data, path)
 
 
+@boundary
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Read and check a checkpoint file written by :func:`save_checkpoint`."""
     path = Path(path)
@@ -144,6 +148,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     )
 
 
+@boundary
 def load_checkpoint(path: str | Path, *, device: str = "cpu"
                     ) -> tuple[TrainableModel, Task, dict]:
     """Read a checkpoint written by :func:`~lens_possym.training.loop.train`:
@@ -159,6 +164,7 @@ def _numbered(run_dir: Path) -> list[tuple[int, Path]]:
                   if (m := _CHECKPOINT_NAME.fullmatch(p.name)))
 
 
+@boundary
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The checkpoint a run folder would resume from: ``model.pt`` when the run finished,
     else the ``checkpoint_*.pt`` with the highest step; ``None`` when there is none."""
@@ -169,6 +175,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+@boundary
 def checkpoint_paths(run_dir: str | Path) -> list[tuple[int, Path]]:
     """``[(step, path)]`` of every checkpoint of a run folder, sorted by step: the
     ``checkpoint_*.pt`` files, plus ``model.pt`` when its step is not among them.
@@ -203,7 +210,6 @@ def read_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
     """
     import warnings
 
-    from .._files import remove_stale
 
     run_dir = Path(run_dir)
     numbered = _numbered(run_dir)
@@ -232,6 +238,5 @@ def read_latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
 
 def write_json(obj: dict, path: str | Path) -> Path:
     """Write ``obj`` as JSON (non-finite floats as ``null``), creating the folder."""
-    from .._files import write_text_atomically
 
     return write_text_atomically(Path(path), dumps(obj, indent=1))

@@ -16,6 +16,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, axes_or_new, to_numpy
@@ -40,6 +41,7 @@ def logit_share(norms: Float[Tensor, "layer head_index freq"]
     return norms / norms.nansum(-1, keepdim=True)
 
 
+@boundary
 def atlas_values(scores: PosSymScores, view: str,
                  share: Float[Tensor, "layer head_index freq"] | None = None
                  ) -> Float[Tensor, "layer head_index freq"]:
@@ -49,7 +51,7 @@ def atlas_values(scores: PosSymScores, view: str,
     :meth:`FrequencyLogits.norms <lens_possym.decompose.FrequencyLogits.norms>`), needed
     for ``view="share"`` only.
     """
-    if view not in ATLAS_VIEWS:
+    if not isinstance(view, str) or view not in ATLAS_VIEWS:
         raise InvalidSelectionError(
             f"atlas view {view!r} unknown; choose one of {', '.join(ATLAS_VIEWS)}")
     if view == "share":
@@ -63,6 +65,7 @@ def atlas_values(scores: PosSymScores, view: str,
             "sym-pos": scores.sym_freq - scores.pos_freq}[view]
 
 
+@boundary
 def plot_frequency_atlas(scores: PosSymScores, view: str = "sym", *,
                          share: Float[Tensor, "layer head_index freq"] | None = None,
                          ax=None, n_ticks: int = 6) -> "Axes":

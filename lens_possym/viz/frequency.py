@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from .._ids import head_name
 from ..decompose import FrequencyLogits, FrequencyNorms
+from ..errors import InvalidSelectionError
 from ._axes import angle_label, axes_or_new, to_numpy
 
 if TYPE_CHECKING:
@@ -38,12 +40,27 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
     top.set_xlabel("θ (rad/token)")
 
 
+def _curve(values: Any, angles: Tensor) -> Tensor:
+    """``values`` as a float64 curve ``[freq]`` matching ``angles``, or a clear error."""
+    try:
+        curve = torch.as_tensor(values, dtype=torch.float64).cpu()
+    except (TypeError, ValueError, RuntimeError):
+        curve = None
+    if curve is None or curve.ndim != 1 or angles.ndim != 1 or len(curve) != len(angles):
+        count = len(angles) if angles.ndim == 1 else "?"
+        raise InvalidSelectionError(
+            f"values must be one number per frequency id ({count} of them, as angles), got "
+            f"{values!r:.60}")
+    return curve
+
+
+@boundary
 def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
                            angles: Float[Tensor, "freq"], *, ax=None, label: str | None = None,
                            ylabel: str = "", logy: bool = False, **line_kwargs) -> "Axes":
     """One curve of a per-frequency quantity against frequency id (angles on top)."""
+    values = _curve(values, angles)
     ax = axes_or_new(ax, (7, 3.5))
-    values = torch.as_tensor(values, dtype=torch.float64).cpu()
     ax.plot(np.arange(len(values)), to_numpy(values), label=label, **line_kwargs)
     if logy:
         ax.set_yscale("log")
@@ -56,6 +73,7 @@ def plot_frequency_profile(values: Float[Tensor, "freq"] | Sequence[float],
     return ax
 
 
+@boundary
 def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None, query: int = -1,
                      batch: int = 0, ax=None, share: bool = False, logy: bool = False) -> "Axes":
     """Norm over visible keys of each frequency's logit row (paper A, Figure 1D), per head.
@@ -65,9 +83,17 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
         heads: which of ``fl.heads`` to draw (all by default).
         share: divide by the sum over frequencies.
     """
+    from .._ids import read_ids
+
+    batch = read_ids(batch, fl.terms.shape[0], what="batch row", from_end=True)[0]
+    query = read_ids(query, fl.terms.shape[2], what="query row", from_end=True)[0]
+    chosen = fl.heads if heads is None else read_ids(heads, max(fl.heads) + 1, what="head")
+    missing = [h for h in chosen if h not in fl.heads]
+    if missing or not chosen:
+        raise InvalidSelectionError(
+            f"heads {missing or chosen} are not in this decomposition; it holds {fl.heads}")
     ax = axes_or_new(ax, (7, 3.5))
     norms = fl.norms()[batch, :, query]  # [head, freq]
-    chosen = fl.heads if heads is None else list(heads)
     for head in chosen:
         row = norms[fl.heads.index(head)]
         if share:
@@ -79,13 +105,21 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
     return ax
 
 
+@boundary
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
                which: str = "q", ax=None, logy: bool = False) -> "Axes":
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
-    ax = axes_or_new(ax, (7, 3.5))
+    from .._ids import read_ids
+
+    if layer not in norms.layers:
+        raise InvalidSelectionError(
+            f"layer {layer} is not in these norms; they hold layers {norms.layers}")
+    if which not in ("q", "k"):
+        raise InvalidSelectionError(f"which must be 'q' or 'k', got {which!r}")
     index = norms.layers.index(layer)
     data = norms.q if which == "q" else norms.k
-    chosen = range(data.shape[1]) if heads is None else heads
+    chosen = read_ids(heads, data.shape[1], what="head", where=f"layer {layer}")
+    ax = axes_or_new(ax, (7, 3.5))
     for head in chosen:
         plot_frequency_profile(data[index, head], norms.angles[index], ax=ax,
                                label=head_name(layer, head), logy=logy,

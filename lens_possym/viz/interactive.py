@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from jaxtyping import Float
 from torch import Tensor
 
+from .._checks import boundary
 from .._ids import head_name
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
@@ -108,6 +109,7 @@ def _row_labels(scores: PosSymScores, rows: Sequence[int]) -> list[str]:
     return [head_name(layer, head) for layer in rows for head in range(scores.n_heads)]
 
 
+@boundary
 def atlas_figure(scores: PosSymScores, *,
                  share: Float[Tensor, "layer head_index freq"] | None = None,
                  view: str = "sym", height: int | None = None) -> "go.Figure":
@@ -117,6 +119,8 @@ def atlas_figure(scores: PosSymScores, *,
     between s_SYM, s_POS, s_SYM − s_POS and (with ``share``) the logit share; hover gives
     the head, the id, its θ and the value.
     """
+    if not isinstance(view, str) or view not in ATLAS_VIEWS or (view == "share" and share is None):
+        atlas_values(scores, view, share)  # says what is wrong
     go = _go()
     views = [v for v in ATLAS_VIEWS if v != "share" or share is not None]
     rows = [layer for layer in range(scores.n_layers) if scores.pos[layer].isfinite().any()]
@@ -163,14 +167,15 @@ def atlas_figure(scores: PosSymScores, *,
     return fig
 
 
+@boundary
 def head_profile_figure(scores: PosSymScores, layer: int, head: int, *,
                         share: Float[Tensor, "layer head_index freq"] | None = None,
                         height: int = 300) -> "go.Figure":
     """One head's s_POS and s_SYM per frequency id (and its logit share on a second axis)."""
+    from .scores import _scored_head
+
+    layer, head = _scored_head(scores, layer, head)
     go = _go()
-    if scores.pos_freq is None or scores.sym_freq is None:
-        raise InvalidSelectionError("these scores have no per-frequency part (per_frequency="
-                                    "False); compute them with per_frequency=True")
     n_freqs = scores.pos_freq.shape[-1]
     theta = [angle_label(float(t)) for t in scores.angles[layer]]
     x = list(range(n_freqs))

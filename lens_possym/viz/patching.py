@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from .._checks import boundary
 from ..errors import InvalidSelectionError
 from ._axes import axes_or_new, to_numpy
 
@@ -96,6 +97,7 @@ def plot_patching_grid(grid, *, ax=None, title: str | None = None, cmap: str = "
     return ax
 
 
+@boundary
 def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, ax=None,
                  baseline: float | None = None, xlabel: str = "effect", title: str | None = None,
                  sort: bool = True, color: str = "C0") -> "Axes":
@@ -105,16 +107,18 @@ def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, a
     Returns:
         The ``Axes``.
     """
-    mean = np.asarray(to_numpy(mean), dtype=float).reshape(-1)
+    from matplotlib.colors import is_color_like
+
     n = len(labels)
-    if mean.shape[0] != n:
-        raise InvalidSelectionError(f"{n} labels for {mean.shape[0]} values")
+    mean = _numbers(mean, n, "mean")
+    if not is_color_like(color):
+        raise InvalidSelectionError(f"color must be a matplotlib colour ('C0', 'red'), got "
+                                    f"{color!r}")
     if low is not None and high is not None:
-        lo = np.asarray(to_numpy(low), dtype=float).reshape(-1)
-        hi = np.asarray(to_numpy(high), dtype=float).reshape(-1)
+        lo, hi = _numbers(low, n, "low"), _numbers(high, n, "high")
         err = np.stack([mean - lo, hi - mean])
     elif se is not None:
-        s = np.asarray(to_numpy(se), dtype=float).reshape(-1)
+        s = _numbers(se, n, "se")
         err = np.stack([s, s])
     else:
         err = None
@@ -135,6 +139,18 @@ def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, a
     if title:
         ax.set_title(title, fontsize="small")
     return ax
+
+
+def _numbers(values, n: int, what: str) -> np.ndarray:
+    """``values`` as ``n`` floats (one per label), or a clear error."""
+    try:
+        out = np.asarray(to_numpy(values), dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or out.shape[0] != n:
+        raise InvalidSelectionError(f"{what} must be {n} numbers (one per label), got "
+                                    f"{values!r:.60}")
+    return out
 
 
 def plot_patching_top(grid, k: int = 15, *, ax=None, title: str | None = None) -> "Axes":

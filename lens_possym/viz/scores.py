@@ -13,12 +13,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._checks import boundary
 from .._ids import as_int, head_name
 from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
 from .frequency import plot_frequency_profile
+from .._inputs import as_tokens
+from ..capture import capture_attention_inputs
+from ..scores.profile import resolve_exclude_bos
+from ..scores.crosslogits import cross_logit_factors
+from ..scores.swaps import swap_set
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -172,6 +178,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
     }
 
 
+@boundary
 def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
                         swap: str = "token", n_blocks: int = 8, exclude_bos: bool | str = "auto",
                         axes: Sequence[Any] | None = None) -> "Sequence[Axes]":
@@ -184,12 +191,23 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
     """
     import matplotlib.pyplot as plt
 
-    from .._inputs import as_tokens
-    from ..capture import capture_attention_inputs
-    from ..scores.profile import resolve_exclude_bos
 
     tokens = as_tokens(model, tokens)[:1]
     drop_bos = resolve_exclude_bos(model, tokens, exclude_bos)
+    if not isinstance(heads, dict) or not heads:
+        raise InvalidSelectionError(
+            f"heads must be {{name: (layer, head)}} (e.g. pick_example_heads(scores)), got "
+            f"{heads!r}")
+    from ..interventions.selection import parse_heads
+    from ..rope import rope_specs
+
+    specs = rope_specs(model)
+    for label, pair in heads.items():
+        if not (isinstance(pair, tuple) and len(pair) == 2 and pair[1] is not None
+                and len(parse_heads([pair], specs)) == 1):
+            raise InvalidSelectionError(
+                f"heads[{label!r}] must be one (layer, head) pair of this model, got {pair!r}")
+    heads = {label: parse_heads([pair], specs)[0] for label, pair in heads.items()}
     layers = sorted({layer for layer, _ in heads.values()})
     captured = capture_attention_inputs(model, tokens, layers)
     if axes is None:
@@ -216,6 +234,7 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
     return axes
 
 
+@boundary
 def top_swap_attention(inputs, heads: Sequence[int], *, swap: str = "token", n_blocks: int = 8,
                        exclude_bos: bool = False
                        ) -> dict[int, tuple[Tensor, Tensor, Tensor, Tensor]]:
@@ -231,9 +250,10 @@ def top_swap_attention(inputs, heads: Sequence[int], *, swap: str = "token", n_b
         ``{head: (before [key_pos], after [key_pos], first, second)}``: the clean and swapped
         attention rows and the key positions of the two swapped groups.
     """
-    from ..scores.crosslogits import cross_logit_factors
-    from ..scores.swaps import swap_set
 
+    from .._inputs import as_heads
+
+    heads = as_heads(heads, inputs.spec.n_heads, inputs.spec.layer)
     factors = cross_logit_factors(inputs, list(heads))
     swaps = swap_set(swap, factors.query_position, factors.visible, exclude_bos=exclude_bos,
                      n_blocks=n_blocks)

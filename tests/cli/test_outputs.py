@@ -194,3 +194,28 @@ def test_a_real_sigint_ends_the_process_in_one_line_with_exit_130(tmp_path):
     assert err.splitlines() == [
         "lens-possym: interrupted (outputs are only written when a command completes)"]
     assert _snapshot(out) == before and _no_staging_left(out)
+
+
+def test_staging_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path):
+    """SIGKILL (or SIGTERM) leaves ``DEST.partial-<pid>/``: the next run with the same
+    destination removes those of processes that are gone, and nothing of others'."""
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+    out = tmp_path / "profile"
+    killed = tmp_path / f"profile.partial-{dead}"
+    (killed / "figures").mkdir(parents=True)
+    (killed / "scores.json").write_text("half")
+    alive = tmp_path / f"profile.partial-{os.getppid()}"       # a running process's: kept
+    alive.mkdir()
+    other = tmp_path / f"elsewhere.partial-{dead}"              # another destination's: kept
+    other.mkdir()
+    with staged_dir(out) as stage:
+        (stage / "scores.json").write_text("{}")
+    assert not killed.exists() and alive.exists() and other.exists()
+    assert (out / "scores.json").read_text() == "{}"
+    file_dest = tmp_path / "decompose.json"
+    stale = tmp_path / f"decompose.json.partial-{dead}"
+    stale.write_text("half")
+    with staged_file(file_dest) as path:
+        path.write_text("{}")
+    assert not stale.exists() and file_dest.read_text() == "{}"

@@ -74,3 +74,36 @@ def test_whole_rows_by_one_product_read_the_same_entries(tiny_by_family, transpo
     got = pieces.head_at(rows, cols)
     torch.testing.assert_close(got, whole.head_at(rows, cols), rtol=0, atol=1e-12)
     assert got.isinf().any()       # masked positions (outside the window) on both paths
+
+
+def test_per_frequency_tables_in_pieces_give_the_same_scores(tiny_by_family):
+    """With ``max_elements`` below one ``[batch, head, pos, freq]`` table, the compiled loop
+    and the exclusion take the frequencies in chunks (issue 27: memory the setting bounds):
+    the same numbers, bit for bit (each frequency is computed on its own either way)."""
+    model = tiny_by_family["llama"]
+    tokens = torch.randint(1, 100, (2, 24), generator=torch.Generator().manual_seed(6))
+    whole = lp.swap_scores(model, tokens)
+    # 2 prompts x 4 heads x 24 positions = 192 per frequency: pieces of 2 and 1 frequencies
+    for small in (400, 100):
+        pieces = lp.swap_scores(model, tokens, max_elements=small)
+        for name in ("pos_freq", "sym_freq", "exclusion_ratio_freq", "balance_freq"):
+            torch.testing.assert_close(getattr(pieces, name), getattr(whole, name), rtol=0,
+                                       atol=1e-12, equal_nan=True, msg=f"{small} {name}")
+
+
+def test_token_swaps_are_read_in_pieces_without_the_whole_list():
+    from lens_possym.scores import swap_set
+
+    visible = torch.ones(40, dtype=torch.bool)
+    visible[[5, 17]] = False
+    swaps = swap_set("token", 39, visible, exclude_bos=True)
+    assert swaps.lazy and swaps.n_swaps == 36 * 35 // 2
+    keys = swaps.keys
+    i, j = torch.triu_indices(len(keys), len(keys), offset=1)
+    for sl in (slice(0, 7), slice(100, 331), slice(600, None), slice(629, 630)):
+        first, second = swaps.pairs(sl)
+        assert torch.equal(first[:, 0], keys[i][sl]) and torch.equal(second[:, 0], keys[j][sl])
+    assert torch.equal(swaps.first[:, 0], keys[i]) and torch.equal(swaps.second[:, 0], keys[j])
+    perm = swaps.permutation(3, 40)      # swap 3 is (keys[0], keys[4])
+    assert perm[int(keys[0])] == keys[4] and perm[int(keys[4])] == keys[0]
+    assert (perm != torch.arange(40)).sum() == 2

@@ -42,6 +42,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..._checks import boundary
 from ...errors import InvalidSelectionError, ToyConfigError
 from .toy import ToyTransformer
 from .tasks import IndexTask, PartialInductionTask, RetrievalTask
@@ -349,6 +350,7 @@ def _softmax_weight(target: Tensor, others: Tensor) -> Tensor:
     return torch.softmax(logits, dim=-1)[..., 0]
 
 
+@boundary
 def w_max_positional(theta: float, n_keys: int, amplitude: float, *,
                      query_logit: float | None = 0.0) -> Float[Tensor, "answer_pos"]:
     r"""Theorem 7 for H_POS: ``w_max(j) = e^A / (Σ_i e^{A cos((i-j)θ)} [+ e^{λ_self}])``.
@@ -365,6 +367,7 @@ def w_max_positional(theta: float, n_keys: int, amplitude: float, *,
     return torch.softmax(logits, dim=-1).diagonal()
 
 
+@boundary
 def w_max_symbolic(theta: float, n_keys: int, amplitude: float, *, center: float | None = None,
                    query_logit: float | None = 0.0) -> Float[Tensor, "answer_pos"]:
     r"""Theorem 7 for the simplified H_SYM: match logit ``A cos((j - c)θ)``, all others 0.

@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..._checks import boundary
 from ...errors import TrainingError
 from ...execution import Executor, resolve_executor
 from ...results_io import ResultIO
@@ -31,6 +32,7 @@ from .toy import ToyTransformer, toy_config_for
 from ...training.tasks import Task, make_task
 from ...training.trajectories import head_scores
 from ...training.loop import TrainConfig, TrainResult, train
+from ..._files import write_text_atomically
 
 __all__ = [
     "SweepRun",
@@ -41,11 +43,13 @@ __all__ = [
 ]
 
 
+@boundary
 def single_ids(ids: Sequence[int]) -> list[tuple[int, ...]]:
     """``[(k,), ...]``: one run per single frequency id."""
     return [(int(k),) for k in ids]
 
 
+@boundary
 def pairs_with(fixed: int, ids: Sequence[int]) -> list[tuple[int, ...]]:
     """``[(fixed, k), ...]`` for ``k != fixed``: e.g. the θ = 0 id paired with each other id."""
     return [(int(fixed), int(k)) for k in ids if int(k) != int(fixed)]
@@ -361,7 +365,6 @@ def sweep(
     )
     if out:
         result.save(out / "sweep.json")
-        from ..._files import write_text_atomically
 
         write_text_atomically(out / "table.md", result.table() + "\n")
     return result

@@ -49,6 +49,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from ..._checks import boundary
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
 from ...training.models import batched_token_ids
@@ -61,6 +62,7 @@ __all__ = ["ToyConfig", "ToyTransformer", "rope_schedule", "toy_config_for"]
 Embedding = Literal["onehot", "learned"]
 
 
+@boundary
 def rope_schedule(n_freqs: int, base: float = 10000.0) -> list[float]:
     """The standard RoPE angles ``θ_k = base^(-2k/R)`` for ``k < n_freqs`` (``R = 2·n_freqs``).
 

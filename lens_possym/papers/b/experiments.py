@@ -80,6 +80,8 @@ from ...training.runs import load_checkpoint
 from .tasks import CountTask, DistanceTask
 from ...training.tasks import Task, TaskBatch
 from ...training.loop import TrainConfig, TrainResult, evaluate, train
+from ...scores import swap_scores
+from ..._files import write_text_atomically
 
 __all__ = ["Preset", "PRESETS", "Cell", "parse_label", "make_task", "make_model",
            "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",
@@ -438,7 +440,6 @@ def head_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
     """``s_POS`` and ``s_SYM`` ``[n_layers, n_heads]`` of every head for the query at the last
     position (block swaps, 8 blocks; :func:`lens_possym.swap_scores`), at
     :func:`profile_site`'s site."""
-    from ...scores import swap_scores
 
     site, method = profile_site(model)
     scores = swap_scores(model, tokens, swap="block", n_blocks=8, per_frequency=False,
@@ -478,7 +479,6 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
         "profile": head_profile(model, prompts) if profile else None,
         "history": [[h.step, h.test_accuracy] for h in result.history],
     }
-    from ..._files import write_text_atomically
 
     write_text_atomically(cached, json.dumps(data, indent=1))
     return data

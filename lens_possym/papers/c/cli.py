@@ -2,7 +2,7 @@
 
     lens-possym multihop train --task letter --preset cpu --out runs/letter   # resumable
     lens-possym multihop dynamics runs/letter --gamma 0.1
-    lens-possym multihop lengths runs/letter --lengths 17,100,300
+    lens-possym multihop lengths runs/letter --lengths 17,100,300 --filler repeat
     lens-possym multihop discrepancy --theta 0.8 --lengths 17,100,850
 """
 
@@ -15,6 +15,10 @@ from ...cli._output import check_output_dir
 from ...cli._toy_args import with_threads
 from ...cli._types import (_number, non_negative_int, positive_float, positive_int,
                           positive_int_list)
+
+
+#: tasks.FILLERS without importing torch for --help (a test keeps them equal)
+FILLER_CHOICES = ("target", "pretarget", "mixed", "repeat")
 
 
 def _gamma(text: str) -> float:
@@ -61,6 +65,8 @@ def register(sub) -> None:
     lengths.add_argument("--lengths", type=positive_int_list, default=[17, 50, 100, 300],
                          help="input lengths, comma-separated (default 17,50,100,300)")
     lengths.add_argument("--prompts", type=positive_int, default=256)
+    lengths.add_argument("--filler", choices=FILLER_CHOICES, default=None,
+                         help="what the extra tokens are (default: the run's task's, 'target')")
     _threads(lengths)
     lengths.set_defaults(func=run_lengths)
 
@@ -126,7 +132,8 @@ def run_lengths(args) -> int:
                             "'lens-possym multihop train'")
     ckpt = read_checkpoint(found)
     result = accuracy_by_length(ckpt.model(), ckpt.make_task(), args.lengths,
-                                n_prompts=args.prompts)
+                                n_prompts=args.prompts, filler=args.filler)
+    print(f"extra tokens: {result.filler}")
     for n, acc, hops in zip(result.lengths, result.accuracy, result.by_hops):
         print(f"length {n:>5}: accuracy {acc:.3f}  by hops "
               + " ".join(f"{h + 1}:{a:.2f}" for h, a in enumerate(hops)))

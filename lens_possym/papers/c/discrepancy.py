@@ -45,6 +45,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
+from ...decompose import frequency_logits
 from ...results_io import ResultIO
 
 __all__ = [
@@ -108,7 +109,6 @@ def last_token_logits(model, tokens: Tensor, layer: int = 0, head: int = 0
                       ) -> Float[Tensor, "batch key"]:
     """Attention logits (pre-softmax, scaled) of ``layer.head`` at the last token,
     ``[batch, n]``, float64, from :func:`lens_possym.frequency_logits`."""
-    from ...decompose import frequency_logits
 
     result = frequency_logits(model, tokens, layer, heads=[head], query_positions=-1,
                               check=False, dtype=torch.float64)

@@ -41,6 +41,9 @@ from ...errors import InvalidSelectionError, TrainingError
 from ...training.runs import checkpoint_paths, read_checkpoint
 from ...training.tasks import TaskBatch
 from .tasks import MultiHopTask
+from ...capture import capture_attention_inputs
+from ...scores import swap_scores
+from ...training.loop import evaluate
 
 __all__ = [
     "checkpoint_paths",
@@ -60,7 +63,6 @@ Kind = Literal["positional", "symbolic"]
 def attention_entropy(bridge, tokens: Tensor) -> Float[Tensor, "layer head_index"]:
     """Entropy of the last token's attention per head, divided by ``log n`` (mean over
     prompts): 1 for uniform attention, 0 for attention on one key."""
-    from ...capture import capture_attention_inputs
 
     captured = capture_attention_inputs(bridge, tokens, query_positions=-1, model_scores=True)
     out = []
@@ -74,7 +76,6 @@ def attention_entropy(bridge, tokens: Tensor) -> Float[Tensor, "layer head_index
 def score_model(bridge, tokens: Tensor, *, method: str = "exact", layers=None
                 ) -> tuple[Tensor, Tensor]:
     """``(pos, sym)`` ``[n_layers, n_heads]`` at the last token (token swaps, tau 1e-4)."""
-    from ...scores import swap_scores
 
     result = swap_scores(bridge, tokens, method=method, exclude_bos=False, per_frequency=False,
                          exclusion=False, check=False, layers=layers)
@@ -136,6 +137,7 @@ def _prompts(task: MultiHopTask, n_prompts: int, seed: int) -> TaskBatch:
 
 def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact",
               steps: Sequence[int] | None = None, eval_size: int = 1024, seed: int = 1,
+              training_eval: bool = False,
               log: Callable[[str], None] | None = None) -> ScoreTrajectory:
     """Score every checkpoint of a multi-hop run (module docstring).
 
@@ -145,9 +147,11 @@ def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact
         method: ``"exact"`` (closed form) or ``"rerun"`` (re-run each block per swap).
         steps: only these checkpoint steps (all by default).
         eval_size: test prompts for the accuracy per hop count.
-        seed: seed of the scored prompts and of the accuracy set.
+        seed: seed of the scored prompts and of the accuracy set (``seed + 1``).
+        training_eval: measure accuracy on the test set the training loop evaluates on
+            instead (``task.test_set(eval_size)``, the task's own seed; with the run's
+            ``eval_size`` the overall accuracy is the run's history).
     """
-    from ...training.loop import evaluate
 
     found = checkpoint_paths(run_dir)
     if steps is not None:
@@ -164,11 +168,12 @@ def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact
         raise InvalidSelectionError(f"{run_dir} is a {task.name!r} run; score_run reads "
                                     "multi-hop (number/letter) runs")
     prompts = _prompts(task, n_prompts, seed)
-    accuracy_set = task.test_set(eval_size, seed=seed + 1)
+    accuracy_set = (task.test_set(eval_size) if training_eval
+                    else task.test_set(eval_size, seed=seed + 1))
     pos, sym, ent, acc, by_hops, steps_done, seconds = [], [], [], [], [], [], 0.0
     for step, path in found:
         model = read_checkpoint(path).model()
-        result = evaluate(model, task, accuracy_set)
+        model.eval()
         with torch.no_grad():
             pred = model(accuracy_set.tokens)[:, -1].argmax(-1)
         bridge = model.bridge()
@@ -178,16 +183,18 @@ def score_run(run_dir: str | Path, *, n_prompts: int = 100, method: str = "exact
         pos.append(p)
         sym.append(s)
         ent.append(attention_entropy(bridge, prompts.tokens))
-        acc.append(result.accuracy)
+        acc.append(float((pred == accuracy_set.answers).float().mean()))
         by_hops.append(task.accuracy_by_hops(pred, accuracy_set))
         steps_done.append(step)
         if log:
-            log(f"step {step:>6}: acc {result.accuracy:.3f} by hops "
+            log(f"step {step:>6}: acc {acc[-1]:.3f} by hops "
                 f"{[round(a, 3) for a in by_hops[-1]]}")
     return ScoreTrajectory(task=task.name, steps=steps_done, pos=torch.stack(pos),
                            sym=torch.stack(sym), entropy=torch.stack(ent), accuracy=acc,
                            accuracy_by_hops=by_hops, n_prompts=n_prompts, method=method,
-                           score_seconds=seconds, meta={"run_dir": str(run_dir), "seed": seed})
+                           score_seconds=seconds, meta={"run_dir": str(run_dir), "seed": seed,
+                                                        "training_eval": training_eval,
+                                                        "eval_size": eval_size})
 
 
 def path_scores(bridge, task: MultiHopTask, batch: TaskBatch, *, method: str = "exact"
@@ -203,7 +210,6 @@ def path_scores(bridge, task: MultiHopTask, batch: TaskBatch, *, method: str = "
         ``(pos, sym, count)``: ``[max_hops, n_layers, n_heads]`` scores and ``[max_hops]``
         prompts per stop.
     """
-    from ...scores import swap_scores
 
     hops, path = task.hop_path(batch.tokens)
     pos_out, sym_out, counts = [], [], []

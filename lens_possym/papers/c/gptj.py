@@ -33,6 +33,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from ...errors import ToyConfigError
+from ...models.loading import from_hf
+from ...models.tiny import tiny_tokenizer
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
@@ -197,8 +199,6 @@ class GPTJTaskModel(nn.Module):
         Built once and kept (booting a bridge wraps the Hugging Face modules in place, so
         a second boot would not find GPT-J's attention class); the bridge is not a
         submodule, so ``state_dict`` and ``parameters`` are unchanged."""
-        from ...models.loading import from_hf
-        from ...models.tiny import tiny_tokenizer
 
         self.hf.eval()
         bridge = self.__dict__.get("_bridge")

@@ -23,6 +23,7 @@ import torch
 
 from ...errors import InvalidSelectionError
 from .tasks import MultiHopTask
+from .prompts import hop_prompts
 
 __all__ = ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"]
 
@@ -80,7 +81,6 @@ def lm_hop_accuracy(bridge, task: str, lengths: Sequence[int], *, n_prompts: int
                     seed: int = 0, max_new_tokens: int = 3, name: str = "",
                     log: Callable[[str], None] | None = None) -> LengthAccuracy:
     """Greedy accuracy of a language model on 1-hop prompts at each target-window length."""
-    from .prompts import hop_prompts
 
     acc = []
     for n in lengths:

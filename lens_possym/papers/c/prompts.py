@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import TaskConfigError
+from ...tasks.counterfactual import CounterfactualPairs
 
 __all__ = ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS", "PAPER_LENGTHS",
            "INSTRUCTIONS", "EXAMPLES"]
@@ -152,7 +153,6 @@ def hop_pairs(model: Any, task: str = "number", length: int = 12, n_prompts: int
     """
     import torch
 
-    from ...tasks.counterfactual import CounterfactualPairs
 
     if task not in HOP_CORRUPTIONS:
         raise TaskConfigError(f"task must be 'number' or 'letter', got {task!r}")

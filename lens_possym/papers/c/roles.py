@@ -54,6 +54,10 @@ from torch import Tensor
 from ...errors import InvalidSelectionError
 from ...training.tasks import TaskBatch
 from .tasks import LetterTask, MultiHopTask, NumberTask
+from ...capture import capture_attention_inputs
+from .dynamics import score_model
+from ...interventions import ablate_heads, patch_heads
+from ...interventions.heads import z_hook_names
 
 __all__ = ["AttentionRoles", "attention_roles", "label_roles", "schedule_share", "CausalRoles",
            "causal_roles", "corrupt_answers", "ROLES"]
@@ -134,8 +138,6 @@ def attention_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, threshold: 
     ``fwd_hooks`` run during the pass the patterns are read from (e.g. a hand-built
     pattern written into ``blocks.{L}.attn.hook_pattern``); the scores that tell Index
     from Retrieval are the model's own."""
-    from ...capture import capture_attention_inputs
-    from .dynamics import score_model
 
     if not 0 < threshold <= 1:
         raise InvalidSelectionError(f"threshold must be in (0, 1], got {threshold}")
@@ -241,8 +243,6 @@ class CausalRoles:
 @torch.no_grad()
 def causal_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> CausalRoles:
     """Mean-ablate every head and patch every head at every stop (module docstring)."""
-    from ...interventions import ablate_heads, patch_heads
-    from ...interventions.heads import z_hook_names
 
     hops, path = task.hop_path(batch.tokens)
     n_layers = len(z_hook_names(bridge))

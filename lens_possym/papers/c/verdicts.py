@@ -426,6 +426,8 @@ def _gap_ratio(run: RunAnalyses, layers: Sequence[int], which: str) -> float | N
     table = run.gap_min if which == "min" else run.gap_max
     if table is None or 17 not in table or 300 not in table:
         return None
+    if max(layers) >= table[17].shape[0]:
+        return None
     vals = [float(table[300][layer, 0] / table[17][layer, 0]) for layer in layers]
     return sum(vals) / len(vals)
 

@@ -76,6 +76,8 @@ def test_lens_and_patching_on_a_trained_gptj(tiny_multihop_run, tmp_path):
         # decoding the final stream at the query is the prediction; patching it in, too
         assert float(lens.decoded[h - 1, -1, 0]) == pytest.approx(clean)
         assert float(patch.restore[h - 1, -1, 0]) == pytest.approx(clean)
+        # the clean embeddings at the answer position make the corrupted run the clean one
+        assert float(patch.restore[h - 1, 0, h]) == pytest.approx(clean)
     assert ((lens.answer_prob >= 0) | lens.answer_prob.isnan()).all()
     lens.save(tmp_path / "lens.json")
     again = ChainLens.load(tmp_path / "lens.json")

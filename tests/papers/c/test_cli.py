@@ -38,6 +38,9 @@ def test_lengths_and_discrepancy(tiny_run, capsys):
     assert main(["multihop", "lengths", str(tiny_run), "--lengths", "17,140",
                  "--prompts", "8"]) == 0
     assert "length   140" in capsys.readouterr().out
+    assert main(["multihop", "lengths", str(tiny_run), "--lengths", "40", "--prompts", "8",
+                 "--filler", "repeat"]) == 0
+    assert "extra tokens: repeat" in capsys.readouterr().out
     assert main(["multihop", "discrepancy", "--theta", "0.8", "--lengths", "8,100"]) == 0
     text = capsys.readouterr().out
     assert "|   100 |" in text and "* above the bound" in text
@@ -61,3 +64,10 @@ def test_lengths_are_a_comma_list_as_every_other_list(capsys):
     assert "unrecognized arguments: 100" in capsys.readouterr().err
     assert main(["multihop", "discrepancy", "--lengths", "8,-1"]) == 2
     assert "expected positive integers, got -1" in capsys.readouterr().err
+
+
+def test_filler_choices_are_the_tasks():
+    from lens_possym.papers.c.cli import FILLER_CHOICES
+    from lens_possym.papers.c.tasks import FILLERS
+
+    assert FILLER_CHOICES == FILLERS

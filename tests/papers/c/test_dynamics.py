@@ -80,6 +80,18 @@ def test_score_run_reads_every_checkpoint_exact_equals_rerun(tiny_multihop_run):
         score_run(run_dir, steps=[30])
 
 
+def test_score_run_can_measure_on_the_training_test_set(tiny_multihop_run):
+    """With the training loop's own test set the accuracy at each checkpoint is the run's
+    history (the verdict rules read both)."""
+    from lens_possym.training.loop import TrainResult
+
+    run_dir, _, _ = tiny_multihop_run
+    history = {h.step: h.test_accuracy for h in TrainResult.load(run_dir / "metrics.json").history}
+    traj = score_run(run_dir, n_prompts=8, eval_size=128, training_eval=True)
+    assert traj.accuracy == pytest.approx([history[s] for s in traj.steps], abs=1e-6)
+    assert traj.meta["training_eval"] is True
+
+
 def test_entropy_is_one_for_uniform_attention(tiny_multihop_run):
     _, model, task = tiny_multihop_run
     fresh = type(model)(model.cfg)

@@ -1,0 +1,108 @@
+"""Paper C's benchmark scripts on the tiny preset: the one-setting-at-a-time ablation (each
+variant differs from its base in exactly its own setting, and the diagnostics are tracked
+at every checkpoint it names), and the report (verdicts from what exists; missing seeds
+pending; the results file)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module           # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("base", ["cpu", "tiny"])
+def test_each_variant_changes_one_setting(base):
+    from lens_possym.papers.c.presets import preset
+
+    ablate = _script("paper_c_ablate_settings")
+    found = ablate.variants(base)
+    assert list(found) == list(ablate.VARIANTS)
+    p = preset(base)
+    for name, v in found.items():
+        model = {k: x for k, x in {**p.model, **v.model}.items() if p.model.get(k) != x}
+        train = {k: x for k, x in {**p.train, **v.train}.items() if p.train.get(k) != x}
+        changed = set(model) | set(train)
+        expected = {"base": set(), "dropout": {"dropout"}, "width": {"d_model", "d_mlp"},
+                    "lr_schedule": {"lr", "betas", "warmup_steps", "schedule", "min_lr_ratio"},
+                    "steps": {"steps"}}[name]
+        assert changed == expected, (name, changed)
+    if base == "cpu":
+        assert found["lr_schedule"].train["lr"] == pytest.approx(1e-4)
+        assert found["lr_schedule"].train["warmup_steps"] == 750
+        assert found["steps"].train["steps"] == 7000 and found["width"].model["d_model"] == 128
+
+
+def test_ablation_tracks_the_diagnostics_on_tiny(tmp_path):
+    ablate = _script("paper_c_ablate_settings")
+    argv = ["--base", "tiny", "--variants", "base", "dropout", "--track-every", "40",
+            "--lengths", "17", "30", "--mask-lengths", "30", "--n-prompts", "16",
+            "--gap-inputs", "8", "--out", str(tmp_path)]
+    rows = ablate.main(argv)
+    assert [(r["variant"], r["step"]) for r in rows] == [("base", 40), ("base", 60),
+                                                         ("dropout", 40), ("dropout", 60)]
+    for r in rows:
+        assert set(r["lengths"]) == {"17", "30"}
+        assert set(r["masking"]) == {"as built", "mask", "positions"}
+        assert r["masking"]["as built"] == [r["lengths"]["30"]]       # the same prompts
+        assert len(r["gap_min"]) == 2 and len(r["gap_min"][0]) == 2      # 17, 30 × L0, L1
+        assert all(m <= a + 1e-9 for m, a in zip(r["gap_min"][0], r["gap_mean"][0]))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["variants"]["dropout"]["model"] == {"dropout": 0.1}
+    again = ablate.main(argv)                                          # resumes from the cache
+    assert again == rows
+
+
+def _record(task, preset, seed, reach: int | None):
+    hist = [{"step": s, "test_accuracy": 0.995 if reach and s >= reach else 0.3}
+            for s in range(100, 1001, 100)]
+    return {"task": task, "preset": preset, "seed": seed, "steps": 1000,
+            "test_accuracy": hist[-1]["test_accuracy"], "train_time_s": 60.0,
+            "history": hist}
+
+
+def test_report_from_what_exists(tmp_path):
+    """Two runs of seed 0 with lengths measured; nothing else: the rules that read lengths
+    and histories decide seed 0, everything else is pending; seeds 1 and 2 are not run."""
+    report = _script("paper_c_report")
+    docs, cache = tmp_path / "docs", tmp_path / "cache"
+    (docs / "paper_c_runs").mkdir(parents=True)
+    for task, reach, acc in (("number", 800, {50: 0.4, 100: 0.3, 300: 0.1, 850: 0.02}),
+                             ("letter", 500, {50: 0.9, 100: 0.7, 300: 0.3, 850: 0.1})):
+        (docs / "paper_c_runs" / f"{task}-paper-s0.json").write_text(
+            json.dumps(_record(task, "paper", 0, reach)))
+        for n, a in acc.items():
+            path = cache / "paper-s0" / f"length_{task}_{n}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"task": task, "lengths": [n], "accuracy": [a],
+                                        "by_hops": [[a] * 4], "n_prompts": 256,
+                                        "model": "", "filler": "target"}))
+    report.write_report(argparse.Namespace(docs=docs, cache=cache, presets=["paper"]))
+    page = (docs / "paper_c.md").read_text()
+    rows = {line.split(" | ")[0].strip("| "): line for line in page.splitlines()
+            if line[:3].strip("| ").isdigit() and " | " in line}
+    assert "✓ T = 500 (Letter) vs 800 (Number)" in rows["3"] and "**pending**" in rows["3"]
+    assert "✓ 50: L 0.90 / N 0.40" in rows["13"]
+    assert "✗ 0.100" in rows["14"] and "… not run" in rows["14"]
+    assert "… missing" in rows["1"]
+    assert "| number-paper-s1 | pending |" in page
+    results = json.loads((docs / "paper_c_results.json").read_text())["runs"]
+    assert [(r["task"], r["seed"]) for r in results] == [("number", 0), ("letter", 0)]
+    number = results[0]
+    assert number["accuracy_by_length"] == {"50": 0.4, "100": 0.3, "300": 0.1, "850": 0.02}
+    assert number["first_step_at_0.99"] == 800 and number["steps"] == 1000
+    assert number["pure_positional_end"] is None                    # not analysed: null
