@@ -65,13 +65,14 @@ def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, st
 
 
 def grid_cost(preset: pb.Preset, timed: dict[tuple[str, str, str], dict[str, float]],
-              steps: int, seeds: int = 3) -> float:
-    """CPU seconds of the preset's grid at ``steps`` per cell: training, the evaluations
-    during training, one per-head ablation grid per cell (two for faithful MLA), probe and
-    start-up counted as two more evaluations."""
+              scale: float = 1.0, seeds: int = 3) -> float:
+    """CPU seconds of the preset's grid with every cell's steps times ``scale``: training,
+    the evaluations during training, one per-head ablation grid per cell (two for faithful
+    MLA), probe and start-up counted as three more evaluations."""
     total = 0.0
     n_heads = preset.model["n_layers"] * preset.model["n_heads"]
     for (task, variant, label), t in timed.items():
+        steps = scale * preset.steps_for(task, pb.parse_label(label)[0])
         ablations = 2 if (label == "mla" and variant == "faithful") else 1
         per_cell = (steps * t["step_cpu"] + (preset.evals + 1) * t["eval_cpu"]
                     + (ablations * n_heads + 3) * t["analysis_cpu"])
@@ -114,15 +115,13 @@ def main() -> None:
                       f"{1e3 * t['step_cpu']:11.1f} {full:13.0f} {1e3 * t['forward']:13.1f}",
                       flush=True)
     if timed and preset.grid:
-        steps = preset.steps_for("distance", "rope")
         cells = 3 * len(timed)
-        total = grid_cost(preset, timed, steps)
-        fixed = grid_cost(preset, timed, 0)
-        per_step = (total - fixed) / steps
-        fit = int((args.budget_hours * 3600 - fixed) / per_step)
+        total, fixed = grid_cost(preset, timed), grid_cost(preset, timed, scale=0.0)
+        share = (args.budget_hours * 3600 - fixed) / (total - fixed)
+        steps = ", ".join(f"{t} {preset.steps[t]}" for t in preset.steps)
         print(f"\ngrid: {cells} cells (3 seeds) at {steps} steps: {total / 3600:.1f} CPU-hours "
               f"({fixed / 3600:.1f} of them evaluations and ablations); "
-              f"{args.budget_hours:g} CPU-hours fit {fit} steps per cell")
+              f"{args.budget_hours:g} CPU-hours fit {100 * share:.0f} % of those steps")
     if args.root:
         rows = [json.loads(p.read_text()) for p in
                 sorted((Path(args.root) / preset.name).glob("**/analysis.json"))]
