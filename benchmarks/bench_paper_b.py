@@ -3,6 +3,7 @@
     python benchmarks/bench_paper_b.py [--preset cpu|paper-length] [--steps 40]
         [--tasks distance count] [--threads 1] [--root runs/paper_b] [--measured-only]
         [--budget-hours 12]
+    python benchmarks/bench_paper_b.py --preset paper-length --attention [--steps 10]
 
 For each task, scheme (and RoPE on 2 heads; ``paper-length``: the schemes of its grid) and
 variant: the preset's model is trained for ``--steps`` steps through the shared loop (after
@@ -11,7 +12,8 @@ own CPU time, which is what a grid costs on a shared machine), the projected tim
 preset's full run and one forward pass over a batch of 64 sentences. For a preset with a
 claim grid it then prints the grid's cost in CPU-hours (3 seeds; every cell's steps, its
 evaluations during training, its per-head ablations and probe) and the steps per cell that
-fit in ``--budget-hours``. With ``--root``, it also prints the measured training time of
+fit in ``--budget-hours``. ``--attention`` compares a training step with the fused
+attention and with the written-out one (what a hook on the pattern forces). With ``--root``, it also prints the measured training time of
 every finished cell of the grid (``benchmarks/paper_b.py run``), which is the number the
 docs quote; with ``--measured-only`` it prints only those (no training, seconds).
 
@@ -64,6 +66,31 @@ def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, st
     return out
 
 
+def attention_paths(preset: pb.Preset, steps: int, batch_size: int = 64) -> tuple[float, float]:
+    """CPU seconds per training step of intended RoPE on distance with the fused attention
+    (no hook on the scores or pattern) and with the written-out one (a no-op hook on every
+    layer's pattern), same batches."""
+    task = pb.make_task(preset, "distance")
+    out = []
+    for hooked in (False, True):
+        model = pb.make_model(preset, task, "rope", "intended")
+        if hooked:
+            for L in range(model.cfg.n_layers):
+                model.add_hook(f"blocks.{L}.attn.hook_pattern", lambda x, hook: x)
+        opt = torch.optim.AdamW(model.parameters(), lr=preset.lr)
+        gen = torch.Generator().manual_seed(0)
+        for i in range(steps + 2):                      # two warm-up steps
+            if i == 2:
+                cpu = time.process_time()
+            batch = task.sample(batch_size, generator=gen)
+            loss = torch.nn.functional.cross_entropy(model(batch.tokens)[:, -1], batch.answers)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        out.append((time.process_time() - cpu) / steps)
+    return out[0], out[1]
+
+
 def grid_cost(preset: pb.Preset, timed: dict[tuple[str, str, str], dict[str, float]],
               scale: float = 1.0, seeds: int = 3) -> float:
     """CPU seconds of the preset's grid with every cell's steps times ``scale``: training,
@@ -91,7 +118,16 @@ def main() -> None:
                         help="only print the grid's measured times (needs --root; no training)")
     parser.add_argument("--budget-hours", type=float, default=12.0,
                         help="CPU-hours the grid may cost (claim-grid presets)")
+    parser.add_argument("--attention", action="store_true",
+                        help="only compare the fused and the written-out attention (batch 64)")
     args = parser.parse_args()
+    if args.attention:
+        torch.set_num_threads(args.threads)
+        fused, written = attention_paths(pb.PRESETS[args.preset], args.steps)
+        print(f"{args.preset}, distance, intended RoPE, batch 64: fused attention "
+              f"{1e3 * fused:.0f} CPU-ms per step, written out {1e3 * written:.0f} "
+              f"({written / fused:.2f}x)")
+        return
     if args.measured_only and not args.root:
         parser.error("--measured-only needs --root (the grid's run folder)")
     torch.set_num_threads(args.threads)

@@ -323,8 +323,8 @@ def _listened(*points: HookPoint) -> bool:
 def _fused_attention(rq: Tensor, rk: Tensor, v: Tensor, bias: Tensor | None,
                      key_mask: Tensor | None, scale: float
                      ) -> Float[Tensor, "batch pos head_index d_head"]:
-    """``softmax(scale·rq·rkᵀ + bias, masked) v`` by ``scaled_dot_product_attention`` (about
-    twice as fast on a CPU core as the written-out path, which runs whenever a hook reads
+    """``softmax(scale·rq·rkᵀ + bias, masked) v`` by ``scaled_dot_product_attention`` (a
+    training step about 1.6x faster on a CPU core than with the written-out path, which runs whenever a hook reads
     the scores or the pattern; a test checks that both give the same logits and gradients)."""
     mask = None if bias is None else bias.to(rq.dtype)[None]
     if key_mask is not None:
