@@ -4,6 +4,7 @@
         [--tasks distance count] [--threads 1] [--root runs/paper_b] [--measured-only]
         [--budget-hours 12]
     python benchmarks/bench_paper_b.py --preset paper-length --attention [--steps 10]
+    python benchmarks/bench_paper_b.py --preset paper --device cuda [--steps 20]
 
 For each task, scheme (and RoPE on 2 heads; ``paper-length``: the schemes of its grid) and
 variant: the preset's model is trained for ``--steps`` steps through the shared loop (after
@@ -16,6 +17,9 @@ fit in ``--budget-hours``. ``--attention`` compares a training step with the fus
 attention and with the written-out one (what a hook on the pattern forces). With ``--root``, it also prints the measured training time of
 every finished cell of the grid (``benchmarks/paper_b.py run``), which is the number the
 docs quote; with ``--measured-only`` it prints only those (no training, seconds).
+
+On ``--device cuda`` every time is wall-clock time with the device synchronised (the GPU
+is the resource a grid spends there), and the grid's cost is printed in GPU-hours.
 
 Times depend on the machine and its load; compare numbers from one run only.
 """
@@ -36,33 +40,49 @@ from lens_possym.training.loop import TrainConfig, evaluate, train
 LABELS = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k2", "mla", "hybrid"]
 
 
-def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, steps: int
-                 ) -> dict[str, float]:
-    """Wall and CPU seconds per training step, a forward pass of 64, and the CPU seconds
-    of one evaluation on ``eval_size`` and on ``analysis_size`` sentences."""
+def _clock(device: torch.device):
+    """The clock a grid's cost is counted on: the process's CPU time on a CPU (what a
+    shared machine spends), synchronised wall time on an accelerator."""
+    if device.type == "cpu":
+        return time.process_time
+
+    def wall() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+    return wall
+
+
+def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, steps: int,
+                 device: str = "cpu") -> dict[str, float]:
+    """Seconds per training step (wall, and on the cost clock: :func:`_clock`), a forward
+    pass of 64, and the cost of one evaluation on ``eval_size`` and on ``analysis_size``
+    sentences. The step uses the cell's own batch size (MLA's may differ)."""
+    dev = torch.device(device)
+    clock = _clock(dev)
     task = pb.make_task(preset, task_name)
     model = pb.make_model(preset, task, label, variant)
-    config = dict(batch_size=preset.batch_size, lr=preset.lr, betas=preset.betas,
-                  eval_size=64, device="cpu")
+    scheme = pb.parse_label(label)[0]
+    config = dict(batch_size=preset.batch_size_for(scheme), lr=preset.lr, betas=preset.betas,
+                  eval_size=64, device=device)
     train(model, task, TrainConfig(steps=3, eval_every=3, **config))          # warm-up
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cost = time.perf_counter(), clock()
     train(model, task, TrainConfig(steps=steps, eval_every=steps, **config))
-    out = {"step": (time.perf_counter() - start) / steps,
-           "step_cpu": (time.process_time() - cpu) / steps}
-    tokens = task.sample(64, seed=1).tokens
+    out = {"step_cpu": (clock() - cost) / steps, "step": (time.perf_counter() - start) / steps,
+           "cell_steps": preset.steps_for(task_name, scheme, getattr(task, "epoch_size", None))}
+    tokens = task.sample(64, seed=1).tokens.to(dev)
     model.eval()
     forward = []
     with torch.no_grad():
         for _ in range(5):
-            t0 = time.perf_counter()
+            t0 = clock()
             model(tokens)
-            forward.append(time.perf_counter() - t0)
+            forward.append(clock() - t0)
     out["forward"] = statistics.median(forward)
     for name, size in (("eval_cpu", preset.eval_size), ("analysis_cpu", preset.analysis_size)):
         batch = task.test_set(size, seed=3)
-        cpu = time.process_time()
+        cost = clock()
         evaluate(model, task, batch)
-        out[name] = time.process_time() - cpu
+        out[name] = clock() - cost
     return out
 
 
@@ -99,7 +119,7 @@ def grid_cost(preset: pb.Preset, timed: dict[tuple[str, str, str], dict[str, flo
     total = 0.0
     n_heads = preset.model["n_layers"] * preset.model["n_heads"]
     for (task, variant, label), t in timed.items():
-        steps = scale * preset.steps_for(task, pb.parse_label(label)[0])
+        steps = scale * t["cell_steps"]
         ablations = 2 if (label == "mla" and variant == "faithful") else 1
         per_cell = (steps * t["step_cpu"] + (preset.evals + 1) * t["eval_cpu"]
                     + (ablations * n_heads + 3) * t["analysis_cpu"])
@@ -109,7 +129,8 @@ def grid_cost(preset: pb.Preset, timed: dict[tuple[str, str, str], dict[str, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="cpu", choices=["cpu", "paper-length"])
+    parser.add_argument("--preset", default="cpu", choices=["cpu", "paper-length", "paper"])
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--tasks", nargs="+", default=["distance", "count"])
     parser.add_argument("--threads", type=int, default=1)
@@ -144,9 +165,9 @@ def main() -> None:
             for label in labels:
                 if variant == "faithful" and label == "hybrid":
                     continue  # the official RoPE model already is the hybrid
-                t = time_variant(preset, task, label, variant, args.steps)
+                t = time_variant(preset, task, label, variant, args.steps, args.device)
                 timed[(task, variant, label)] = t
-                full = t["step"] * preset.steps_for(task, pb.parse_label(label)[0])
+                full = t["step"] * t["cell_steps"]
                 print(f"{task:9} {variant:9} {label:11} {1e3 * t['step']:8.1f} "
                       f"{1e3 * t['step_cpu']:11.1f} {full:13.0f} {1e3 * t['forward']:13.1f}",
                       flush=True)
@@ -154,10 +175,12 @@ def main() -> None:
         cells = 3 * len(timed)
         total, fixed = grid_cost(preset, timed), grid_cost(preset, timed, scale=0.0)
         share = (args.budget_hours * 3600 - fixed) / (total - fixed)
-        steps = ", ".join(f"{t} {preset.steps[t]}" for t in preset.steps)
-        print(f"\ngrid: {cells} cells (3 seeds) at {steps} steps: {total / 3600:.1f} CPU-hours "
+        unit = "CPU-hours" if args.device == "cpu" else f"{args.device}-hours"
+        steps = ", ".join(f"{t} {max(v['cell_steps'] for k, v in timed.items() if k[0] == t)}"
+                          for t in args.tasks)
+        print(f"\ngrid: {cells} cells (3 seeds) at up to {steps} steps: {total / 3600:.1f} {unit} "
               f"({fixed / 3600:.1f} of them evaluations and ablations); "
-              f"{args.budget_hours:g} CPU-hours fit {100 * share:.0f} % of those steps")
+              f"{args.budget_hours:g} {unit} fit {100 * share:.0f} % of those steps")
     if args.root:
         rows = [json.loads(p.read_text()) for p in
                 sorted((Path(args.root) / preset.name).glob("**/analysis.json"))]
