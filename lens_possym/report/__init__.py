@@ -6,6 +6,8 @@ one file that opens with no network. Every command that writes results writes it
 ``report.html`` with it:
 
 * :func:`profile_report`: ``lens-possym profile`` (scores, explorer, frequency atlas);
+  :func:`render_profile_report` renders it from saved results (the scores and their
+  :class:`ProfileDetails`) with no model;
 * :func:`ablation_report`, :func:`band_sweep_report`: ``lens-possym ablate``;
 * :func:`train_report`: ``lens-possym train`` (a
   new kind of result, e.g. paper B and C experiments, adds one function that fills a
@@ -21,7 +23,8 @@ _EXPORTS = {
     "builder": ["Report", "format_value"],
     "glossary": ["TERMS", "describe"],
     "interventions": ["ablation_report", "band_sweep_report"],
-    "profile": ["profile_report", "save_profile_figures", "write_report"],
+    "profile": ["ProfileDetails", "profile_details", "profile_report", "render_profile_report",
+        "save_profile_figures", "write_report"],
     "training": ["train_report"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
@@ -32,6 +35,9 @@ __all__ = [
     "TERMS",
     "describe",
     "profile_report",
+    "render_profile_report",
+    "profile_details",
+    "ProfileDetails",
     "ablation_report",
     "band_sweep_report",
     "train_report",
