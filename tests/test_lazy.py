@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -33,19 +32,21 @@ def test_naming_a_submodule_imports_nothing_until_it_is_used():
 
 
 def test_the_stand_in_stays_out_of_sys_modules_and_passes_writes_through():
-    name = "lens_possym.papers.c.verdicts"  # torch-free, and imported by few tests
-    if name in sys.modules:
-        pytest.skip(f"{name} is already imported in this process")
-    stand_in = lazy_module(name)
-    assert isinstance(stand_in, types.ModuleType) and name not in sys.modules
-    assert "imported on first use" in repr(stand_in)
-    assert getattr(stand_in, "__wrapped__", None) is None and name not in sys.modules
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(stand_in, "GAMMA", "patched")  # imports it, then writes to it
-        assert sys.modules[name].GAMMA == "patched" and stand_in.GAMMA == "patched"
-    assert sys.modules[name].GAMMA == 0.1  # the module's own value back, not deleted
-    assert repr(stand_in) == repr(sys.modules[name])
-    assert lazy_module(name) is sys.modules[name]  # once imported, the module itself
+    out = _fresh(
+        "import sys, types, pytest\n"
+        "from lens_possym._lazy import lazy_module\n"
+        "name = 'lens_possym.papers.c.verdicts'\n"
+        "stand_in = lazy_module(name)\n"
+        "print(isinstance(stand_in, types.ModuleType), name in sys.modules)\n"
+        "print('imported on first use' in repr(stand_in))\n"
+        "print(getattr(stand_in, '__wrapped__', None), name in sys.modules)\n"
+        "with pytest.MonkeyPatch.context() as mp:\n"
+        "    mp.setattr(stand_in, 'GAMMA', 'patched')\n"  # imports it, then writes to it
+        "    print(sys.modules[name].GAMMA, stand_in.GAMMA)\n"
+        "print(sys.modules[name].GAMMA)\n"  # the module's own value back, not deleted
+        "print(repr(stand_in) == repr(sys.modules[name]), lazy_module(name) is sys.modules[name])")
+    assert out.splitlines() == ["True False", "True", "None False", "patched patched", "0.1",
+                                "True True"]
 
 
 def test_a_name_that_is_neither_an_export_nor_a_submodule_is_an_attribute_error():
