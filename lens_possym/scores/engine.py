@@ -206,7 +206,7 @@ def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
     checking the source against the model."""
     refusal = closed_form_refusal(_scheme(layer), layer.layer, config.swap_site)
     if refusal is not None and config.method == "exact":
-        raise refusal
+        raise InvalidSelectionError(refusal)
     if inputs is not None:                                   # RoPE: factors
         spec = inputs.spec
         if config.method == "exact" and spec.extra.get("attention_sinks"):

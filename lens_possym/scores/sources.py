@@ -71,19 +71,18 @@ class CrossLogitSource(Protocol):
         """The per-frequency :math:`C_f` (schemes with frequencies)."""
 
 
-def closed_form_refusal(scheme: PositionalScheme, layer: int, site: str
-                        ) -> InvalidSelectionError | None:
+def closed_form_refusal(scheme: PositionalScheme, layer: int, site: str) -> str | None:
     """Why ``site`` has no closed form at ``layer`` under ``scheme`` (``None``: it has one):
     ``"input"`` past layer 0, and ``"content"``/``"input"`` past layer 0 of an absolute-PE
     model. Then ``method="rerun"`` scores it and the exclusion is not computed."""
     absolute = isinstance(scheme, Absolute)
     if site == "input" and layer > 0:
-        return InvalidSelectionError(
+        return (
             f"swapping token ids at the input changes every layer before layer {layer}, so "
             f"there is no closed form; use method='rerun' (or swap_site='layer'"
             f"{'' if absolute else ', which is Definition 2 for this scheme'})")
     if absolute and site in ("content", "input") and layer > 0:
-        return InvalidSelectionError(
+        return (
             f"the content of an absolute-PE model is separate from position only at "
             f"layer 0; for layer {layer} use method='rerun' (swap_site='content' or "
             f"'input' re-runs the model from its embeddings)")
@@ -163,7 +162,7 @@ def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerSc
     """
     refusal = closed_form_refusal(ls.scheme, ls.layer, site)
     if refusal is not None:
-        raise refusal
+        raise InvalidSelectionError(refusal)
     if isinstance(ls.scheme, Rope):
         inputs = capture_attention_inputs(model_of(model), tokens, ls.layer,
                                           query_positions=qpos)[ls.layer]
