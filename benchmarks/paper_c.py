@@ -308,7 +308,7 @@ def stage_discrepancy(args) -> None:
                 task = NumberTask(max_hops=1, length=n)
                 model, _ = t_index_model(task, 0.8, amplitude=1.0)
                 d = head_discrepancy(model, task.test_set(256).tokens)
-                out["index"][n] = d.to_dict()
+                out["index"][n] = d.summary()
         for theta in (0.0, 0.0027, 2 * math.pi / 8 / (2 * 850)):
             rows = {}
             for n in lengths:
@@ -318,7 +318,7 @@ def stage_discrepancy(args) -> None:
                 model, _ = t_retrieval_model(task, theta, amplitude=1.0)
                 d = head_discrepancy(model, task.test_set(256).tokens)
                 solver, _ = t_retrieval_model(task, theta)      # margin 10 nats at θ = 0
-                rows[n] = {**d.to_dict(), "bound": retrieval_bound(theta, 8, n),
+                rows[n] = {**d.summary(), "bound": retrieval_bound(theta, 8, n),
                            "accuracy": evaluate(solver, task, task.test_set(256)).accuracy}
             out["retrieval"][f"{theta:.5f}"] = rows
         return out

@@ -96,7 +96,14 @@ class JsonConfig:
 
     @classmethod
     def from_dict(cls: type[C], data: dict[str, Any]) -> C:
-        return cls().replace(**data)  # type: ignore[call-arg]
+        """The config ``to_dict`` wrote (validated again); an unknown name is an error."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise InvalidSelectionError(
+                f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}; "
+                f"its settings are {', '.join(sorted(names))}")
+        return cls(**data)  # type: ignore[call-arg]
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The config as JSON text (also written to ``path`` when given)."""

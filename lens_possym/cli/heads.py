@@ -134,7 +134,7 @@ def run(args) -> int:
         relative = float(result.relative[layer, head])
         print(f"  {f'{layer}.{head}':>6} {value:>+9.3f} {float(se[layer, head]):>7.3f} "
               f"{relative:>+9.2f} {float(result.ablated[layer, head]):>9.3f}")
-    print(result.summary())
+    print(result.describe())
     if args.out:
         out = Path(args.out)
         from matplotlib.figure import Figure  # no pyplot: no global backend state

@@ -144,7 +144,7 @@ def run(args) -> int:
           f"tokens (positions changed: {pairs.changed_positions().tolist()})")
     print(f"patching {config.activation_label} ({args.direction}): {grid.shape} cells × "
           f"{grid.n_prompts} prompts in {grid.n_passes} passes, {grid.seconds:.1f} s")
-    print(grid.summary(args.top))
+    print(grid.describe(args.top))
     if args.out:
         out = Path(args.out)
         from ..report.patching import patching_figures, patching_report

@@ -186,6 +186,12 @@ class HeadSetComparison(ResultIO):
         frame["draw"] = frame["draw"].astype("Int64")
         return frame
 
+    def summary(self) -> dict[str, Any]:
+        """The heads, the number of random sets, and every condition's row (:meth:`rows`:
+        the chosen heads' metrics, the random sets' mean and sd)."""
+        return to_jsonable({"heads": [f"{layer}.{head}" for layer, head in self.heads],
+                            "n_random": len(self.random_heads), "rows": self.rows()})
+
     def _headline(self) -> list[str]:
         return [f"n_heads={len(self.heads)}", f"n_random={len(self.random_heads)}",
                 f"conditions={len(self.chosen)}"]

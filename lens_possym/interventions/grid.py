@@ -718,7 +718,19 @@ class PatchingGrid(ResultIO):
             text += f" f{parts['freq']}"
         return text
 
-    def summary(self, k: int = 5) -> str:
+    def summary(self, k: int = 5) -> dict[str, Any]:
+        """The headline numbers: the baselines, the number of cells and prompts, and the
+        ``k`` cells that move the metric most (their label, value, effect and its standard
+        error); ``describe`` prints them as a table."""
+        mean = self.mean()
+        return {"metric": self.metric, "baseline": float(self.baseline.mean()),
+                "source_baseline": None if self.source_baseline is None
+                else float(self.source_baseline.mean()),
+                "n_prompts": self.n_prompts, "n_cells": int(mean.isfinite().sum()),
+                "top": [{"cell": self.label(index), "value": float(mean[index]),
+                         "effect": effect, "se": se} for index, effect, se in self.top(k)]}
+
+    def describe(self, k: int = 5) -> str:
         """A few lines: baselines, and the cells that move the metric most (their value, and
         the effect ± its standard error)."""
         lines = [f"{self.metric}: unpatched run {self.baseline.mean():.3f}"

@@ -259,6 +259,15 @@ class BandSweep(ResultIO):
             frames.append(frame.drop(columns=["frequency", "angle"]))
         return pd.concat(frames, ignore_index=True)
 
+    def summary(self, k: int = 3) -> dict[str, Any]:
+        """The mode, the bands, the baselines and, per metric, the ``k`` (head, band)
+        ablations that lower it most with their effects (ablated − baseline)."""
+        return {"mode": self.mode, "band_names": list(self.band_names),
+                "layers": list(self.layers), "baseline": dict(self.baseline),
+                "largest_drops": {m: [{"head": f"{layer}.{head}", "band": band, "effect": value}
+                                      for layer, head, band, value in self.top(k, m)]
+                                  for m in self.metrics}}
+
     def _headline(self) -> list[str]:
         if not self.values:
             return []

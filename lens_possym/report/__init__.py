@@ -6,6 +6,8 @@ one file that opens with no network. Every command that writes results writes it
 ``report.html`` with it:
 
 * :func:`profile_report`: ``lens-possym profile`` (scores, explorer, frequency atlas);
+  :func:`render_profile_report` renders it from saved results (the scores and their
+  :class:`ProfileDetails`) with no model;
 * :func:`ablation_report`, :func:`band_sweep_report`: ``lens-possym ablate``;
 * :func:`train_report`: ``lens-possym train`` (a
   new kind of result, e.g. paper B and C experiments, adds one function that fills a
@@ -16,7 +18,8 @@ from ..viz.attention import attention_view_html
 from .builder import Report, format_value
 from .glossary import TERMS, describe
 from .interventions import ablation_report, band_sweep_report
-from .profile import profile_report, save_profile_figures, write_report
+from .profile import (ProfileDetails, profile_details, profile_report, render_profile_report,
+                      save_profile_figures, write_report)
 from .training import train_report
 
 __all__ = [
@@ -25,6 +28,9 @@ __all__ = [
     "TERMS",
     "describe",
     "profile_report",
+    "render_profile_report",
+    "profile_details",
+    "ProfileDetails",
     "ablation_report",
     "band_sweep_report",
     "train_report",

@@ -223,9 +223,8 @@ class DatasetProfile(ResultIO):
 
     def _headline(self) -> list[str]:
         pos = self.moments["pos"].mean
-        return [f"model={self.model_name!r}", f"n_prompts={self.n_prompts}",
-                f"shards={self.n_shards}", f"tokens={self.n_tokens}",
-                f"heads={int(pos.isfinite().sum())}"]
+        # the fields (model_name, n_prompts, n_shards, n_tokens) are in the repr already
+        return [f"heads={int(pos.isfinite().sum())}"]
 
 
 # ---- models in workers ---------------------------------------------------------------------

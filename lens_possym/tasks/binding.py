@@ -69,6 +69,7 @@ from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
 from ..errors import NonFiniteResultError
+from ..results_io import ResultIO
 
 __all__ = [
     "BindingTemplate",
@@ -670,8 +671,8 @@ def _locate(tokenizer: Any, tokens: Tensor, prompts: list[str], spans: list) -> 
     return e_pos, a_pos
 
 
-@dataclass
-class BindingResult:
+@dataclass(repr=False)
+class BindingResult(ResultIO):
     """How a model does on a :class:`BindingTask`.
 
     Attributes:
@@ -689,9 +690,24 @@ class BindingResult:
     candidate_correct: Bool[Tensor, "batch"]
     logit_diffs: Float[Tensor, "batch"]
 
+    FORMAT = "lens-possym/binding-result@1"
+
     def as_dict(self) -> dict[str, float]:
         return {"accuracy": self.accuracy, "candidate_accuracy": self.candidate_accuracy,
                 "logit_diff": self.logit_diff}
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.as_dict(), "n_prompts": len(self.correct)}
+
+    def _table(self):
+        """One row per prompt: ``prompt``, ``correct``, ``candidate_correct``,
+        ``logit_diff``."""
+        import pandas as pd
+
+        return pd.DataFrame({"prompt": range(len(self.correct)),
+                             "correct": self.correct.cpu().numpy(),
+                             "candidate_correct": self.candidate_correct.cpu().numpy(),
+                             "logit_diff": self.logit_diffs.double().cpu().numpy()})
 
 
 def binding_logit_diff(task: BindingTask, logits: Float[Tensor, "batch pos d_vocab"]

@@ -73,6 +73,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import Tensor
 
+from ..._json import JsonConfig
 from ...errors import InvalidSelectionError
 from ...interventions import ablate_heads
 from .encoder import SCHEMES, VARIANTS, SchemeEncoder, encoder_config_for, faithful_mla_ablation
@@ -93,7 +94,7 @@ PROBE_SCHEMES = ("sinusoidal", "learned", "hybrid")
 
 
 @dataclass(frozen=True)
-class Preset:
+class Preset(JsonConfig):
     """Sizes and schedule of one preset (see the module docstring).
 
     ``data`` is the training data regime: ``"stream"`` (fresh sentences every batch,
@@ -131,6 +132,10 @@ class Preset:
     evals: int = 4
 
     def __post_init__(self) -> None:
+        # tuples as given in code, lists as read from JSON: one form, so a round trip is equal
+        object.__setattr__(self, "betas", tuple(self.betas))
+        if self.grid is not None:
+            object.__setattr__(self, "grid", {k: tuple(v) for k, v in self.grid.items()})
         if self.data not in DATA_REGIMES:
             raise InvalidSelectionError(
                 f"data must be one of {DATA_REGIMES}, got {self.data!r}")
@@ -260,7 +265,7 @@ def parse_label(label: str) -> tuple[str, int | None]:
 
 
 @dataclass(frozen=True)
-class Cell:
+class Cell(JsonConfig):
     """One model of the grid."""
 
     task: str

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from ..._json import JsonConfig
 from ...errors import TrainingError
 from .gptj import GPTJTaskConfig, GPTJTaskModel
 from ...training.runs import latest_checkpoint
@@ -46,8 +47,8 @@ __all__ = ["MultiHopPreset", "PRESETS", "preset", "build_run", "train_multihop"]
 MULTIHOP_TASKS = ("number", "letter")
 
 
-@dataclass
-class MultiHopPreset:
+@dataclass(frozen=True)
+class MultiHopPreset(JsonConfig):
     """Model sizes and training settings of one preset; ``task`` holds per-task settings
     (``{"letter": {...}}``), passed to the task's constructor."""
 
@@ -59,6 +60,9 @@ class MultiHopPreset:
     def __post_init__(self) -> None:
         if not self.name:
             raise TrainingError("a preset needs a name")
+        # ``betas`` as a tuple whether given in code or read from JSON (a round trip is equal)
+        object.__setattr__(self, "train", {k: tuple(v) if isinstance(v, list) else v
+                                           for k, v in self.train.items()})
 
 
 PRESETS: dict[str, MultiHopPreset] = {

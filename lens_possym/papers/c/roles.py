@@ -52,6 +52,7 @@ import torch
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
+from ...results_io import ResultIO, head_frame, lists_to_tensors
 from ...training.tasks import TaskBatch
 from .tasks import LetterTask, MultiHopTask, NumberTask
 from ...capture import capture_attention_inputs
@@ -65,8 +66,8 @@ __all__ = ["AttentionRoles", "attention_roles", "label_roles", "schedule_share",
 ROLES = ("Index", "Retrieval", "Reflexive", "other")
 
 
-@dataclass
-class AttentionRoles:
+@dataclass(repr=False)
+class AttentionRoles(ResultIO):
     """Attention shares and labels (module docstring).
 
     Attributes:
@@ -94,6 +95,27 @@ class AttentionRoles:
                 "answer_by_stop": self.answer_by_stop.tolist(),
                 "stop_mass": self.stop_mass.tolist(), "pos": self.pos.tolist(),
                 "sym": self.sym.tolist(), "labels": self.labels, "threshold": self.threshold}
+
+    FORMAT = "lens-possym/paper-c-attention-roles@1"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "AttentionRoles":
+        return super().from_dict(lists_to_tensors(data, (
+            "hop", "reflexive", "hop_by_stop", "answer_by_stop", "stop_mass", "pos", "sym")))
+
+    def summary(self) -> dict:
+        flat = [label for row in self.labels for label in row]
+        return {"threshold": self.threshold, **{role: flat.count(role) for role in ROLES}}
+
+    def _table(self):
+        """One row per head and number (``hop``, ``reflexive``, ``pos``, ``sym``), with the
+        head's ``role``."""
+        frame = head_frame({name: getattr(self, name) for name in
+                            ("hop", "reflexive", "pos", "sym")}, None)
+        frame = frame.drop(columns=["frequency", "angle"])
+        frame.insert(2, "role", [self.labels[layer][head]
+                                 for layer, head in zip(frame["layer"], frame["head"])])
+        return frame
 
 
 def schedule_share(hop_by_stop: Tensor) -> Tensor:
@@ -203,8 +225,8 @@ def corrupt_answers(task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> T
     return TaskBatch(tokens, new, batch.answer_pos.clone())
 
 
-@dataclass
-class CausalRoles:
+@dataclass(repr=False)
+class CausalRoles(ResultIO):
     """Ablation and patching results (module docstring).
 
     Attributes:
@@ -238,6 +260,25 @@ class CausalRoles:
                 "ablated_accuracy_by_hops": self.ablated_accuracy_by_hops.tolist(),
                 "restore": self.restore.tolist(), "corrupted_accuracy": self.corrupted_accuracy,
                 "chain_restore": list(self.chain_restore())}
+
+    FORMAT = "lens-possym/paper-c-causal-roles@1"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CausalRoles":
+        return super().from_dict(lists_to_tensors(data, ("ablated_accuracy_by_hops", "restore")))
+
+    def summary(self) -> dict:
+        on, off = self.chain_restore()
+        return {"clean_accuracy_by_hops": self.clean_accuracy_by_hops,
+                "corrupted_accuracy": self.corrupted_accuracy,
+                "chain_restore": on, "off_chain_restore": off}
+
+    def _table(self):
+        """One row per head and hop count: ``layer``, ``head``, ``hops``, the accuracy with
+        the head mean-ablated (``score`` ``ablated_accuracy``) and ``value``."""
+        frame = head_frame({"ablated_accuracy": self.ablated_accuracy_by_hops}, None,
+                           dims=("layer", "head", "hops"))
+        return frame.drop(columns=["angle"], errors="ignore")
 
 
 @torch.no_grad()
