@@ -12,7 +12,8 @@ import argparse
 import math
 from typing import Callable
 
-from ..errors import LensPossymError
+from .. import _ids
+from ..errors import InvalidSelectionError, LensPossymError
 
 
 class ArgumentValueError(LensPossymError, argparse.ArgumentTypeError, ValueError):
@@ -26,11 +27,8 @@ def ids_text(what: str, *, bands: bool) -> Callable[[str], str]:
     """A type that accepts text in the id grammar and returns it unchanged."""
 
     def check(text: str) -> str:
-        from .._ids import check_ids_text
-        from ..errors import InvalidSelectionError
-
         try:
-            return check_ids_text(text, what=what, bands=bands)
+            return _ids.check_ids_text(text, what=what, bands=bands)
         except InvalidSelectionError as exc:
             raise ArgumentValueError(str(exc)) from None
 
