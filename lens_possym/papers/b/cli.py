@@ -60,7 +60,7 @@ def register(sub) -> None:
 @with_threads
 def run(args) -> int:
     check_output_dir(args.out)
-    preset = experiments.PRESETS[args.preset]
+    preset = experiments.ENCODER_PRESETS[args.preset]
     if args.steps is not None:
         preset = experiments.with_steps(preset, args.steps)
     cell = experiments.Cell(args.task, args.scheme, args.variant, args.seed)
@@ -76,7 +76,7 @@ def run(args) -> int:
             if getattr(model, "kind", None) != "scheme-encoder":
                 raise InvalidSelectionError(f"{path} is not a scheme encoder")
         else:
-            task = experiments.make_task(preset, args.task, args.seed)
+            task = experiments.preset_task(preset, args.task, args.seed)
             model = experiments.make_model(preset, task, args.scheme, args.variant, args.seed)
             config = replace(preset.train_config(args.task, model.cfg.scheme, args.seed,
                                                  str(stage)), device=args.device)

@@ -14,7 +14,7 @@ from pathlib import Path
 from ... import training
 from ...cli._output import check_output_dir
 from ...cli._toy_args import with_threads
-from ...cli._types import (_number, non_negative_int, positive_float, positive_int,
+from ...cli._types import (checked_number, non_negative_int, positive_float, positive_int,
                           positive_int_list)
 from ...errors import TrainingError
 from . import discrepancy, dynamics, lengths, presets
@@ -25,7 +25,7 @@ FILLER_CHOICES = ("target", "pretarget", "mixed", "repeat")
 
 
 def _gamma(text: str) -> float:
-    return _number(text, float, lambda v: 0 < v < 0.5, "a number in (0, 0.5)")
+    return checked_number(text, float, lambda v: 0 < v < 0.5, "a number in (0, 0.5)")
 
 
 def register(sub) -> None:
