@@ -37,7 +37,6 @@ from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError, NoFrequenciesError, UnsupportedModelError
 from ..positions import LayerScheme
 from ..positions.base import PositionalScheme
-from ..positions.mla import MLA
 from ..positions.rope import Rope
 from ..resolved import Resolved, resolve
 from ..rope import RopeSpec
@@ -80,15 +79,16 @@ def _has_factors(layer: Layer) -> bool:
 
 def _frequencies_scored(layer: Layer, method: str) -> bool:
     """Whether the engine scores this layer per frequency with ``method``: RoPE (closed
-    form and re-run) and MLA (closed form)."""
+    form and re-run), and in closed form every other scheme with frequencies (it supplies
+    its terms: MLA, RoPE on some heads)."""
     scheme = _scheme(layer)
-    return isinstance(scheme, Rope) or (isinstance(scheme, MLA) and method == "exact")
+    return isinstance(scheme, Rope) or (scheme.has_frequencies and method == "exact")
 
 
 def per_frequency_available(model: HookedModel | Resolved, config: ScoreConfig,
                             layers: int | Sequence[int] | None = None) -> bool:
     """Whether the chosen ``layers`` can be scored per frequency with ``config``: at the
-    ``"layer"`` site, every one RoPE or (in closed form) MLA.
+    ``"layer"`` site, every one RoPE or (in closed form) MLA or RoPE on some heads.
     :func:`~lens_possym.scores.swap_scores` left at its defaults scores per frequency only
     then (and whole heads otherwise), instead of refusing the model."""
     described = _layers(resolve(model))
@@ -110,8 +110,8 @@ def _check_per_frequency(described: list[Layer], chosen: list[int], config: Scor
             _frequencies_scored(described[layer], config.method) for layer in chosen):
         raise InvalidSelectionError(
             f"per-frequency scores are computed at the 'layer' site only (swap_site="
-            f"{config.swap_site!r}), for RoPE layers, and in closed form for MLA layers "
-            f"(method='exact'); pass per_frequency=False")
+            f"{config.swap_site!r}), for RoPE layers, and in closed form for MLA layers and "
+            f"RoPE on some heads (method='exact'); pass per_frequency=False")
 
 
 def layer_grid(model: HookedModel | Resolved) -> dict[str, int]:
@@ -282,10 +282,14 @@ def exclusion_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bo
 
 def exclusion_scores(source: CrossLogitSource, keys: Int[Tensor, "key"], config: ScoreConfig
                      ) -> tuple[Exclusion, Exclusion | None]:
-    """Theorem 1 over ``keys``, per head and (factors, ``config.per_frequency``) per
-    frequency: from the factors in ``O(n)`` per frequency, or from the matrix."""
+    """Theorem 1 over ``keys``, per head and (``config.per_frequency``) per frequency:
+    from the factors in ``O(n)`` per frequency, or from the matrices' ``keys × keys``
+    blocks (``None`` per frequency where the source has no terms)."""
     if isinstance(source, CrossLogitFactors):
         return exclusion_from_factors(source, keys, per_frequency=config.per_frequency,
                                       max_elements=config.max_elements)
-    cross = source.head_full()
-    return exclusion_from_matrix(cross[..., keys[:, None], keys[None, :]]), None
+    block = (..., keys[:, None], keys[None, :])
+    head = exclusion_from_matrix(source.head_full()[block])
+    if not (config.per_frequency and source.has_frequencies):
+        return head, None
+    return head, exclusion_from_matrix(source.frequency_full()[block])

@@ -25,7 +25,8 @@ from torch import Tensor
 
 from .swaps import SwapSet, WeightedCosines
 
-__all__ = ["CrossLogitMatrix", "matrix_swap_scores", "frequency_matrix_swap_scores"]
+__all__ = ["CrossLogitMatrix", "matrix_swap_scores", "frequency_matrix_swap_scores",
+           "add_swap_masses"]
 
 
 @dataclass(eq=False)
@@ -79,7 +80,7 @@ def matrix_swap_scores(cross: Float[Tensor, "batch head_index pos pos"], swaps: 
         index = torch.arange(len(first))[:, None]
         rows[..., index, first] = cross[..., first, second]
         rows[..., index, second] = cross[..., second, first]
-        _add(acc, torch.softmax(rows, -1), clean, first, second, tau)
+        add_swap_masses(acc, torch.softmax(rows, -1), clean, first, second, tau)
     return acc.result()
 
 
@@ -94,9 +95,11 @@ def frequency_matrix_swap_scores(cross: Float[Tensor, "batch head_index freq pos
     return pos.view(b, h, f), sym.view(b, h, f)
 
 
-def _add(acc: WeightedCosines, after: Tensor, clean: Tensor, first: Tensor, second: Tensor,
-         tau: float) -> None:
-    """``after``: ``[..., swap, pos]`` attention rows after each swap; ``clean``: ``[..., pos]``."""
+def add_swap_masses(acc: WeightedCosines, after: Tensor, clean: Tensor, first: Tensor,
+                    second: Tensor, tau: float) -> None:
+    """Add each swap's weighted cosines to ``acc``, from the groups' mean attention:
+    ``after`` ``[..., swap, pos]`` the attention rows after each swap, ``clean``
+    ``[..., pos]`` before (torch's ``cosine_similarity``, as the re-run of any scheme)."""
     def mass(rows: Tensor, groups: Tensor) -> Tensor:                     # -> [..., swap]
         index = groups.to(rows.device).expand(*rows.shape[:-1], groups.shape[-1])
         return torch.gather(rows, -1, index).mean(-1)

@@ -20,7 +20,7 @@ from ..resolved import Resolved, resolve
 from ..typing import HookedModel
 from . import engine
 from .config import ScoreConfig
-from .inputs import guard_hooks, resolve_exclude_bos, resolve_for_input  # noqa: F401 - re-exported
+from .inputs import resolve_exclude_bos  # noqa: F401 - re-exported (viz, notebooks)
 from .layer import LayerScores, mean_over_prompts, place_per_prompt  # noqa: F401 - re-exported
 from .results import PosSymScores
 

@@ -40,7 +40,7 @@ from ..errors import InvalidSelectionError
 from ..resolved import Resolved, model_of, resolve
 from ..typing import HookedModel
 from .exact import SwapScores
-from .matrix import _add as _add_masses
+from .matrix import add_swap_masses
 from .swaps import (Cosine, SwapSet, WeightedCosines, check_cosine, check_tau, clamped_cosines,
                      swap_cosines)
 
@@ -176,7 +176,7 @@ def rerun_site_scores(model: HookedModel | Resolved, tokens: Tensor, ls: Any,
             got = run_capturing(model, tokens.expand(len(perms), -1), [pattern],
                                 fwd_hooks=[(point, replace)])
         after = got[pattern][:, heads, swaps.query_position].double().transpose(0, 1)[None]
-        _add_masses(acc, after, clean, *swaps.pairs(sl), tau)          # [1, h, s, p]
+        add_swap_masses(acc, after, clean, *swaps.pairs(sl), tau)          # [1, h, s, p]
     return acc.result()
 
 

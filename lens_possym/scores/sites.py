@@ -16,10 +16,13 @@ from ..resolved import Resolved, resolve
 from ..typing import HookedModel
 from .config import ScoreConfig
 from .engine import per_frequency_available, score_model
-from .matrix import _add, frequency_matrix_swap_scores, matrix_swap_scores  # noqa: F401
+from .matrix import add_swap_masses, frequency_matrix_swap_scores, matrix_swap_scores  # noqa: F401
 from .rerun import rerun_site_scores
 from .results import PosSymScores
-from .sources import PATTERN_TOLERANCE, site_cross_logits  # noqa: F401 - re-exported
+from .sources import site_cross_logits
+
+#: the name tests/positions/test_schemes.py recomputes swaps with
+_add = add_swap_masses
 
 __all__ = ["per_frequency_available", "site_swap_scores", "site_cross_logits",
            "matrix_swap_scores", "frequency_matrix_swap_scores", "rerun_site_scores"]

@@ -132,7 +132,9 @@ def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme
                   ) -> CrossLogitMatrix:
     """The cross-logits of a layer whose scheme has no factors, at ``site`` (one run of
     the model for the layer's q and k; :func:`closed_form_refusal` must have passed).
-    MLA supplies its per-frequency terms too (its RoPE pairs, then its content part)."""
+    Schemes with frequencies supply their per-frequency terms too: MLA (its RoPE pairs,
+    then its content part) and RoPE on some heads (its pairs; 2-D NoPE parts on the
+    heads that do not rotate)."""
     model = model_of(model)
     scheme = ls.scheme
     visible = layer_visible(ls, qpos, tokens.shape[1])
@@ -146,7 +148,10 @@ def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     q = got[ls.q_hook][:, qpos][:, heads].to(dtype)
     k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads).to(dtype)
-    return CrossLogitMatrix(scheme.cross_logits(q, k, qpos), visible)
+    terms_of = None
+    if scheme.has_frequencies:  # e.g. RoPE on some heads: one C_f per pair, on every head
+        terms_of = lambda: scheme.frequency_cross_logits(q, k, qpos)  # noqa: E731
+    return CrossLogitMatrix(scheme.cross_logits(q, k, qpos), visible, terms_of)
 
 
 def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,

@@ -33,7 +33,8 @@ def _inputs(family: str, layer: int):
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("layer", [0, 1])
 def test_rope_cross_logits_are_the_factors_head_full(family, layer):
-    """The RoPE scheme's cross_logits is the matrix of the factors the engine scores."""
+    """The RoPE scheme's cross_logits (and its per-frequency terms) are the matrices of the
+    factors the engine scores."""
     inputs = _inputs(family, layer)
     heads = list(range(inputs.spec.n_heads))
     factors = cross_logit_factors(inputs, heads)
@@ -41,6 +42,9 @@ def test_rope_cross_logits_are_the_factors_head_full(family, layer):
     cross = Rope(spec=inputs.spec).cross_logits(inputs.q[:, 0][:, heads],
                                                 inputs.k_for_heads(heads), qpos)
     assert torch.equal(cross, factors.head_full())
+    terms = Rope(spec=inputs.spec).frequency_cross_logits(inputs.q[:, 0][:, heads],
+                                                          inputs.k_for_heads(heads), qpos)
+    assert torch.equal(terms, factors.frequency_full())
     assert isinstance(factors, CrossLogitSource)
 
 
@@ -65,10 +69,12 @@ def test_a_rope_layer_scores_the_same_as_factors_and_as_a_matrix(family, swap):
         a, b = getattr(by_factors, name), getattr(by_matrix, name)
         assert a.shape == b.shape and float((a - b).abs().max()) <= 1e-10, name
     keys = engine.exclusion_keys(config.query_position, factors.visible, True)
-    head_f, _ = engine.exclusion_scores(factors, keys, config)
-    head_m, freq_m = engine.exclusion_scores(matrix, keys, config)
-    assert freq_m is None
-    assert float((head_f.ratio - head_m.ratio).abs().max()) <= 1e-10
+    for per_factors, per_matrix in zip(engine.exclusion_scores(factors, keys, config),
+                                       engine.exclusion_scores(matrix, keys, config)):
+        for name in ("var", "s_pos", "s_sym"):
+            a, b = getattr(per_factors, name), getattr(per_matrix, name)
+            assert a.shape == b.shape
+            assert float(((a - b).abs() / b.abs().clamp_min(1)).max()) <= 1e-10, name
 
 
 @pytest.mark.parametrize("model_of,kind", [
@@ -119,3 +125,36 @@ def test_an_activation_cache_is_scored_at_the_layer_site_only():
     _, cache = model.run_with_cache(model.to_tokens(PROMPT))
     with pytest.raises(InvalidSelectionError, match="activation cache"):
         lp.swap_scores(model, cache, swap_site="content", per_frequency=False, exclude_bos=True)
+
+
+def test_rope_on_some_heads_is_scored_per_frequency_and_its_nope_heads_are_symbolic():
+    """A matrix scheme with frequencies (RoPE on heads 0-1, NoPE on 2-3) supplies its C_f:
+    every id of a NoPE head is a 2-D content part, so it scores s_SYM = 1."""
+    from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for
+    from lens_possym.papers.b.tasks import DistanceTask
+
+    task = DistanceTask(n_ctx=16, max_between=8, max_side=3, n_words=10)
+    cfg = encoder_config_for(task, "rope", n_layers=2, n_heads=4, d_model=32, d_head=8,
+                             d_ff=32, seed=1, rope_heads=2)
+    model = SchemeEncoder(cfg).eval()
+    tokens = task.sample(2).tokens
+    scores = lp.swap_scores(model, tokens, query_position=15, tau=0.05)
+    assert scores.config.per_frequency and scores.pos_freq.shape == (2, 4, 4)
+    assert torch.allclose(scores.sym_freq[:, 2:], torch.ones(2, 2, 4, dtype=torch.float64),
+                          atol=1e-9)
+    assert not torch.allclose(scores.sym_freq[:, :2], torch.ones(2, 2, 4, dtype=torch.float64),
+                              atol=1e-3)
+    whole = lp.swap_scores(model, tokens, query_position=15, tau=0.05, per_frequency=False)
+    assert torch.equal(whole.pos, scores.pos) and torch.equal(whole.sym, scores.sym)
+
+
+def test_mla_exclusion_per_frequency_holds_the_bound_and_its_content_part_is_symbolic():
+    """MLA supplies C_f: Theorem 1 per frequency (Var <= bound), and the content part (the
+    last id, no position) has balance 0, as a NoPE part."""
+    model = tiny_scheme_model("deepseek_v2", dtype=torch.float64)
+    scores = lp.swap_scores(model, PROMPT, exclude_bos=False)
+    ratio = scores.exclusion_ratio_freq
+    assert ratio.shape == scores.pos_freq.shape and ratio.isfinite().all()
+    assert bool((ratio <= 1 + 1e-9).all())
+    assert torch.allclose(scores.balance_freq[..., -1], torch.zeros_like(ratio[..., -1]),
+                          atol=1e-12)
