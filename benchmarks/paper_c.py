@@ -43,7 +43,7 @@ OUT = ROOT / "out" / "paper_c"
 RUNS = Path(os.environ.get("PAPER_C_RUNS") or OUT / "runs")
 CACHE = Path(os.environ.get("PAPER_C_CACHE") or OUT / "cache")
 TASKS = ("number", "letter")
-PRESETS = ("paper", "cpu")
+PRESET_NAMES = ("paper", "cpu")
 SEEDS = (0, 1, 2)
 LENGTHS = (17, 50, 100, 200, 300, 500, 850)
 READING_LENGTHS = (100, 300, 850)       # the other filler readings (the headline: LENGTHS)
@@ -454,7 +454,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cache", type=Path, default=None,
                         help="folder of the cached stage results (default out/paper_c/cache "
                              "or $PAPER_C_CACHE)")
-    parser.add_argument("--presets", nargs="+", default=list(PRESETS),
+    parser.add_argument("--presets", nargs="+", default=list(PRESET_NAMES),
                         help="analyse/report: the presets to read")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
                         help="analyse/report: the seeds to read")

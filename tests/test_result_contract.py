@@ -504,9 +504,9 @@ def test_formats_are_distinct():
 
 
 def _paper_b_preset():
-    from lens_possym.papers.b.experiments import PRESETS
+    from lens_possym.papers.b.experiments import ENCODER_PRESETS
 
-    return PRESETS["cpu"]
+    return ENCODER_PRESETS["cpu"]
 
 
 def _cell():
@@ -516,9 +516,9 @@ def _cell():
 
 
 def _multihop_preset():
-    from lens_possym.papers.c.presets import PRESETS
+    from lens_possym.papers.c.presets import MULTIHOP_PRESETS
 
-    return PRESETS["paper"]
+    return MULTIHOP_PRESETS["paper"]
 
 
 def _make(path: str, **kwargs):

@@ -7,6 +7,7 @@ import functools
 from contextlib import contextmanager
 from typing import Callable
 
+from .. import interventions, training
 from ._types import non_negative_int, positive_float, positive_int
 
 
@@ -23,8 +24,6 @@ def add_task_args(parser: argparse.ArgumentParser) -> None:
 
 
 def make_task_from(args):
-    from ..training.tasks import make_task
-
     kwargs = {}
     if args.task == "index":
         if args.length is not None:
@@ -36,7 +35,7 @@ def make_task_from(args):
             kwargs["n_pairs"] = args.length
         if args.vocab is not None:
             kwargs["n_entities"] = args.vocab
-    return make_task(args.task, **kwargs)
+    return training.make_task(args.task, **kwargs)
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -91,14 +90,12 @@ def with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 
 def train_config_from(args, **overrides):
-    from ..training.loop import TrainConfig
-
     given = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                  eval_every=args.eval_every, target_accuracy=args.target_accuracy)
     settings = {k: v for k, v in given.items() if v is not None}
     settings["device"] = args.device
     settings.update(overrides)
-    return TrainConfig(**settings)
+    return training.TrainConfig(**settings)
 
 
 def parse_ids(text: str | None, config) -> list[int] | None:
@@ -106,6 +103,4 @@ def parse_ids(text: str | None, config) -> list[int] | None:
     ``"low"``), checked against a toy model's ``config``; ``None``/``"all"`` → ``None``."""
     if text is None or text.strip().lower() == "all":
         return None
-    from ..interventions.selection import parse_freqs
-
-    return list(parse_freqs(text, config))
+    return list(interventions.parse_freqs(text, config))

@@ -15,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+from .. import scores
+from ..errors import InvalidSelectionError
+from ..execution import RayExecutor
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir
 from ._score_args import add_score_args, score_config_from
@@ -51,10 +54,6 @@ def _count(path: Path) -> int:
 
 
 def run(args) -> int:
-    from ..errors import InvalidSelectionError
-    from ..execution import RayExecutor
-    from ..scores.dataset import dataset_profile, read_prompts
-
     start = time.perf_counter()
     out = Path(args.out)
     check_output_dir(out)
@@ -75,7 +74,7 @@ def run(args) -> int:
         model = load_from_args(args)
         print(f"{total} prompts from {path}; shards of {args.shard_size} ...", file=sys.stderr)
     try:
-        profile = dataset_profile(model, read_prompts(path, field=args.field), config,
+        profile = scores.dataset_profile(model, scores.read_prompts(path, field=args.field), config,
                                   layers=args.layers, shard_size=args.shard_size, out_dir=out,
                                   executor=executor, n_prompts=total, progress=True)
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .. import models
+
 
 def register(sub) -> None:
     parser = sub.add_parser("models", help="list the known real models and their state")
@@ -9,10 +11,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..models import cache, list_models
-
-    print(f"cache: {cache.cache_root()}")
-    for info in list_models():
+    print(f"cache: {models.cache.cache_root()}")
+    for info in models.list_models():
         state = ("converted" if info.cached else "installed") if info.installed else "missing"
         print(f"  {info.name:<14} {state:<10} {info.description}")
         if not info.installed:

@@ -83,7 +83,7 @@ class PositionalScheme:
         are ``-inf``.
 
         For an ``"input"``-site scheme this is the logit of a layer-input row ``c`` moved to
-        ``p`` *with its position*: the layer-local swap (see :mod:`lens_possym.scores.sites`).
+        ``p`` *with its position*: the layer-local swap (see :mod:`lens_possym.scores.sources`).
         """
         n_pos = k.shape[1]
         content = einsum(q, k, "batch head_index d_head, batch content head_index d_head"

@@ -25,7 +25,7 @@ so with each row's own :math:`\sigma` (which depends on both parts) the split is
 :func:`toeplitz_terms` computes it and checks that the terms add up to the model's
 scores. Deeper layers have no such split (the residual stream mixes content and position
 non-linearly); there the swap scores at the ``"input"`` site are the tool
-(:mod:`lens_possym.scores.sites`), and :func:`toeplitz_terms` refuses with that advice.
+(:mod:`lens_possym.scores.sources`), and :func:`toeplitz_terms` refuses with that advice.
 
 **RoPE** is multiplicative: with pairs as complex numbers, frequency :math:`f`'s term is
 

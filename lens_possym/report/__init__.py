@@ -14,13 +14,20 @@ one file that opens with no network. Every command that writes results writes it
   :class:`Report`).
 """
 
-from ..viz.attention import attention_view_html
-from .builder import Report, format_value
-from .glossary import TERMS, describe
-from .interventions import ablation_report, band_sweep_report
-from .profile import (ProfileDetails, profile_details, profile_report, render_profile_report,
-                      save_profile_figures, write_report)
-from .training import train_report
+from .._lazy import lazy_attributes
+
+# imported on first use (lens_possym._lazy): a report imports matplotlib, plotly and the
+# figures, which a command's --help need not pay
+_EXPORTS = {
+    "..viz.attention": ["attention_view_html"],
+    "builder": ["Report", "format_value"],
+    "glossary": ["TERMS", "describe"],
+    "interventions": ["ablation_report", "band_sweep_report"],
+    "profile": ["ProfileDetails", "profile_details", "profile_report", "render_profile_report",
+        "save_profile_figures", "write_report"],
+    "training": ["train_report"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
     "Report",

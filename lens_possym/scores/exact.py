@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -39,6 +38,7 @@ from .swaps import (
     SwapSet,
     WeightedCosines,
     check_cosine,
+    check_tau,
     clamped_cosines,
     swap_cosines,
 )
@@ -252,16 +252,6 @@ def _scores(acc: WeightedCosines, swaps: SwapSet, logits: Tensor, entries, tau: 
     return acc.result()
 
 
-def _check_tau(tau: float) -> None:
-    import math
-
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (
-            math.isfinite(tau) and tau >= torch.finfo(torch.float64).tiny):
-        raise InvalidSelectionError(
-            f"tau must be a positive finite number of at least "
-            f"{torch.finfo(torch.float64).tiny:.3g} (paper C: 1e-4), got {tau!r}")
-
-
 @boundary
 def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float = 1e-4,
                       per_frequency: bool = True, cosine: Cosine = "clamped",
@@ -289,7 +279,7 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             code on GPUs.
     """
     check_cosine(cosine)
-    _check_tau(tau)
+    check_tau(tau)
     batch, heads = factors.x.shape[:2]
     logits = factors.head_diagonal()                               # [b, h, p]
     pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,

@@ -440,7 +440,9 @@ def check_words(tokenizer: Any, words: Sequence[str], template: BindingTemplate,
     return checks
 
 
-def _resolve_template(template: BindingTemplate | str | None) -> BindingTemplate:
+def binding_template(template: BindingTemplate | str | None) -> BindingTemplate:
+    """The template ``template`` names (a key of :data:`BINDING_TEMPLATES`; itself if a
+    :class:`BindingTemplate`; ``"color"`` when ``None``)."""
     if template is None:
         return BINDING_TEMPLATES["color"]
     if isinstance(template, BindingTemplate):
@@ -532,7 +534,7 @@ def binding_task(
             too few usable entities for ``n_pairs``, no entity that can stand in the first
             statement, fewer than two usable attributes, or a non-positive count.
     """
-    template = _resolve_template(template)
+    template = binding_template(template)
     if n_prompts < 1 or n_pairs < 1:
         raise InvalidSelectionError(
             f"n_prompts and n_pairs must be at least 1 (got {n_prompts}, {n_pairs})"
@@ -607,7 +609,7 @@ def binding_task_from(model: HookedModel, entities: Sequence[Sequence[str]],
             word that is not one token where it stands (prompts must also tokenize to one
             length).
     """
-    template = _resolve_template(template)
+    template = binding_template(template)
     entities, attributes = [list(e) for e in entities], [list(a) for a in attributes]
     queries = [int(q) for q in query_pair]
     if not (len(entities) == len(attributes) == len(queries)) or not entities:

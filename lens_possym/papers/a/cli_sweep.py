@@ -15,6 +15,7 @@ from ...cli._toy_args import (
 )
 from ...cli._types import freq_ids_text, int_list, non_negative_int
 from ...cli.profile import command_line
+from . import figures, report, sweeps, toy
 
 
 def register(sub) -> None:
@@ -47,27 +48,23 @@ def register(sub) -> None:
 
 @with_threads
 def run(args) -> int:
-    from .report import toy_sweep_report
-    from .sweeps import pairs_with, single_ids, sweep
-    from .toy import toy_config_for
-    from .figures import save_sweep_figures
-
     task = make_task_from(args)
     model_kwargs = model_kwargs_from(args)
     check_output_dir(args.out)
-    config = toy_config_for(task, **model_kwargs)
+    config = toy.toy_config_for(task, **model_kwargs)
     ids = parse_ids(args.ids, config) or list(range(config.n_freqs))
     if args.pair_with is not None:
         parse_ids(str(args.pair_with), config)  # in range, before any run starts
-    sets = pairs_with(args.pair_with, ids) if args.pair_with is not None else single_ids(ids)
+    sets = (sweeps.pairs_with(args.pair_with, ids) if args.pair_with is not None
+            else sweeps.single_ids(ids))
     seeds = args.seeds
     print(f"task: {task.describe()}; {len(sets)} frequency set(s) × {len(seeds)} seed(s)")
     with staged_dir(args.out) as stage:
-        result = sweep(task, sets, seeds=seeds, train_config=train_config_from(args),
+        result = sweeps.sweep(task, sets, seeds=seeds, train_config=train_config_from(args),
                        model_kwargs=model_kwargs, scores=not args.no_scores, out_dir=stage,
                        log=print)
-        paths = save_sweep_figures(result, stage)
-        toy_sweep_report(result, paths, command=command_line(args)).save(stage / "report.html")
+        paths = figures.save_sweep_figures(result, stage)
+        report.toy_sweep_report(result, paths, command=command_line(args)).save(stage / "report.html")
     print()
     print(result.table())
     print(f"\nwall time {result.wall_time_s:.1f} s; wrote {args.out}/sweep.json, table.md, "

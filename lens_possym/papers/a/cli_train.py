@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ... import report, training
 from ...cli._output import check_output_dir, staged_dir
 from ...cli._toy_args import (
     add_model_args,
@@ -14,6 +15,8 @@ from ...cli._toy_args import (
     with_threads,
 )
 from ...cli._types import freq_ids_text
+from ...cli.profile import command_line
+from . import toy
 
 
 def register(sub) -> None:
@@ -39,12 +42,9 @@ def register(sub) -> None:
 
 @with_threads
 def run(args) -> int:
-    from .toy import ToyTransformer, toy_config_for
-    from ...training import train
-
     check_output_dir(args.out)
     task = make_task_from(args)
-    model = ToyTransformer(toy_config_for(task, seed=args.seed, **model_kwargs_from(args)))
+    model = toy.ToyTransformer(toy.toy_config_for(task, seed=args.seed, **model_kwargs_from(args)))
     ids = parse_ids(args.freq_ids, model.cfg)
     model.set_frequencies(ids)
     angles = model.angles
@@ -54,13 +54,10 @@ def run(args) -> int:
         f"id {f} (θ={float(angles[f]):.4g})" for f in ids)))
     with staged_dir(args.out) as stage:
         config = train_config_from(args, seed=args.seed, out_dir=str(stage))
-        result = train(model, task, config, log=print if args.verbose_train else None)
+        result = training.train(model, task, config, log=print if args.verbose_train else None)
         result.train_config["out_dir"] = str(args.out)  # where the files end up
         result.save(stage / "metrics.json")
-        from ...report import train_report
-        from ...cli.profile import command_line
-
-        train_report(result, command=command_line(args), freq_ids=ids).save(stage / "report.html")
+        report.train_report(result, command=command_line(args), freq_ids=ids).save(stage / "report.html")
     print(f"test accuracy {result.test_accuracy:.4f} after {result.steps_run} steps "
           f"({result.train_time_s:.1f} s on {next(model.parameters()).device})")
     print("by answer position: " + " ".join(

@@ -42,7 +42,8 @@ from ...training.tasks import make_task
 from .tasks import MultiHopTask
 from ...training.loop import TrainConfig, TrainResult, train
 
-__all__ = ["MultiHopPreset", "PRESETS", "preset", "build_run", "train_multihop"]
+__all__ = ["MultiHopPreset", "MULTIHOP_PRESETS", "preset", "build_run",
+           "train_multihop"]
 
 MULTIHOP_TASKS = ("number", "letter")
 
@@ -66,7 +67,7 @@ class MultiHopPreset(JsonConfig):
                                            for k, v in self.train.items()})
 
 
-PRESETS: dict[str, MultiHopPreset] = {
+MULTIHOP_PRESETS: dict[str, MultiHopPreset] = {
     "cpu": MultiHopPreset(
         "cpu",
         model=dict(n_layers=12, n_heads=1, d_model=64, d_mlp=256, dropout=0.0),
@@ -89,9 +90,10 @@ PRESETS: dict[str, MultiHopPreset] = {
 
 
 def preset(name: str) -> MultiHopPreset:
-    if name not in PRESETS:
-        raise TrainingError(f"unknown multihop preset {name!r}; choose one of {sorted(PRESETS)}")
-    return PRESETS[name]
+    if name not in MULTIHOP_PRESETS:
+        raise TrainingError(f"unknown multihop preset {name!r}; choose one of "
+                            f"{sorted(MULTIHOP_PRESETS)}")
+    return MULTIHOP_PRESETS[name]
 
 
 def build_run(task_name: str, preset_name: str = "cpu", *, seed: int = 0,

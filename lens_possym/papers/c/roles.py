@@ -29,9 +29,10 @@ threshold``; ``"other"``.
 
 **Causal** (:func:`causal_roles`).
 
-* *Ablation*: each head mean-ablated (``ablate_heads(..., mode="mean", per_position=True)``
-  over the same prompts), accuracy per hop count ``[n_layers, n_heads, max_hops]``. A hop
-  head of layer ``ℓ`` should matter for prompts with more than ``ℓ`` hops at least.
+* *Ablation*: each head mean-ablated alone (the core's ``head_importance``, ``mode="mean",
+  per_position=True``, means over the same prompts), accuracy per hop count
+  ``[n_layers, n_heads, max_hops]``. A hop head of layer ``ℓ`` should matter for prompts
+  with more than ``ℓ`` hops at least.
 * *Patching*: corrupted prompts differ from the clean ones only in the answer token's
   value (Number: another letter at ``p_h``; Letter: another digit on the same letter, so
   the path is unchanged). Head ``ℓ``'s output at stop ``p_k`` is patched from the clean run
@@ -57,7 +58,7 @@ from ...training.tasks import TaskBatch
 from .tasks import LetterTask, MultiHopTask, NumberTask
 from ...capture import capture_attention_inputs
 from .dynamics import score_model
-from ...interventions import ablate_heads, patch_heads
+from ...interventions import ImportanceBatch, head_importance, patch_heads
 from ...interventions.heads import z_hook_names
 
 __all__ = ["AttentionRoles", "attention_roles", "label_roles", "schedule_share", "CausalRoles",
@@ -282,6 +283,11 @@ class CausalRoles(ResultIO):
 
 
 @torch.no_grad()
+def _correct(logits: Tensor, batch: ImportanceBatch) -> Tensor:
+    """Per prompt, whether the last position's top token is the answer (1.0 or 0.0)."""
+    return (logits[:, -1].argmax(-1) == batch.answers).float()
+
+
 def causal_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> CausalRoles:
     """Mean-ablate every head and patch every head at every stop (module docstring)."""
 
@@ -300,12 +306,15 @@ def causal_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0)
 
     tokens = batch.tokens
     clean = by_hops(bridge(tokens)[:, -1].argmax(-1), batch.answers)
+    correct = head_importance(  # each head mean-ablated alone; whether each prompt is right
+        bridge, ImportanceBatch(tokens=tokens, answers=batch.answers), _correct, mode="mean",
+        per_position=True, reference=tokens, heads_per_pass=1, last_token_only=False
+    ).per_prompt.float()
     ablated = torch.zeros(n_layers, n_heads, H)
     for layer in range(n_layers):
-        with ablate_heads(bridge, f"{layer}.0", mode="mean", reference=tokens,
-                          per_position=True):
-            ablated[layer, 0] = torch.tensor(by_hops(bridge(tokens)[:, -1].argmax(-1),
-                                                     batch.answers))
+        ablated[layer, 0] = torch.tensor([
+            float(correct[layer, 0][hops == h].mean()) if (hops == h).any() else float("nan")
+            for h in range(1, H + 1)])
     corrupted = corrupt_answers(task, batch, seed=seed)
     names = z_hook_names(bridge)
     _, cache = bridge.run_with_cache(tokens, names_filter=list(names.values()))
