@@ -40,7 +40,7 @@ import torch
 
 from .._checks import boundary
 from .._inputs import resolve_device
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import TrainingError
 from ..results_io import ResultIO
 from .models import TrainableModel
@@ -107,6 +107,7 @@ class TrainConfig(JsonConfig):
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=TrainingError)
         for name in ("steps", "batch_size", "eval_every", "eval_size"):
             if int(getattr(self, name)) < 1:
                 raise TrainingError(f"{name} must be >= 1, got {getattr(self, name)}")
