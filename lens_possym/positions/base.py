@@ -96,6 +96,17 @@ class PositionalScheme:
         visible = causal_visible(query_position, n_pos, self.window).to(full.device)
         return full.masked_fill(~visible[:, None], float("-inf"))
 
+    def frequency_cross_logits(self, q: Float[Tensor, "batch head_index d_head"],
+                               k: Float[Tensor, "batch pos head_index d_head"],
+                               query_position: int
+                               ) -> Float[Tensor, "batch head_index freq pos pos"]:
+        """The per-frequency terms ``C_f[b, h, f, p, c]`` of :meth:`cross_logits` (they sum
+        to it), for schemes with frequencies; the others raise. The score engine scores
+        each as a head of its own (``per_frequency=True``)."""
+        raise NoFrequenciesError(
+            f"a {self.name} head has no frequencies, so there is nothing to score or ablate "
+            f"per frequency; use whole-head scores (per_frequency=False)")
+
     def describe(self) -> str:
         where = "inside the head" if self.site == "inside" else "at the input"
         return f"{self.name} (position enters {where})"

@@ -61,8 +61,7 @@ class Rope(PositionalScheme):
         that wants a scheme's cross-logits whatever the scheme."""
         spec = self.spec
         n_pos = k.shape[1]
-        position = torch.tensor([query_position], device=k.device)
-        cos, sin, x, y = cross_factors(q, k, spec, position, dtype)
+        cos, sin, x, y = self._factors(q, k, query_position, dtype)
         tables = torch.cat([cos, sin], dim=-1)                              # [p, 2F]
         factors = torch.cat([x, y], dim=-1).transpose(-1, -2)               # [b, h, 2F, c]
         full = (tables @ factors).mul_(spec.scale)
@@ -70,6 +69,23 @@ class Rope(PositionalScheme):
             full = spec.softcap * torch.tanh(full / spec.softcap)
         visible = causal_visible(query_position, n_pos, self.window).to(full.device)
         return full.masked_fill_(~visible[:, None], float("-inf"))
+
+    def frequency_cross_logits(self, q: Float[Tensor, "batch head_index d_head"],
+                               k: Float[Tensor, "batch pos head_index d_head"],
+                               query_position: int, dtype: torch.dtype = torch.float64
+                               ) -> Float[Tensor, "batch head_index freq pos pos"]:
+        r"""``C_f[b, h, f, p, c] = s(\cos_{pf} x_{cf} + \sin_{pf} y_{cf})``, one per
+        frequency id (a partial-rotary tail last): they sum to :meth:`cross_logits` before
+        its softcap. ``CrossLogitFactors.frequency_full()`` of the same factors."""
+        cos, sin, x, y = self._factors(q, k, query_position, dtype)
+        x, y = x.transpose(-1, -2)[..., None, :], y.transpose(-1, -2)[..., None, :]
+        terms = (cos.T[:, :, None] * x + sin.T[:, :, None] * y) * self.spec.scale
+        visible = causal_visible(query_position, k.shape[1], self.window).to(terms.device)
+        return terms.masked_fill(~visible[:, None], float("-inf"))
+
+    def _factors(self, q: Tensor, k: Tensor, query_position: int, dtype: torch.dtype):
+        position = torch.tensor([query_position], device=k.device)
+        return cross_factors(q, k, self.spec, position, dtype)
 
 
 @dataclass(frozen=True, eq=False)

@@ -37,8 +37,7 @@ from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError, NoFrequenciesError, UnsupportedModelError
 from ..positions import LayerScheme
 from ..positions.base import PositionalScheme
-from ..positions.mla import MLA
-from ..positions.rope import HeadwiseRope, Rope
+from ..positions.rope import Rope
 from ..resolved import Resolved, resolve
 from ..rope import RopeSpec
 from ..typing import HookedModel
@@ -80,11 +79,10 @@ def _has_factors(layer: Layer) -> bool:
 
 def _frequencies_scored(layer: Layer, method: str) -> bool:
     """Whether the engine scores this layer per frequency with ``method``: RoPE (closed
-    form and re-run), and in closed form the matrix schemes that supply per-frequency
-    terms (MLA, RoPE on some heads)."""
+    form and re-run), and in closed form every other scheme with frequencies (it supplies
+    its terms: MLA, RoPE on some heads)."""
     scheme = _scheme(layer)
-    return isinstance(scheme, Rope) or (isinstance(scheme, (MLA, HeadwiseRope))
-                                        and method == "exact")
+    return isinstance(scheme, Rope) or (scheme.has_frequencies and method == "exact")
 
 
 def per_frequency_available(model: HookedModel | Resolved, config: ScoreConfig,

@@ -45,7 +45,7 @@ from ..positions._bridge import keys_for_heads
 from ..positions.absolute import Absolute
 from ..positions.base import PositionalScheme
 from ..positions.mla import MLA, mla_parts
-from ..positions.rope import HeadwiseRope, Rope
+from ..positions.rope import Rope
 from ..resolved import Resolved, model_of
 from ..typing import HookedModel
 from .crosslogits import cross_logit_factors
@@ -149,7 +149,7 @@ def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme
     q = got[ls.q_hook][:, qpos][:, heads].to(dtype)
     k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads).to(dtype)
     terms_of = None
-    if isinstance(scheme, HeadwiseRope):  # RoPE on some heads: one C_f per pair, every head
+    if scheme.has_frequencies:  # e.g. RoPE on some heads: one C_f per pair, on every head
         terms_of = lambda: scheme.frequency_cross_logits(q, k, qpos)  # noqa: E731
     return CrossLogitMatrix(scheme.cross_logits(q, k, qpos), visible, terms_of)
 

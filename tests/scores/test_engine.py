@@ -33,7 +33,8 @@ def _inputs(family: str, layer: int):
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("layer", [0, 1])
 def test_rope_cross_logits_are_the_factors_head_full(family, layer):
-    """The RoPE scheme's cross_logits is the matrix of the factors the engine scores."""
+    """The RoPE scheme's cross_logits (and its per-frequency terms) are the matrices of the
+    factors the engine scores."""
     inputs = _inputs(family, layer)
     heads = list(range(inputs.spec.n_heads))
     factors = cross_logit_factors(inputs, heads)
@@ -41,6 +42,9 @@ def test_rope_cross_logits_are_the_factors_head_full(family, layer):
     cross = Rope(spec=inputs.spec).cross_logits(inputs.q[:, 0][:, heads],
                                                 inputs.k_for_heads(heads), qpos)
     assert torch.equal(cross, factors.head_full())
+    terms = Rope(spec=inputs.spec).frequency_cross_logits(inputs.q[:, 0][:, heads],
+                                                          inputs.k_for_heads(heads), qpos)
+    assert torch.equal(terms, factors.frequency_full())
     assert isinstance(factors, CrossLogitSource)
 
 
