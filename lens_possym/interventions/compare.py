@@ -16,7 +16,7 @@ import torch
 
 from .._checks import boundary
 from .._inputs import ModelInput, as_tokens
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO
 from ..rope import rope_specs
@@ -66,6 +66,8 @@ class HeadSetConfig(JsonConfig):
         n = self.n_random
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InvalidSelectionError(f"n_random must be a count >= 0, got {self.n_random!r}")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
 
 @dataclass(repr=False)

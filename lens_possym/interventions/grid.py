@@ -48,7 +48,7 @@ from torch import Tensor
 
 from .._inputs import as_tokens
 from .._precision import model_tolerance
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, number
 from ..typing import HookedModel
@@ -507,6 +507,8 @@ class PatchGridConfig(JsonConfig):
         for name in ("per_position", "last_token_only", "per_prompt_normalization"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidSelectionError(f"{name} must be True or False")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
     @property
     def activation_label(self) -> str:

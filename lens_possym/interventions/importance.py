@@ -57,7 +57,7 @@ from torch import Tensor
 from .._checks import boundary
 from .._ids import head_name
 from .._inputs import ModelInput, as_positions, as_tokens
-from .._json import JsonConfig, tensor_from_json, to_jsonable
+from .._json import JsonConfig, check_field_types, tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, head_frame, number
 from ..typing import HookedModel, HookFn
@@ -142,6 +142,8 @@ class ImportanceConfig(JsonConfig):
                 f"{self.metric} is better when higher: leave higher_is_better unset")
         if self.per_position and self.mode != "mean":
             raise InvalidSelectionError("per_position applies to mode='mean' only")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
     @property
     def maximize(self) -> bool:

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .._ids import check_ids_text
 from .._inputs import ModelInput, as_heads, as_layers, as_tokens
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..results_io import ResultIO, head_frame, number
 from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
@@ -89,6 +89,8 @@ class BandSweepConfig(JsonConfig):
         object.__setattr__(self, "heads", _ids_setting(self.heads, "head"))
         if self.per_position and self.mode != "mean":
             raise InvalidSelectionError("per_position applies to mode='mean' only")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
 
 def _normalise_bands(bands: Any) -> int | tuple[tuple[str, str], ...]:

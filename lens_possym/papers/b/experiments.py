@@ -73,7 +73,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import Tensor
 
-from ..._json import JsonConfig
+from ..._json import JsonConfig, check_field_types
 from ...errors import InvalidSelectionError
 from ...interventions import ImportanceBatch, head_importance
 from ...interventions.importance import importance_metric
@@ -133,6 +133,7 @@ class Preset(JsonConfig):
     evals: int = 4
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         # tuples as given in code, lists as read from JSON: one form, so a round trip is equal
         object.__setattr__(self, "betas", tuple(self.betas))
         if self.grid is not None:
@@ -275,6 +276,7 @@ class Cell(JsonConfig):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.task not in TASK_NAMES:
             raise InvalidSelectionError(f"task must be one of {TASK_NAMES}, got {self.task!r}")
         if self.variant not in VARIANTS:
