@@ -134,7 +134,7 @@ def run(args) -> int:
     from ..errors import InvalidSelectionError
     from ..interventions import Intervention, band_sweep, parse_selection
     from ..interventions.metrics import evaluate_metrics_per_prompt
-    from ..rope import rope_specs
+    from ..resolved import resolve
 
     if (args.sweep is None) == (args.heads is None):
         raise InvalidSelectionError("pass either --heads (with --freqs) or --sweep bands")
@@ -146,13 +146,13 @@ def run(args) -> int:
     per_position = args.per_position and args.mode == "mean"
 
     if args.sweep is None:
-        specs = rope_specs(model)
-        selection = parse_selection(args.heads, specs, args.freqs)
+        resolved = resolve(model)
+        selection = parse_selection(args.heads, resolved.specs, args.freqs)
         spec = Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
                             per_position=per_position)
         with torch.no_grad():
             before, before_prompts = evaluate_metrics_per_prompt(metrics, model(tokens))
-            with spec.apply(model, reference=reference):
+            with spec.apply(resolved, reference=reference):
                 after, after_prompts = evaluate_metrics_per_prompt(metrics, model(tokens))
         change = _change(before_prompts, after_prompts)
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]

@@ -74,6 +74,7 @@ __all__ = [
     "BindingTemplate",
     "BindingTask",
     "BindingResult",
+    "ImportanceBatch",
     "WordCheck",
     "binding_task",
     "binding_task_from",
@@ -380,6 +381,63 @@ def single_token_words(tokenizer: Any, words: Sequence[str], contexts: Sequence[
     return ok
 
 
+@dataclass
+class ImportanceBatch:
+    """Prompts of equal length and what the built-in metrics compare at the last position.
+
+    A prompt set, not an intervention: the tasks build one (:meth:`from_binding`,
+    :meth:`~lens_possym.tasks.WordDistanceTask.importance_batch`) and
+    :func:`~lens_possym.interventions.head_importance` reads it.
+
+    Attributes:
+        tokens: ``[batch, pos]``.
+        answers: ``[batch]`` the correct next token (accuracy, logit_diff, loss).
+        distractors: ``[batch]`` or ``[batch, n_distractors]`` tokens the answer is compared
+            with by ``logit_diff`` (their mean logit).
+        name: what the prompts are (for reports).
+    """
+
+    tokens: Int[Tensor, "batch pos"]
+    answers: Int[Tensor, "batch"] | None = None
+    distractors: Int[Tensor, "batch"] | Int[Tensor, "batch n_distractors"] | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        tokens = self.tokens
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            raise InvalidSelectionError("ImportanceBatch.tokens must be integer ids [batch, pos]")
+        n = self.tokens.shape[0]
+        if self.answers is not None:
+            self.answers = torch.as_tensor(self.answers).reshape(-1)
+            if self.answers.shape[0] != n:
+                raise InvalidSelectionError(
+                    f"{self.answers.shape[0]} answers for {n} prompts; give one per prompt")
+        if self.distractors is not None:
+            d = torch.as_tensor(self.distractors)
+            d = d[:, None] if d.ndim == 1 else d
+            if d.ndim != 2 or d.shape[0] != n or d.shape[1] == 0:
+                raise InvalidSelectionError(
+                    f"distractors must be [batch] or [batch, k] with batch {n}, got "
+                    f"{tuple(torch.as_tensor(self.distractors).shape)}")
+            self.distractors = d
+
+    @property
+    def n_prompts(self) -> int:
+        return self.tokens.shape[0]
+
+    @classmethod
+    def from_binding(cls, task: Any) -> "ImportanceBatch":
+        """A binding task's prompts; distractors are the prompt's other attributes, so that
+        ``logit_diff`` equals :func:`~lens_possym.tasks.binding_logit_diff` (distinct
+        attributes)."""
+        keep = torch.ones_like(task.attribute_ids, dtype=torch.bool)
+        keep.scatter_(1, task.query_pair[:, None], False)
+        others = task.attribute_ids[keep].reshape(task.n_prompts, task.n_pairs - 1)
+        return cls(tokens=task.tokens, answers=task.answers,
+                   distractors=others if task.n_pairs > 1 else None,
+                   name=f"binding ({task.n_pairs} pairs)")
+
+
 @dataclass(frozen=True)
 class WordCheck:
     """How one word tokenizes in each slot a template can put it in.
@@ -439,7 +497,7 @@ def check_words(tokenizer: Any, words: Sequence[str], template: BindingTemplate,
     return checks
 
 
-def _resolve_template(template: BindingTemplate | str | None) -> BindingTemplate:
+def resolve_template(template: BindingTemplate | str | None) -> BindingTemplate:
     if template is None:
         return BINDING_TEMPLATES["color"]
     if isinstance(template, BindingTemplate):
@@ -531,7 +589,7 @@ def binding_task(
             too few usable entities for ``n_pairs``, no entity that can stand in the first
             statement, fewer than two usable attributes, or a non-positive count.
     """
-    template = _resolve_template(template)
+    template = resolve_template(template)
     if n_prompts < 1 or n_pairs < 1:
         raise InvalidSelectionError(
             f"n_prompts and n_pairs must be at least 1 (got {n_prompts}, {n_pairs})"
@@ -606,7 +664,7 @@ def binding_task_from(model: HookedModel, entities: Sequence[Sequence[str]],
             word that is not one token where it stands (prompts must also tokenize to one
             length).
     """
-    template = _resolve_template(template)
+    template = resolve_template(template)
     entities, attributes = [list(e) for e in entities], [list(a) for a in attributes]
     queries = [int(q) for q in query_pair]
     if not (len(entities) == len(attributes) == len(queries)) or not entities:

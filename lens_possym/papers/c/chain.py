@@ -38,6 +38,7 @@ from torch import Tensor
 from ...errors import InvalidSelectionError
 from ...results_io import ResultIO
 from ...training.tasks import TaskBatch
+from .roles import corrupt_answers
 from .tasks import MultiHopTask
 
 __all__ = ["residual_names", "decode_residual", "ChainLens", "chain_lens", "ChainPatching",
@@ -227,8 +228,6 @@ def chain_patching(model, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0
                    ) -> ChainPatching:
     """Patch the clean residual stream at each stop, after each number of blocks, into
     runs whose answer value was changed (module docstring)."""
-    from .roles import corrupt_answers
-
     hops, path = _paths(task, batch)
     names = residual_names(model)
     H, rows = task.max_hops, torch.arange(len(batch))
