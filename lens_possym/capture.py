@@ -197,8 +197,8 @@ def capture_attention_inputs(
                                   model_scores)
     tokens = as_tokens(model, input)
     n_pos = tokens.shape[1]
-    # Resolved right before the pass: dynamic NTK's angles depend on the rotary module's
-    # state, which only the pass itself changes.
+    # This input's angles, taken right before the pass (the specs may have been read
+    # earlier): dynamic NTK's depend on the rotary module's state, which passes change.
     specs = [spec.at_length(n_pos) for spec in resolved.specs]
     chosen = as_layers(layers, len(specs))
     qpos = as_positions(query_positions, n_pos).to(tokens.device)

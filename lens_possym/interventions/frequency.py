@@ -265,7 +265,8 @@ def ablate_frequencies_hook(spec: RopeSpec, heads: int | Sequence[int], freqs: F
 
 
 def ablate_frequencies_hooks(model: HookedModel | Resolved, selection: Any,
-                             mode: AblationMode = "zero", *, freqs: FreqsLike = None, side: Side | None = None,
+                             mode: AblationMode = "zero", *, freqs: FreqsLike = None,
+                             side: Side | None = None,
                              reference: Any = None, per_position: bool = False,
                              means: FrequencyMeans | None = None) -> FwdHooks:
     """Forward hooks that ablate chosen frequencies of chosen heads, GQA-safely.
