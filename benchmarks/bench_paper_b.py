@@ -59,7 +59,7 @@ def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, st
     sentences. The step uses the cell's own batch size (MLA's may differ)."""
     dev = torch.device(device)
     clock = _clock(dev)
-    task = pb.make_task(preset, task_name)
+    task = pb.preset_task(preset, task_name)
     model = pb.make_model(preset, task, label, variant)
     scheme = pb.parse_label(label)[0]
     config = dict(batch_size=preset.batch_size_for(scheme), lr=preset.lr, betas=preset.betas,
@@ -90,7 +90,7 @@ def attention_paths(preset: pb.Preset, steps: int, batch_size: int = 64) -> tupl
     """CPU seconds per training step of intended RoPE on distance with the fused attention
     (no hook on the scores or pattern) and with the written-out one (a no-op hook on every
     layer's pattern), same batches."""
-    task = pb.make_task(preset, "distance")
+    task = pb.preset_task(preset, "distance")
     out = []
     for hooked in (False, True):
         model = pb.make_model(preset, task, "rope", "intended")
@@ -144,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.attention:
         torch.set_num_threads(args.threads)
-        fused, written = attention_paths(pb.PRESETS[args.preset], args.steps)
+        fused, written = attention_paths(pb.ENCODER_PRESETS[args.preset], args.steps)
         print(f"{args.preset}, distance, intended RoPE, batch 64: fused attention "
               f"{1e3 * fused:.0f} CPU-ms per step, written out {1e3 * written:.0f} "
               f"({written / fused:.2f}x)")
@@ -152,7 +152,7 @@ def main() -> None:
     if args.measured_only and not args.root:
         parser.error("--measured-only needs --root (the grid's run folder)")
     torch.set_num_threads(args.threads)
-    preset = pb.PRESETS[args.preset]
+    preset = pb.ENCODER_PRESETS[args.preset]
     print(f"{preset.name} preset: {preset.model}, batch {preset.batch_size}; torch threads "
           f"{torch.get_num_threads()}")
     if not args.measured_only:

@@ -92,7 +92,7 @@ def main() -> None:
           f"(values up to {float(tl.abs().max()):.2f})")
     print(f"speed ratio: {theirs / ours:.1f}x")
     print("largest effects (normalised logit difference, ± standard error over prompts):")
-    print(grid.summary(5))
+    print(grid.describe(5))
 
 
 if __name__ == "__main__":

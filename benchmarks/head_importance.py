@@ -236,7 +236,7 @@ def main() -> None:
     for name, (batch, description) in tasks.items():
         result, row = sweep(model, name, batch, args.heads_per_pass, args.seed, description)
         results[name], rows = result, rows + [row]
-        print(f"{name}: {result.summary()} ({result.seconds:.0f} s, {result.n_passes} passes)")
+        print(f"{name}: {result.describe()} ({result.seconds:.0f} s, {result.n_passes} passes)")
         print(f"  accuracy {row['baseline_accuracy']:.2f} -> {row['accuracy_without_top']:.2f} "
               f"without {row['top_head']}, {row['accuracy_without_top3']:.2f} without "
               f"{row['top3']}")

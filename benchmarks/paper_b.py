@@ -86,7 +86,7 @@ def write_records(path: Path, new: list[dict]) -> list[dict]:
 
 
 def _preset(args: argparse.Namespace) -> pb.Preset:
-    preset = pb.PRESETS[args.preset]
+    preset = pb.ENCODER_PRESETS[args.preset]
     if getattr(args, "data", None):
         preset = pb.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
     if getattr(args, "steps", None):      # budget checks: another step count, own folder
@@ -150,7 +150,7 @@ def refresh_probe(args: argparse.Namespace) -> None:
     from lens_possym.training.runs import load_checkpoint
 
     root = Path(args.root) / args.preset
-    preset = pb.PRESETS[args.preset]
+    preset = pb.ENCODER_PRESETS[args.preset]
     for path in sorted(root.glob("**/analysis.json")):
         data = json.loads(path.read_text())
         model, task, _ = load_checkpoint(path.parent / "model.pt")
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run")
-    r.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
+    r.add_argument("--preset", default="cpu", choices=sorted(pb.ENCODER_PRESETS))
     r.add_argument("--seeds", type=int, nargs="+", default=[0])
     r.add_argument("--tasks", nargs="+", default=list(pb.TASK_NAMES), choices=pb.TASK_NAMES)
     r.add_argument("--only", choices=["intended", "faithful", "k"])
@@ -400,13 +400,13 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--records", default=str(RECORDS),
                    help="the JSON each finished cell's record is written into ('' for none)")
     p = sub.add_parser("report")
-    p.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
+    p.add_argument("--preset", default="cpu", choices=sorted(pb.ENCODER_PRESETS))
     p.add_argument("--root", default="runs/paper_b")
     p.add_argument("--out", default="docs")
     p.add_argument("--records", default=str(RECORDS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     f = sub.add_parser("refresh-probe")
-    f.add_argument("--preset", default="cpu", choices=sorted(pb.PRESETS))
+    f.add_argument("--preset", default="cpu", choices=sorted(pb.ENCODER_PRESETS))
     f.add_argument("--root", default="runs/paper_b")
     args = parser.parse_args(argv)
     {"run": run, "report": report, "refresh-probe": refresh_probe}[args.command](args)

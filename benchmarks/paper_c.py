@@ -43,7 +43,7 @@ OUT = ROOT / "out" / "paper_c"
 RUNS = Path(os.environ.get("PAPER_C_RUNS") or OUT / "runs")
 CACHE = Path(os.environ.get("PAPER_C_CACHE") or OUT / "cache")
 TASKS = ("number", "letter")
-PRESETS = ("paper", "cpu")
+PRESET_NAMES = ("paper", "cpu")
 SEEDS = (0, 1, 2)
 LENGTHS = (17, 50, 100, 200, 300, 500, 850)
 READING_LENGTHS = (100, 300, 850)       # the other filler readings (the headline: LENGTHS)
@@ -308,7 +308,7 @@ def stage_discrepancy(args) -> None:
                 task = NumberTask(max_hops=1, length=n)
                 model, _ = t_index_model(task, 0.8, amplitude=1.0)
                 d = head_discrepancy(model, task.test_set(256).tokens)
-                out["index"][n] = d.to_dict()
+                out["index"][n] = d.summary()
         for theta in (0.0, 0.0027, 2 * math.pi / 8 / (2 * 850)):
             rows = {}
             for n in lengths:
@@ -318,7 +318,7 @@ def stage_discrepancy(args) -> None:
                 model, _ = t_retrieval_model(task, theta, amplitude=1.0)
                 d = head_discrepancy(model, task.test_set(256).tokens)
                 solver, _ = t_retrieval_model(task, theta)      # margin 10 nats at θ = 0
-                rows[n] = {**d.to_dict(), "bound": retrieval_bound(theta, 8, n),
+                rows[n] = {**d.summary(), "bound": retrieval_bound(theta, 8, n),
                            "accuracy": evaluate(solver, task, task.test_set(256)).accuracy}
             out["retrieval"][f"{theta:.5f}"] = rows
         return out
@@ -454,7 +454,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cache", type=Path, default=None,
                         help="folder of the cached stage results (default out/paper_c/cache "
                              "or $PAPER_C_CACHE)")
-    parser.add_argument("--presets", nargs="+", default=list(PRESETS),
+    parser.add_argument("--presets", nargs="+", default=list(PRESET_NAMES),
                         help="analyse/report: the presets to read")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
                         help="analyse/report: the seeds to read")

@@ -422,6 +422,15 @@ class FrequencyNorms(ResultIO):
         return cls(q=data["q"], k=data["k"], angles=data["angles"], layers=list(data["layers"]),
                    q_tokens=data.get("q_tokens"), k_tokens=data.get("k_tokens"))
 
+    def summary(self) -> dict[str, Any]:
+        """The layers, the number of frequency ids, and the ids with the largest mean share
+        of the query's and the key's norm."""
+        def top(t: Tensor) -> int:
+            return int((t / t.sum(-1, keepdim=True)).nanmean(dim=(0, 1)).argmax())
+
+        return {"layers": list(self.layers), "n_freqs": int(self.q.shape[-1]),
+                "top_q_freq": top(self.q), "top_k_freq": top(self.k)}
+
     def _headline(self) -> list[str]:
         share = self.q / self.q.sum(-1, keepdim=True)
         return [f"top_q_freq={int(share.mean(dim=(0, 1)).argmax())}"]

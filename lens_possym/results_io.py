@@ -10,12 +10,19 @@
   (tensors as nested lists, ``nan`` as ``null``, their dtypes noted so that a float32
   tensor loads as float32, bit for bit), tagged with a ``format`` so that ``load`` refuses
   another type's file with a clear error.
+* :meth:`ResultIO.summary`: the headline numbers as a ``dict`` of plain JSON values
+  (numbers, strings, lists; never tensors), the one type every result's summary has: the
+  command line prints it, reports show it, ``json.dumps`` takes it;
+  :meth:`ResultIO.describe` is the same as text for people (a result with a better
+  sentence, such as :class:`~lens_possym.interventions.HeadImportance`, writes its own).
 * ``__repr__``: the type, its tensors' shapes and dtypes and a few headline numbers, never
   the tensors themselves (a printed :class:`~lens_possym.scores.PosSymScores` was 326 lines).
 
-A result class supplies ``to_dict``/``from_dict`` (its file format), ``_table`` (its rows)
-and ``_headline`` (a few ``name=value`` strings); it is a ``@dataclass(repr=False)`` so that
-the dataclass does not write over the mixin's ``__repr__``.
+A result class supplies ``to_dict``/``from_dict`` (its file format), ``_table`` (its rows),
+``_headline`` (a few ``name=value`` strings) and, where its scalar fields are not its
+headline, ``summary``; it is a ``@dataclass(repr=False)`` so that the dataclass does not
+write over the mixin's ``__repr__``. Every subclass is checked by one contract test
+(``tests/test_result_contract.py``), which fails for a result type it cannot build.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from ._files import write_text_atomically
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ResultIO", "head_frame", "tensor_dtypes", "restore_dtypes",
+__all__ = ["ResultIO", "head_frame", "tensor_dtypes", "restore_dtypes", "lists_to_tensors",
            "LONG_COLUMNS"]
 
 LONG_COLUMNS = ["layer", "head", "frequency", "angle", "score", "value"]
@@ -132,17 +139,42 @@ def restore_dtypes(data: dict[str, Any], dtypes: dict[str, str]) -> dict[str, An
     return data
 
 
+def lists_to_tensors(data: dict[str, Any], names: Sequence[str],
+                     dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """A copy of ``data`` with the nested lists under ``names`` (a ``to_dict`` that wrote
+    ``tensor.tolist()``; ``None`` as ``nan``) back as tensors of ``dtype``."""
+    out = dict(data)
+    for name in names:
+        if out.get(name) is not None:
+            out[name] = tensor_from_json(out[name]).to(dtype)
+    return out
+
+
 class ResultIO:
     """Mixin: ``to_dataframe``, ``save``/``load`` and a short ``__repr__`` for a result.
 
-    Subclasses define ``FORMAT`` (e.g. ``"lens-possym/scores@1"``), ``to_dict()`` (JSON
-    data; tensors may stay tensors, they are encoded here), ``from_dict(data)``,
-    ``_table()`` (the long-format frame) and optionally ``_headline()``.
+    Subclasses define ``FORMAT`` (e.g. ``"lens-possym/scores@1"``), ``_table()`` (the
+    long-format frame) and optionally ``_headline()`` and ``summary()``; ``to_dict()`` (JSON
+    data; tensors may stay tensors, they are encoded here) and ``from_dict(data)`` default
+    to the dataclass's fields, which is the whole format of a flat result.
     """
 
     FORMAT: str = ""
     #: accept files without a ``format`` tag (written before results carried one)
     UNTAGGED_OK: bool = False
+
+    # ---- the file format (defaults for a flat dataclass) ------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as they are (tensors are encoded, with their dtypes, by ``save``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore
+
+    @classmethod
+    def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+        """The result :meth:`to_dict` describes (keys that are not fields, such as derived
+        numbers and the ``format`` tag, are left out)."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
 
     # ---- tables ------------------------------------------------------------------------
 
@@ -159,7 +191,7 @@ class ResultIO:
 
     def save(self, path: str | Path) -> Path:
         """Write the result as one JSON file (parents created); returns the path."""
-        data = self.to_dict()  # type: ignore[attr-defined]
+        data = self.to_dict()
         data = {"format": self.FORMAT, **{k: v for k, v in data.items() if k != "format"}}
         dtypes = tensor_dtypes(data)
         if dtypes:
@@ -207,7 +239,7 @@ class ResultIO:
         try:
             data = restore_dtypes(dict(data), data.get("tensor_dtypes", {}))
             data.pop("tensor_dtypes", None)
-            return cls.from_dict(data)  # type: ignore[attr-defined]
+            return cls.from_dict(data)
         except LensPossymError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
@@ -215,22 +247,62 @@ class ResultIO:
             raise ResultsFileError(f"{source} is a damaged {cls.__name__} file "
                                    f"({type(exc).__name__}: {exc})") from exc
 
+    # ---- summaries ---------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers as plain JSON values (default: the result's number, text and
+        flag fields; a result overrides it with its own headline)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self) if dataclasses.is_dataclass(self) else ():
+            value = getattr(self, f.name)
+            if isinstance(value, (bool, int, float, str)):
+                out[f.name] = value
+        return out
+
+    def describe(self) -> str:
+        """The summary as text, one ``name: value`` a line under the type's name."""
+        lines = [type(self).__name__]
+        for key, value in self.summary().items():
+            text = number(value) if isinstance(value, float) else str(value)
+            lines.append(f"  {key}: {text}")
+        return "\n".join(lines)
+
     # ---- printing ----------------------------------------------------------------------
 
     def _headline(self) -> list[str]:
         return []
 
     def __repr__(self) -> str:
-        parts = []
+        # tensors of one shape and dtype share an entry (``pos/sym=[18, 4] float32``), and
+        # a headline item that repeats a field is left out: one line, a few hundred characters
+        parts: list[str | list[str]] = []
+        groups: dict[str, list[str]] = {}
         fields = dataclasses.fields(self) if dataclasses.is_dataclass(self) else []
         for f in fields:
             if not f.repr:
                 continue
-            text = _short(getattr(self, f.name))
-            if text is not None:
+            value = getattr(self, f.name)
+            text = _short(value)
+            if text is None:
+                continue
+            if isinstance(value, Tensor):
+                if text not in groups:
+                    groups[text] = []
+                    parts.append(groups[text])
+                groups[text].append(f.name)
+            else:
                 parts.append(f"{f.name}={text}")
-        parts += self._headline()
-        return f"{type(self).__name__}(" + ", ".join(parts) + ")"
+        shown = {f.name for f in fields}
+        parts += [h for h in self._headline() if h.split("=")[0] not in shown]
+        texts = [p if isinstance(p, str) else "/".join(p) + "=" + shape
+                 for p, shape in zip(parts, _shapes(parts, groups))]
+        return f"{type(self).__name__}(" + ", ".join(texts) + ")"
+
+
+def _shapes(parts: list, groups: dict[str, list[str]]) -> list[str | None]:
+    """The shape text of each group in ``parts`` (``None`` for plain parts)."""
+    by_id = {id(names): shape for shape, names in groups.items()}
+    return [None if isinstance(p, str) else by_id[id(p)] for p in parts]
 
 
 def _short(value: Any) -> str | None:

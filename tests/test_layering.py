@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lens_possym"
 
@@ -68,11 +66,6 @@ READERS: dict[tuple[str, str], str] = {
     ("lens_possym/positions/detect.py", "positional_scheme"): "one layer of schemes()",
     ("lens_possym/rope/reading.py", "rope_spec"): "one layer of rope_specs()",
 }
-
-ENGINE = ("engine's part of issue 23 (scores/: one score engine, the profile/sites cycle, "
-          "resolve-once inside scores/) has not landed yet; remove this xfail when it does")
-CLI = ("cli's part of issue 23 (function-level imports in cli/ and papers/*/cli*) has not "
-       "landed yet; remove this xfail when it does")
 
 # ---- reading the package ---------------------------------------------------------------------
 
@@ -145,16 +138,6 @@ def _layer(module: str) -> int:
     return rank
 
 
-def _area(path: str) -> str:
-    """Whose part of issue 23 a file is (while the parts land one by one)."""
-    if path.startswith("lens_possym/scores/"):
-        return "scores"
-    if path.startswith("lens_possym/cli/") or (path.startswith("lens_possym/papers/")
-                                                and Path(path).name.startswith("cli")):
-        return "cli"
-    return "core"
-
-
 # ---- (a) no cycle --------------------------------------------------------------------------
 
 
@@ -206,7 +189,6 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.xfail(strict=True, reason=ENGINE)
 def test_no_import_cycle_counting_imports_inside_functions():
     edges: dict[str, set[str]] = {m: set() for m in _sources()}
     for imp in _imports():
@@ -218,18 +200,9 @@ def test_no_import_cycle_counting_imports_inside_functions():
 # ---- (b) function-level imports ------------------------------------------------------------
 
 
-def _function_imports(area: str) -> list[Import]:
-    return [i for i in _imports() if i.in_function and _area(i.path) == area]
-
-
-@pytest.mark.parametrize("area", [
-    "core",
-    pytest.param("scores", marks=pytest.mark.xfail(strict=True, reason=ENGINE)),
-    pytest.param("cli", marks=pytest.mark.xfail(strict=True, reason=CLI)),
-])
-def test_function_level_imports_are_listed(area):
-    unlisted = [f"{i.path}:{i.line}: {i.target}" for i in _function_imports(area)
-                if (i.path, i.target) not in FUNCTION_IMPORTS]
+def test_function_level_imports_are_listed():
+    unlisted = [f"{i.path}:{i.line}: {i.target}" for i in _imports()
+                if i.in_function and (i.path, i.target) not in FUNCTION_IMPORTS]
     assert not unlisted, (
         "package-internal imports inside functions that FUNCTION_IMPORTS does not list "
         "(import at module level, or list it with a reason other than a cycle: "
@@ -307,14 +280,9 @@ def _reader_calls() -> list[tuple[str, str, int]]:
     return calls
 
 
-@pytest.mark.parametrize("area", [
-    "core",
-    pytest.param("scores", marks=pytest.mark.xfail(strict=True, reason=ENGINE)),
-])
-def test_rope_specs_and_schemes_are_called_only_by_the_readers(area):
+def test_rope_specs_and_schemes_are_called_only_by_the_readers():
     others = [f"{path}:{line} ({where})" for path, where, line in _reader_calls()
-              if _area(path) in (area, "cli" if area == "core" else area)
-              and (path, where) not in READERS]
+              if (path, where) not in READERS]
     assert not others, (
         "rope_specs( / schemes( called outside the readers: resolve the model at the public "
         f"boundary (lens_possym.resolved.resolve) and pass it down: {others}")

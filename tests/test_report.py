@@ -199,3 +199,30 @@ def test_a_head_has_one_name_everywhere(profiled, tmp_path):
     assert atlas.layout.yaxis.type == "category"  # "0.10" must not read as 0.1
     assert list(atlas.data[0].y[:2]) == ["0.0", "0.1"]
     assert "head 2.3<br>" in heatmaps_figure(scores).data[0].text[2][3]
+
+
+def test_profile_report_renders_from_saved_results_without_a_model(profiled, tmp_path,
+                                                                   monkeypatch):
+    """The scores and their ProfileDetails, saved and loaded back, render the same page
+    as profile_report with the model, and rendering runs no model at all."""
+    from lens_possym.report import (ProfileDetails, profile_details, profile_report,
+                                    render_profile_report)
+    from lens_possym.report import explorer
+
+    model, tokens, scores = profiled
+    live = profile_report(model, scores, tokens, prompt=PROMPT, command="c").to_html()
+    details = profile_details(model, scores, tokens, prompt=PROMPT)
+    scores_file = scores.save(tmp_path / "scores.json")
+    details_file = details.save(tmp_path / "details.json")
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("rendering a saved profile ran the model")
+
+    for name in ("frequency_logits_all", "capture_attention_inputs"):
+        monkeypatch.setattr(explorer, name, no_model)
+    monkeypatch.setattr(type(model), "forward", no_model)
+    saved = render_profile_report(lp.PosSymScores.load(scores_file),
+                                  ProfileDetails.load(details_file), command="c").to_html()
+    same_ids = lambda html: re.sub(r"circuits-vis-[0-9a-f-]+", "circuits-vis-ID", html)  # noqa: E731
+    assert same_ids(saved) == same_ids(live)          # circuitsvis draws a new id per view
+    assert PROMPT.split()[0] in saved and "explore-atlas" in saved

@@ -5,8 +5,10 @@ its parser and sets ``func`` to a function taking the parsed arguments and retur
 exit code. The core's commands are the modules of this package listed in
 :data:`SUBCOMMANDS`; the papers' commands (``train``, ``sweep``, ``encoder``,
 ``multihop``) and any other plug-in's are the modules its
-:class:`~lens_possym.plugins.Plugin` lists in ``commands``. A command module imports only
-argparse helpers at its top, so ``lens-possym --help`` imports no model code.
+:class:`~lens_possym.plugins.Plugin` lists in ``commands``. A command module imports
+argparse helpers and packages at its top, and names what it calls where it calls it
+(``scores.swap_scores(...)``): packages and their submodules are imported on first use
+(:mod:`lens_possym._lazy`), so ``lens-possym --help`` imports no model code.
 
 How a command ends (all of it decided here, in :func:`main`):
 
@@ -34,7 +36,8 @@ import os
 import sys
 from typing import NoReturn
 
-from .._interrupt import was_interrupted
+from .. import __version__
+from .._interrupt import interrupt_raises, quiet_exit_on_interrupt, was_interrupted
 from ..errors import LensPossymError, UsageError
 from ..plugins import plugins
 
@@ -54,8 +57,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> ArgumentParser:
-    from .. import __version__
-
     parser = ArgumentParser(
         prog="lens-possym",
         description="Positional vs symbolic attention heads in RoPE models, per frequency.",
@@ -90,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = os.environ.get("LENS_POSSYM_DEBUG", "") not in ("", "0") or "--debug" in argv
     if as_program:
-        from .._interrupt import interrupt_raises, quiet_exit_on_interrupt
-
         # while the command runs, Ctrl-C is a KeyboardInterrupt (staged outputs are removed
         # on the way out); before (imports) and after (shutdown) it ends the process with
         # one line and exit 130 (lens_possym._interrupt)

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from .. import _inputs, models
+
 if TYPE_CHECKING:
     from ..typing import HookedModel
 
@@ -33,12 +35,9 @@ def load_from_args(args: argparse.Namespace) -> "HookedModel":
     """The model ``--model`` names, in ``--dtype`` on ``--device``; says which on stderr."""
     import torch
 
-    from .._inputs import resolve_device
-    from ..models import TINY_FAMILIES, load_model, tiny_model
-
-    device = resolve_device(args.device)
+    device = _inputs.resolve_device(args.device)
     dtype = getattr(torch, getattr(args, "dtype", "float32"))
     print(f"loading {args.model} on {device} ...", file=sys.stderr)
-    if args.model.startswith("tiny-") and args.model[5:] in TINY_FAMILIES:
-        return tiny_model(args.model[5:], device=device, dtype=dtype)
-    return load_model(args.model, device=device, dtype=dtype)
+    if args.model.startswith("tiny-") and args.model[5:] in models.TINY_FAMILIES:
+        return models.tiny_model(args.model[5:], device=device, dtype=dtype)
+    return models.load_model(args.model, device=device, dtype=dtype)

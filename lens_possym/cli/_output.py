@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .._files import remove_stale
+from .._lock import folder_lock
 from ..errors import OutputError
 
 __all__ = ["staged_dir", "staged_file", "staging_path", "check_output_dir", "check_output_file"]
@@ -83,8 +85,6 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
     On an exception (``KeyboardInterrupt`` included) the staging folder is removed, ``dest``
     is left as it was, and the exception propagates.
     """
-    from .._files import remove_stale
-
     dest = Path(dest)
     check_output_dir(dest)
     stage = staging_path(dest)
@@ -97,8 +97,6 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
                           f"{exc.strerror or exc}") from exc
     try:
         yield stage
-        from .._lock import folder_lock
-
         with _sigint_held():
             with folder_lock(dest, what="another command", lock_file=False, wait=True):
                 _move_into_place(stage, dest)
@@ -109,8 +107,6 @@ def staged_dir(dest: str | Path) -> Iterator[Path]:
 @contextmanager
 def staged_file(dest: str | Path) -> Iterator[Path]:
     """Yield a staging path for one file; it replaces ``dest`` atomically on success."""
-    from .._files import remove_stale
-
     dest = Path(dest)
     check_output_file(dest)
     stage = staging_path(dest)

@@ -14,6 +14,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import _inputs, scores
+from ..errors import InvalidSelectionError
+
 if TYPE_CHECKING:
     from torch import Tensor
 
@@ -40,15 +43,11 @@ def prompt_tokens(model: "HookedModel", path: str | Path, field: str = "text") -
     """
     import torch
 
-    from .._inputs import as_tokens
-    from ..errors import InvalidSelectionError
-    from ..scores.dataset import read_prompts
-
     path = Path(path)
     rows = []
-    for number, prompt in enumerate(read_prompts(path, field=field), 1):
+    for number, prompt in enumerate(scores.read_prompts(path, field=field), 1):
         try:
-            tokens = as_tokens(model, prompt if isinstance(prompt, str)
+            tokens = _inputs.as_tokens(model, prompt if isinstance(prompt, str)
                                else torch.tensor(prompt, dtype=torch.long))
         except InvalidSelectionError as exc:
             raise InvalidSelectionError(f"{path}, prompt {number}: {exc}") from None
@@ -61,8 +60,6 @@ def prompt_tokens(model: "HookedModel", path: str | Path, field: str = "text") -
 def equal_length(rows: list["Tensor"], *, min_tokens: int = 2) -> tuple["Tensor", int]:
     """The prompts cut to the shortest one's length, as ``[batch, pos]``, and that length."""
     import torch
-
-    from ..errors import InvalidSelectionError
 
     n = min(len(r) for r in rows)
     if n < min_tokens:

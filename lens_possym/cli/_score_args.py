@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import scores
 from ..scores.config import SWAPS
 from ._types import layers_text, positive_float, positive_int
 
@@ -24,7 +25,5 @@ def score_config_from(args: argparse.Namespace, **settings):
     """The :class:`~lens_possym.scores.ScoreConfig` of these options, with a command's own
     ``settings`` (e.g. ``method``) on top. ``--layers`` is not a setting of the config: it is
     passed to the scoring call."""
-    from ..scores import ScoreConfig
-
-    return ScoreConfig(swap=args.swap, n_blocks=args.n_blocks, tau=args.tau,
+    return scores.ScoreConfig(swap=args.swap, n_blocks=args.n_blocks, tau=args.tau,
                        per_frequency=not args.no_freq, **settings)

@@ -12,25 +12,23 @@ import argparse
 import math
 from typing import Callable
 
-from ..errors import LensPossymError
+from .. import _ids
+from ..errors import InvalidSelectionError, LensPossymError
 
 
 class ArgumentValueError(LensPossymError, argparse.ArgumentTypeError, ValueError):
     """A command-line value that does not read (argparse prints it as a usage error)."""
 
 __all__ = ["ids_text", "freq_ids_text", "layers_text", "int_list", "positive_int_list",
-           "positive_int", "non_negative_int", "positive_float"]
+           "positive_int", "non_negative_int", "positive_float", "checked_number"]
 
 
 def ids_text(what: str, *, bands: bool) -> Callable[[str], str]:
     """A type that accepts text in the id grammar and returns it unchanged."""
 
     def check(text: str) -> str:
-        from .._ids import check_ids_text
-        from ..errors import InvalidSelectionError
-
         try:
-            return check_ids_text(text, what=what, bands=bands)
+            return _ids.check_ids_text(text, what=what, bands=bands)
         except InvalidSelectionError as exc:
             raise ArgumentValueError(str(exc)) from None
 
@@ -66,7 +64,9 @@ def positive_int_list(text: str) -> list[int]:
     return values
 
 
-def _number(text: str, kind: type, test: Callable[[float], bool], need: str):
+def checked_number(text: str, kind: type, test: Callable[[float], bool], need: str):
+    """``text`` read as ``kind`` (int or float), finite and passing ``test``; otherwise an
+    :class:`ArgumentValueError` saying what was expected (``need``)."""
     try:
         value = kind(text)
     except ValueError:
@@ -77,12 +77,12 @@ def _number(text: str, kind: type, test: Callable[[float], bool], need: str):
 
 
 def positive_int(text: str) -> int:
-    return _number(text, int, lambda v: v >= 1, "a positive integer")
+    return checked_number(text, int, lambda v: v >= 1, "a positive integer")
 
 
 def non_negative_int(text: str) -> int:
-    return _number(text, int, lambda v: v >= 0, "an integer >= 0")
+    return checked_number(text, int, lambda v: v >= 0, "an integer >= 0")
 
 
 def positive_float(text: str) -> float:
-    return _number(text, float, lambda v: v > 0, "a positive number")
+    return checked_number(text, float, lambda v: v > 0, "a positive number")

@@ -21,8 +21,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from .. import interventions, report, resolved, tasks, viz
 from .._json import dumps
+from ..errors import InvalidSelectionError
 from ..interventions.modes import MODES, SIDES
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._prompts import add_prompts_args, equal_length, prompt_tokens
@@ -30,13 +33,13 @@ from ._types import freq_ids_text, layers_text, positive_int
 from .profile import command_line
 
 
+HELP = "ablate RoPE frequencies of heads and measure the binding task"
+DESCRIPTION = ("Ablate chosen RoPE frequencies of chosen heads (or sweep every band of every head)"
+               " and report binding-task accuracy and logit difference before and after.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "ablate",
-        help="ablate RoPE frequencies of heads and measure the binding task",
-        description="Ablate chosen RoPE frequencies of chosen heads (or sweep every band of "
-        "every head) and report binding-task accuracy and logit difference before and after.",
-    )
+    parser = add_command(sub, "ablate", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding"])
     add_prompts_args(parser, "the prompts are cut to the shortest one's token length and the "
@@ -65,7 +68,6 @@ def register(sub) -> None:
                         help="--mode mean: one mean per position instead of pooled")
     parser.add_argument("--out", metavar="DIR", help="write JSON (and the sweep's heatmaps) here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.set_defaults(func=run)
 
 
 _LABELS = {"accuracy": "accuracy", "candidate_accuracy": "candidate accuracy",
@@ -87,54 +89,45 @@ def _table(rows: list[tuple[str, float, float, dict | None]]) -> str:
 def _change(before: dict, after: dict) -> dict[str, dict[str, float]]:
     """Per metric with per-prompt values: the mean change over prompts (after − before,
     paired), its standard error and 95% bootstrap interval."""
-    from ..interventions.uncertainty import uncertainty
-
     out = {}
     for name, values in before.items():
         if values is None or after.get(name) is None:
             continue
-        out[name] = uncertainty((after[name] - values)[None]).item()
+        out[name] = interventions.uncertainty((after[name] - values)[None]).item()
     return out
 
 
 def _task(model, args):
     """``(tokens, metrics, main metric, header, task info, reference tokens)`` of the
     binding task or of ``--prompts``."""
-    from ..interventions import ImportanceBatch, binding_metrics
-    from ..interventions.importance import importance_metric
-    from ..tasks import binding_task
-
     if args.prompts:
         full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
-        batch = ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts")
-        metrics = {name: (lambda logits, fn=importance_metric(name, per_prompt=True):
-                          fn(logits, batch)) for name in ("accuracy", "loss")}
+        batch = interventions.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1],
+                                              name="prompts")
+        metric = interventions.importance.importance_metric
+        metrics = {name: (lambda logits, fn=metric(name, per_prompt=True): fn(logits, batch))
+                   for name in ("accuracy", "loss")}
         header = (f"{args.model} · {batch.n_prompts} prompts from {args.prompts}, cut to {n} "
                   f"tokens: the last one predicted from the {n - 1} before it")
         info = {"name": "prompts", "file": str(args.prompts), "n_prompts": batch.n_prompts,
                 "n_tokens": n - 1}
         # mean ablation: the means over the prompts themselves
         return batch.tokens, metrics, "loss", header, info, batch.tokens
-    task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
+    task = tasks.binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
     reference = None
     if args.mode == "mean":
-        reference = binding_task(model, n_prompts=args.reference_prompts, n_pairs=args.n_pairs,
-                                 seed=args.seed + 1000).tokens
+        reference = tasks.binding_task(model, n_prompts=args.reference_prompts,
+                                       n_pairs=args.n_pairs, seed=args.seed + 1000).tokens
     header = (f"{args.model} · binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     info = {"name": "binding", "n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
             "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
-    return (task.tokens, binding_metrics(task, per_prompt=True), "logit_diff", header, info,
+    return (task.tokens, interventions.binding_metrics(task, per_prompt=True), "logit_diff", header, info,
             reference)
 
 
 def run(args) -> int:
     import torch
-
-    from ..errors import InvalidSelectionError
-    from ..interventions import Intervention, band_sweep, parse_selection
-    from ..interventions.metrics import evaluate_metrics_per_prompt
-    from ..resolved import resolve
 
     if (args.sweep is None) == (args.heads is None):
         raise InvalidSelectionError("pass either --heads (with --freqs) or --sweep bands")
@@ -146,14 +139,16 @@ def run(args) -> int:
     per_position = args.per_position and args.mode == "mean"
 
     if args.sweep is None:
-        resolved = resolve(model)
-        selection = parse_selection(args.heads, resolved.specs, args.freqs)
-        spec = Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
+        specs = resolved.resolve(model).specs
+        selection = interventions.parse_selection(args.heads, specs, args.freqs)
+        spec = interventions.Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
                             per_position=per_position)
         with torch.no_grad():
-            before, before_prompts = evaluate_metrics_per_prompt(metrics, model(tokens))
-            with spec.apply(resolved, reference=reference):
-                after, after_prompts = evaluate_metrics_per_prompt(metrics, model(tokens))
+            before, before_prompts = interventions.metrics.evaluate_metrics_per_prompt(
+                metrics, model(tokens))
+            with spec.apply(model, reference=reference):
+                after, after_prompts = interventions.metrics.evaluate_metrics_per_prompt(
+                    metrics, model(tokens))
         change = _change(before_prompts, after_prompts)
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
         print(header)
@@ -169,20 +164,18 @@ def run(args) -> int:
                 "intervention": spec.to_dict(), "before": before, "after": after,
                 "change": change,
             }
-            from ..report import ablation_report
-
-            report = ablation_report(
+            page = report.ablation_report(
                 model=args.model, selection=payload["selection"], mode=args.mode, side=args.side,
                 before=before, after=after, task=info, command=command_line(args),
                 change=change)
             with staged_dir(out) as stage:  # both files, or neither
                 (stage / "ablate.json").write_text(dumps(payload, indent=1))
-                report.save(stage / "report.html")
+                page.save(stage / "report.html")
             print(f"wrote {out / 'ablate.json'} and {out / 'report.html'}")
         return 0
 
     start = time.perf_counter()
-    sweep = band_sweep(model, tokens, metrics, bands=args.bands,
+    sweep = interventions.band_sweep(model, tokens, metrics, bands=args.bands,
                        mode=args.mode, side=args.side, per_position=per_position, layers=args.layers,
                        reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start
@@ -211,21 +204,16 @@ def run(args) -> int:
                    **sweep.to_dict()}
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
-        from ..viz import plot_band_sweep
-
         n_layers = len(sweep.layers)
-        from ..report import band_sweep_report
-
         with staged_dir(out) as stage:  # every file, or none
             (stage / "sweep.json").write_text(dumps(payload, indent=1))
             for metric in sweep.metrics:
                 fig = Figure(figsize=(2.0 + 2.2 * len(sweep.band_names), 1.2 + 0.28 * n_layers),
                              constrained_layout=True)
                 axes = fig.subplots(1, len(sweep.band_names), sharey=True, squeeze=False)[0]
-                plot_band_sweep(sweep, metric, axes=axes)
+                viz.plot_band_sweep(sweep, metric, axes=axes)
                 fig.savefig(stage / f"sweep_{metric}.png", dpi=120)
-            band_sweep_report(sweep, model=args.model, task=info,
-                              seconds=seconds, command=command_line(args)
-                              ).save(stage / "report.html")
+            report.band_sweep_report(sweep, model=args.model, task=info, seconds=seconds,
+                                     command=command_line(args)).save(stage / "report.html")
         print(f"wrote {out / 'sweep.json'}, {out / 'report.html'} and {out}/sweep_*.png")
     return 0

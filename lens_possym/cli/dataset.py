@@ -15,20 +15,24 @@ import sys
 import time
 from pathlib import Path
 
+from .. import scores
+from ..errors import InvalidSelectionError
+from ..execution import RayExecutor
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir
 from ._score_args import add_score_args, score_config_from
 from ._types import positive_int
 
 
+HELP = "mean and spread of every head's scores over prompts from a file (resumable)"
+DESCRIPTION = ("Score every attention head (and RoPE frequency) on each prompt of a text or JSONL "
+               "file, and write their mean, spread and count over prompts to --out, shard by "
+               "shard: run the same command again to continue an interrupted profile.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "dataset",
-        help="mean and spread of every head's scores over prompts from a file (resumable)",
-        description="Score every attention head (and RoPE frequency) on each prompt of a "
-        "text or JSONL file, and write their mean, spread and count over prompts to --out, "
-        "shard by shard: run the same command again to continue an interrupted profile.",
-    )
+    parser = add_command(sub, "dataset", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--prompts", required=True,
                         help="a text file (one prompt a line) or .jsonl (one object a line)")
@@ -42,7 +46,6 @@ def register(sub) -> None:
                         "one ('auto', 'ray://host:10001'); needs lens-possym[ray]")
     parser.add_argument("--ray-cpus", type=positive_int, default=2,
                         help="CPUs of the local Ray cluster (default 2)")
-    parser.set_defaults(func=run)
 
 
 def _count(path: Path) -> int:
@@ -51,10 +54,6 @@ def _count(path: Path) -> int:
 
 
 def run(args) -> int:
-    from ..errors import InvalidSelectionError
-    from ..execution import RayExecutor
-    from ..scores.dataset import dataset_profile, read_prompts
-
     start = time.perf_counter()
     out = Path(args.out)
     check_output_dir(out)
@@ -75,7 +74,7 @@ def run(args) -> int:
         model = load_from_args(args)
         print(f"{total} prompts from {path}; shards of {args.shard_size} ...", file=sys.stderr)
     try:
-        profile = dataset_profile(model, read_prompts(path, field=args.field), config,
+        profile = scores.dataset_profile(model, scores.read_prompts(path, field=args.field), config,
                                   layers=args.layers, shard_size=args.shard_size, out_dir=out,
                                   executor=executor, n_prompts=total, progress=True)
     finally:

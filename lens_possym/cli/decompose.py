@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+from .. import bands, decompose
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_file, staged_file
 from ._types import positive_int
@@ -15,34 +17,30 @@ DEFAULT_PROMPT = (
 )
 
 
+HELP = "split one head's last-token attention logits by RoPE frequency"
+DESCRIPTION = ("Load a model offline, decompose one head's attention logits at the last token into"
+               " one term per RoPE frequency, check they add up to the model's own scores, and "
+               "print which frequencies carry the logit.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "decompose",
-        help="split one head's last-token attention logits by RoPE frequency",
-        description="Load a model offline, decompose one head's attention logits at the last "
-        "token into one term per RoPE frequency, check they add up to the model's own scores, "
-        "and print which frequencies carry the logit.",
-    )
+    parser = add_command(sub, "decompose", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--layer", type=int, default=5)
     parser.add_argument("--head", type=int, default=0)
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
     parser.add_argument("--top", type=positive_int, default=10, help="how many frequencies to list")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
-    parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     import torch
 
-    from .. import frequency_logits, frequency_norms
-    from ..bands import BAND_NAMES, band_partition
-
     if args.json:
         check_output_file(args.json)
     model = load_from_args(args)
-    fl = frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
-    norms = frequency_norms(model, args.prompt, args.layer)
+    fl = decompose.frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
+    norms = decompose.frequency_norms(model, args.prompt, args.layer)
     spec = fl.spec
     tokens = model.to_str_tokens(args.prompt)
     row_norms = fl.norms()[0, 0, 0]                      # [freq]
@@ -72,10 +70,10 @@ def run(args) -> int:
               f"{float(share[f]):>6.1%} {float(cos_n[f]):>7.3f} {float(sin_n[f]):>7.3f} "
               f"{float(norms.q[layer_index, args.head, f]):>7.2f} "
               f"{float(norms.k[layer_index, args.head, f]):>7.2f}")
-    bands = {name: float(share[ids].sum())
-             for name, ids in zip(BAND_NAMES, band_partition(spec.n_freqs, 3))}
+    band_shares = {name: float(share[ids].sum()) for name, ids in
+                   zip(bands.BAND_NAMES, bands.band_partition(spec.n_freqs, 3))}
     print("\nshare by band (ids split in thirds, fast to slow): " + ", ".join(
-        f"{name} {value:.1%}" for name, value in bands.items()))
+        f"{name} {value:.1%}" for name, value in band_shares.items()))
     if args.json:
         payload = {
             "model": args.model, "layer": spec.layer, "head": args.head, "tokens": tokens,
@@ -83,7 +81,7 @@ def run(args) -> int:
             "terms": fl.terms[0, 0, 0].tolist(), "pattern": pattern.tolist(),
             "q_norms": norms.q[layer_index, args.head].tolist(),
             "k_norms": norms.k[layer_index, args.head].tolist(),
-            "max_abs_error": fl.max_abs_error, "bands": bands,
+            "max_abs_error": fl.max_abs_error, "bands": band_shares,
         }
         with staged_file(args.json) as path:
             path.write_text(json.dumps(payload, indent=1))

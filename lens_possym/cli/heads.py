@@ -22,10 +22,12 @@ token length, each one's last token the answer; metric ``loss`` by default).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from .. import _ids, interventions, tasks, viz
+from ..errors import InvalidSelectionError
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._prompts import add_prompts_args, equal_length, prompt_tokens
@@ -34,13 +36,13 @@ from ._types import layers_text, positions_text, positive_int
 METRICS = ("logit_diff", "accuracy", "loss")
 
 
+HELP = "ablate each head alone and rank heads by their effect on a task"
+DESCRIPTION = ("Zero- or mean-ablate every attention head alone and report the drop in a task "
+               "metric per head, the most important head, and how concentrated the effect is.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "heads",
-        help="ablate each head alone and rank heads by their effect on a task",
-        description="Zero- or mean-ablate every attention head alone and report the drop in a "
-        "task metric per head, the most important head, and how concentrated the effect is.",
-    )
+    parser = add_command(sub, "heads", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding", "distance"])
     add_prompts_args(parser, "the prompts are cut to the shortest one's token length, and each "
@@ -69,24 +71,20 @@ def register(sub) -> None:
     parser.add_argument("--top", type=positive_int, default=5, help="heads to list")
     parser.add_argument("--out", metavar="DIR", help="write heads.json and heads.png here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.set_defaults(func=run)
 
 
 def _batch(args, model, seed: int, n_prompts: int):
-    from ..interventions import ImportanceBatch
-    from ..tasks import binding_task, word_distance_task
-
     if args.prompts:
         full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
-        return ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts"), (
+        return interventions.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts"), (
             f"{full.shape[0]} prompts from {args.prompts}, cut to {n} tokens: the last one "
             f"predicted from the {n - 1} before it")
     if args.task == "binding":
-        task = binding_task(model, n_prompts=n_prompts, n_pairs=args.n_pairs, seed=seed)
-        return ImportanceBatch.from_binding(task), (
+        task = tasks.binding_task(model, n_prompts=n_prompts, n_pairs=args.n_pairs, seed=seed)
+        return interventions.ImportanceBatch.from_binding(task), (
             f"binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
             f"{task.tokens.shape[1]} tokens")
-    task = word_distance_task(model, n_prompts=n_prompts, n_words=args.n_words,
+    task = tasks.word_distance_task(model, n_prompts=n_prompts, n_words=args.n_words,
                               n_cue=args.n_cue, distance=args.distance, seed=seed)
     return task.importance_batch(), (
         f"word-distance task: {task.n_prompts} prompts, {task.n_words} words, cue "
@@ -95,11 +93,6 @@ def _batch(args, model, seed: int, n_prompts: int):
 
 
 def run(args) -> int:
-    from .._ids import read_ids
-    from ..interventions import ImportanceConfig, head_importance
-
-    from ..errors import InvalidSelectionError
-
     if args.metric is None:
         args.metric = "loss" if args.prompts else "logit_diff"
     if args.prompts and args.metric == "logit_diff":
@@ -110,17 +103,17 @@ def run(args) -> int:
         check_output_dir(args.out)
     model = load_from_args(args)
     batch, header = _batch(args, model, args.seed, args.n_prompts)
-    config = ImportanceConfig(
+    config = interventions.ImportanceConfig(
         metric=args.metric, mode=args.mode, heads_per_pass=args.heads_per_pass,
-        layers=None if args.layers is None else read_ids(
+        layers=None if args.layers is None else _ids.read_ids(
             args.layers, int(model.cfg.n_layers), what="layer", from_end=True),
-        positions=None if args.positions is None else read_ids(
+        positions=None if args.positions is None else _ids.read_ids(
             args.positions, int(batch.tokens.shape[1]), what="position", from_end=True))
     reference = None
     if args.mode == "mean":  # your prompts: the means over them
         reference = batch.tokens if args.prompts else _batch(
             args, model, args.seed + 1000, args.reference_prompts)[0].tokens
-    result = head_importance(model, batch, args.metric, config=config, reference=reference,
+    result = interventions.head_importance(model, batch, args.metric, config=config, reference=reference,
                              progress=not args.no_progress)
     result.info.update({"model": args.model, "task": "prompts" if args.prompts else args.task,
                         "seed": args.seed, "description": header})
@@ -134,16 +127,14 @@ def run(args) -> int:
         relative = float(result.relative[layer, head])
         print(f"  {f'{layer}.{head}':>6} {value:>+9.3f} {float(se[layer, head]):>7.3f} "
               f"{relative:>+9.2f} {float(result.ablated[layer, head]):>9.3f}")
-    print(result.summary())
+    print(result.describe())
     if args.out:
         out = Path(args.out)
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
-        from ..viz.importance import plot_head_importance
-
         n_layers, n_heads = result.ablated.shape
         fig = Figure(figsize=(2.2 + 0.6 * n_heads, 1.6 + 0.32 * n_layers), constrained_layout=True)
-        plot_head_importance(result, ax=fig.subplots(), title=f"{args.model}, {args.task}")
+        viz.importance.plot_head_importance(result, ax=fig.subplots(), title=f"{args.model}, {args.task}")
         top = _top_figure(result, args.top) if result.per_prompt is not None else None
         with staged_dir(out) as stage:  # every file, or none
             (stage / "heads.json").write_text(result.to_json(indent=1, allow_nan=False))
@@ -159,12 +150,10 @@ def _top_figure(result, k: int):
     """The ``k`` most important heads' Δ with 95% bootstrap intervals over prompts."""
     from matplotlib.figure import Figure
 
-    from ..viz.patching import plot_effects
-
     unc = result.uncertainty()
     top = result.top(k)
     fig = Figure(figsize=(5.5, 1.3 + 0.3 * len(top)), constrained_layout=True)
-    plot_effects([f"{layer}.{head}" for layer, head, _ in top], [v for _, _, v in top],
+    viz.plot_effects([f"{layer}.{head}" for layer, head, _ in top], [v for _, _, v in top],
                  [float(unc.low[layer, head]) for layer, head, _ in top],
                  [float(unc.high[layer, head]) for layer, head, _ in top], ax=fig.subplots(),
                  baseline=0.0, sort=False, xlabel=f"Δ {result.config.metric} (head ablated)",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from .. import models
+from ._command import add_command
+
+
+HELP = "list the known real models and their state"
+
 
 def register(sub) -> None:
-    parser = sub.add_parser("models", help="list the known real models and their state")
-    parser.set_defaults(func=run)
+    add_command(sub, "models", run, HELP)
 
 
 def run(args) -> int:
-    from ..models import cache, list_models
-
-    print(f"cache: {cache.cache_root()}")
-    for info in list_models():
+    print(f"cache: {models.cache.cache_root()}")
+    for info in models.list_models():
         state = ("converted" if info.cached else "installed") if info.installed else "missing"
         print(f"  {info.name:<14} {state:<10} {info.description}")
         if not info.installed:

@@ -24,21 +24,25 @@ import json
 import sys
 from pathlib import Path
 
+from .. import _ids, interventions, report, tasks
+from ..errors import InvalidSelectionError
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._types import freq_ids_text, ids_text, layers_text, positive_int
+from .profile import command_line
 
 SITES = ("heads", "frequencies", "resid_pre", "attn_out", "mlp_out")
 
 
+HELP = "patch heads, frequencies or layer outputs between clean and corrupted prompts"
+DESCRIPTION = ("Activation patching on counterfactual prompt pairs: every head (or RoPE frequency "
+               "of chosen heads, or layer component) patched alone from one run into the other, "
+               "with per-prompt values, standard errors and bootstrap intervals.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "patch",
-        help="patch heads, frequencies or layer outputs between clean and corrupted prompts",
-        description="Activation patching on counterfactual prompt pairs: every head (or RoPE "
-        "frequency of chosen heads, or layer component) patched alone from one run into the "
-        "other, with per-prompt values, standard errors and bootstrap intervals.",
-    )
+    parser = add_command(sub, "patch", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding", "distance"])
     parser.add_argument("--corruption",
@@ -72,13 +76,9 @@ def register(sub) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="write patch.json, patch_grid.png, patch_top.png, report.html")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.set_defaults(func=run)
 
 
 def _read_pairs(model, path: str):
-    from ..errors import InvalidSelectionError
-    from ..tasks.counterfactual import prompt_pairs
-
     rows = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -99,30 +99,23 @@ def _read_pairs(model, path: str):
         rows.append(row)
     if not rows:
         raise InvalidSelectionError(f"{path} holds no pairs")
-    return prompt_pairs(model, [r["clean"] for r in rows], [r["corrupted"] for r in rows],
+    return tasks.prompt_pairs(model, [r["clean"] for r in rows], [r["corrupted"] for r in rows],
                         [r["clean_answer"] for r in rows], [r["corrupted_answer"] for r in rows],
                         name=Path(path).name)
 
 
 def _pairs(model, args):
-    from ..tasks.counterfactual import binding_pairs, word_distance_pairs
-
     if args.prompts:
         return _read_pairs(model, args.prompts)
     if args.task == "binding":
-        return binding_pairs(model, None, args.corruption, corruption_seed=args.corruption_seed,
+        return tasks.binding_pairs(model, None, args.corruption, corruption_seed=args.corruption_seed,
                              n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
-    return word_distance_pairs(model, None, args.corruption, corruption_seed=args.corruption_seed,
+    return tasks.word_distance_pairs(model, None, args.corruption, corruption_seed=args.corruption_seed,
                                n_prompts=args.n_prompts, n_words=args.n_words, n_cue=args.n_cue,
                                distance=args.distance, seed=args.seed)
 
 
 def run(args) -> int:
-    from .._ids import read_ids
-    from ..errors import InvalidSelectionError
-    from ..interventions.grid import PatchGridConfig, patch_grid
-    from .profile import command_line
-
     if args.prompts and args.corruption:
         raise InvalidSelectionError("--corruption names a task's corruption; --prompts brings "
                                     "its own corrupted prompts")
@@ -131,32 +124,30 @@ def run(args) -> int:
     model = load_from_args(args)
     pairs = _pairs(model, args)
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-    config = PatchGridConfig(
+    config = interventions.PatchGridConfig(
         site=args.patch, per_position=args.per_position, direction=args.direction,
-        layers=None if args.layers is None else read_ids(args.layers, n_layers, what="layer",
-                                                         from_end=True),
-        heads=None if args.heads is None else read_ids(args.heads, n_heads, what="head"),
+        layers=None if args.layers is None else _ids.read_ids(args.layers, n_layers,
+                                                              what="layer", from_end=True),
+        heads=None if args.heads is None else _ids.read_ids(args.heads, n_heads, what="head"),
         freqs=args.freqs, side=args.side,
         patches_per_pass=args.patches_per_pass)
-    grid = patch_grid(model, pairs, config, progress=not args.no_progress)
+    grid = interventions.patch_grid(model, pairs, config, progress=not args.no_progress)
     grid.info.update({"model": args.model})
     print(f"{args.model} · {pairs.name}: {pairs.n_prompts} pairs of {pairs.clean_tokens.shape[1]} "
           f"tokens (positions changed: {pairs.changed_positions().tolist()})")
     print(f"patching {config.activation_label} ({args.direction}): {grid.shape} cells × "
           f"{grid.n_prompts} prompts in {grid.n_passes} passes, {grid.seconds:.1f} s")
-    print(grid.summary(args.top))
+    print(grid.describe(args.top))
     if args.out:
         out = Path(args.out)
-        from ..report.patching import patching_figures, patching_report
-
-        figures = patching_figures(grid, title=f"{args.model}, {pairs.name}")
-        report = patching_report(grid, model=args.model, command=command_line(args),
-                                 figures=figures)
+        figures = report.patching.patching_figures(grid, title=f"{args.model}, {pairs.name}")
+        page = report.patching.patching_report(grid, model=args.model,
+                                               command=command_line(args), figures=figures)
         with staged_dir(out) as stage:  # every file, or none
             grid.save(stage / "patch.json")
             for name, fig in figures.items():
                 fig.savefig(stage / f"{name}.png", dpi=120)
-            report.save(stage / "report.html")
+            page.save(stage / "report.html")
         print(f"wrote {out / 'patch.json'}, {out / 'report.html'} and {out}/patch_*.png",
               file=sys.stderr)
     return 0

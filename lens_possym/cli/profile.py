@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from .. import _inputs, report, scores, tasks
 from ..scores.config import METHODS
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._prompts import add_prompts_args, prompt_tokens
@@ -19,14 +21,14 @@ from ._score_args import add_score_args, score_config_from
 from ._types import positive_int
 
 
+HELP = "positional/symbolic scores of every head and frequency, with a report"
+DESCRIPTION = ("Load a model offline, build prompts, score every attention head (and every RoPE "
+               "frequency) as positional or symbolic by content swaps (paper A), and write "
+               "scores.json, figures and report.html to --out.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "profile",
-        help="positional/symbolic scores of every head and frequency, with a report",
-        description="Load a model offline, build prompts, score every attention head (and "
-        "every RoPE frequency) as positional or symbolic by content swaps (paper A), and "
-        "write scores.json, figures and report.html to --out.",
-    )
+    parser = add_command(sub, "profile", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", choices=["binding", "random"], default="binding",
                         help="binding prompts (entity-attribute) or random word tokens")
@@ -44,12 +46,9 @@ def register(sub) -> None:
                         help="also swap position 0 (by default BOS is left out)")
     parser.add_argument("--no-report", action="store_true", help="only write scores.json")
     parser.add_argument("--out", default="profile", help="output folder (created)")
-    parser.set_defaults(func=run)
 
 
 def _prompts(model, args):
-    from ..tasks import binding_task, evaluate_binding, random_token_prompts
-
     if args.prompts:
         rows = prompt_tokens(model, args.prompts, args.field)
         lengths = sorted({len(r) for r in rows})
@@ -58,19 +57,17 @@ def _prompts(model, args):
                             "n_tokens": lengths[0] if len(lengths) == 1 else
                             f"{lengths[0]}-{lengths[-1]}"}
     if args.task == "binding":
-        task = binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
-        result = evaluate_binding(model, task)
+        task = tasks.binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
+        result = tasks.evaluate_binding(model, task)
         info = {"name": "binding", "n_pairs": args.n_pairs, "seed": args.seed, **result.as_dict()}
         return task.tokens, task.prompts[0], info
-    tokens = random_token_prompts(model, n_prompts=args.n_prompts, n_tokens=args.n_tokens,
+    tokens = tasks.random_token_prompts(model, n_prompts=args.n_prompts, n_tokens=args.n_tokens,
                                   seed=args.seed)
     text = "".join(model.to_str_tokens(tokens[0]))
     return tokens, text, {"name": "random", "n_tokens": args.n_tokens, "seed": args.seed}
 
 
 def run(args) -> int:
-    from .. import swap_scores
-
     start = time.perf_counter()
     out = Path(args.out)
     check_output_dir(out)
@@ -88,23 +85,21 @@ def run(args) -> int:
     config = score_config_from(args, method=args.method,
                                exclude_bos=False if args.keep_bos else "auto")
     if mixed:
-        scores = _scores_of_prompts(model, tokens, config, layers)
+        result = _scores_of_prompts(model, tokens, config, layers)
         tokens = tokens[0][None]  # the report's figures and views draw the first prompt
     else:
-        scores = swap_scores(model, tokens, config, layers=layers, progress=True)
-    scores.task = task
-    scores.model_name = args.model
+        result = scores.swap_scores(model, tokens, config, layers=layers, progress=True)
+    result.task = task
+    result.model_name = args.model
     with staged_dir(out) as stage:  # all of scores.json, figures and report, or none
-        written = [scores.save(stage / "scores.json")]
+        written = [result.save(stage / "scores.json")]
         if not args.no_report:
-            from ..report import profile_report, save_profile_figures
-
-            figures = save_profile_figures(model, scores, tokens, stage)
+            figures = report.save_profile_figures(model, result, tokens, stage)
             written += list(figures.values())
-            report = profile_report(model, scores, tokens, command=command_line(args),
-                                    prompt=first_prompt, figures=figures)
-            written.append(report.save(stage / "report.html"))
-    _print_summary(scores, time.perf_counter() - start)
+            page = report.profile_report(model, result, tokens, command=command_line(args),
+                                         prompt=first_prompt, figures=figures)
+            written.append(page.save(stage / "report.html"))
+    _print_summary(result, time.perf_counter() - start)
     print("wrote " + ", ".join(str(out / p.relative_to(stage)) for p in written))
     return 0
 
@@ -114,27 +109,23 @@ def _scores_of_prompts(model, rows: list, config, layers):
     mean over all prompts (a prompt's scores do not depend on the others')."""
     import torch
 
-    from .._inputs import as_layers
-    from ..scores.profile import mean_over_prompts, per_prompt_scores
-
     groups: dict[int, list] = {}
     for row in rows:
         groups.setdefault(len(row), []).append(row)
     if len(groups) == 1:
-        from .. import swap_scores
-
-        return swap_scores(model, torch.stack(rows), config, layers=layers, progress=True)
+        return scores.swap_scores(model, torch.stack(rows), config, layers=layers, progress=True)
     parts, angles = [], None
     for n, group in groups.items():
         print(f"  {len(group)} prompt(s) of {n} tokens ...", file=sys.stderr)
-        per_prompt, angles, _ = per_prompt_scores(model, torch.stack(group), config,
-                                                  layers=layers)
+        per_prompt, angles, _ = scores.profile.per_prompt_scores(
+            model, torch.stack(group), config, layers=layers)
         parts.append(per_prompt)
     joined = {name: None if parts[0][name] is None else torch.cat([p[name] for p in parts])
               for name in parts[0]}
     n_layers = int(angles.shape[0])
-    return mean_over_prompts(joined, angles, config, layers=as_layers(layers, n_layers),
-                             n_tokens=max(groups), model_name=str(model.cfg.model_name))
+    return scores.profile.mean_over_prompts(
+        joined, angles, config, layers=_inputs.as_layers(layers, n_layers),
+        n_tokens=max(groups), model_name=str(model.cfg.model_name))
 
 
 def command_line(args) -> str:
@@ -149,21 +140,19 @@ def command_line(args) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _print_top_heads(scores, k: int = 5) -> None:
+def _print_top_heads(result, k: int = 5) -> None:
     """The most positional and most symbolic heads, ranked as the report ranks them (the
     score to two decimals, then the balance)."""
-    from ..report.profile import heads_rows
-
     for by, what in (("pos", "positional"), ("sym", "symbolic")):
-        rows = heads_rows(scores, by, k)
-        tie = " (ties by balance)" if scores.balance is not None else ""
+        rows = report.profile.heads_rows(result, by, k)
+        tie = " (ties by balance)" if result.balance is not None else ""
         print(f"most {what} heads{tie}: " + ", ".join(
             f"{r['head']} (s_POS {r['s_POS']:.2f}, s_SYM {r['s_SYM']:.2f}"
             + (f", balance {r['balance']:.4f}" if "balance" in r else "") + ")" for r in rows))
 
 
-def _print_summary(scores, seconds: float) -> None:
-    s = scores.summary()
+def _print_summary(result, seconds: float) -> None:
+    s = result.summary()
     task = s.get("task") or {}
     if "accuracy" in task:
         print(f"binding accuracy {task['accuracy']:.1%} (among the prompt's attributes "
@@ -177,7 +166,7 @@ def _print_summary(scores, seconds: float) -> None:
         print(f"median s_POS {s['median_pos_second_half']:.2f}, s_SYM "
               f"{s['median_sym_second_half']:.2f} (layer {s['second_half_layers'][0]})")
     print(f"Pearson r(s_POS, s_SYM) over {s['n_heads_scored']} heads: {s['pearson_pos_sym']:.2f}")
-    _print_top_heads(scores)
+    _print_top_heads(result)
     if "sym_low_minus_high_freq" in s:
         print(f"low- minus high-frequency third, mean over heads: s_SYM "
               f"{s['sym_low_minus_high_freq']:+.3f}, s_POS {s['pos_low_minus_high_freq']:+.3f}")

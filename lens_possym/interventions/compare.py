@@ -16,7 +16,7 @@ import torch
 
 from .._checks import boundary
 from .._inputs import ModelInput, as_tokens
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO
 from ..resolved import Resolved, resolve
@@ -66,6 +66,8 @@ class HeadSetConfig(JsonConfig):
         n = self.n_random
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InvalidSelectionError(f"n_random must be a count >= 0, got {self.n_random!r}")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
 
 @dataclass(repr=False)
@@ -185,6 +187,12 @@ class HeadSetComparison(ResultIO):
         frame = pd.DataFrame.from_records(rows)
         frame["draw"] = frame["draw"].astype("Int64")
         return frame
+
+    def summary(self) -> dict[str, Any]:
+        """The heads, the number of random sets, and every condition's row (:meth:`rows`:
+        the chosen heads' metrics, the random sets' mean and sd)."""
+        return to_jsonable({"heads": [f"{layer}.{head}" for layer, head in self.heads],
+                            "n_random": len(self.random_heads), "rows": self.rows()})
 
     def _headline(self) -> list[str]:
         return [f"n_heads={len(self.heads)}", f"n_random={len(self.random_heads)}",

@@ -48,7 +48,7 @@ from torch import Tensor
 
 from .._inputs import as_tokens
 from .._precision import model_tolerance
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, number
 from ..typing import HookedModel
@@ -508,6 +508,8 @@ class PatchGridConfig(JsonConfig):
         for name in ("per_position", "last_token_only", "per_prompt_normalization"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidSelectionError(f"{name} must be True or False")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
     @property
     def activation_label(self) -> str:
@@ -720,7 +722,19 @@ class PatchingGrid(ResultIO):
             text += f" f{parts['freq']}"
         return text
 
-    def summary(self, k: int = 5) -> str:
+    def summary(self, k: int = 5) -> dict[str, Any]:
+        """The headline numbers: the baselines, the number of cells and prompts, and the
+        ``k`` cells that move the metric most (their label, value, effect and its standard
+        error); ``describe`` prints them as a table."""
+        mean = self.mean()
+        return {"metric": self.metric, "baseline": float(self.baseline.mean()),
+                "source_baseline": None if self.source_baseline is None
+                else float(self.source_baseline.mean()),
+                "n_prompts": self.n_prompts, "n_cells": int(mean.isfinite().sum()),
+                "top": [{"cell": self.label(index), "value": float(mean[index]),
+                         "effect": effect, "se": se} for index, effect, se in self.top(k)]}
+
+    def describe(self, k: int = 5) -> str:
         """A few lines: baselines, and the cells that move the metric most (their value, and
         the effect ± its standard error)."""
         lines = [f"{self.metric}: unpatched run {self.baseline.mean():.3f}"

@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -55,8 +55,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .._checks import boundary
+from .._ids import head_name
 from .._inputs import ModelInput, as_positions, as_tokens
-from .._json import tensor_from_json, to_jsonable
+from .._json import JsonConfig, check_field_types, tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, head_frame, number
 from ..tasks.binding import ImportanceBatch
@@ -90,7 +91,7 @@ def _int_tuple(value: Any, what: str) -> tuple[int, ...] | None:
 
 
 @dataclass(frozen=True)
-class ImportanceConfig:
+class ImportanceConfig(JsonConfig):
     """How :func:`head_importance` ablates and measures (validated on creation).
 
     Attributes:
@@ -141,6 +142,8 @@ class ImportanceConfig:
                 f"{self.metric} is better when higher: leave higher_is_better unset")
         if self.per_position and self.mode != "mean":
             raise InvalidSelectionError("per_position applies to mode='mean' only")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
     @property
     def maximize(self) -> bool:
@@ -149,28 +152,7 @@ class ImportanceConfig:
             return self.higher_is_better
         return self.metric != "loss"
 
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        for name in ("positions", "layers"):
-            if data[name] is not None:
-                data[name] = list(data[name])
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ImportanceConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise InvalidSelectionError(
-                f"unknown importance setting(s) {unknown}; known: {sorted(known)}")
-        return cls(**dict(data))
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_json(cls, text: str) -> "ImportanceConfig":
-        return cls.from_dict(json.loads(text))
+    # to_dict/from_dict, to_json/from_json and replace: JsonConfig
 
 
 # ---- what is measured ------------------------------------------------------------------------
@@ -374,7 +356,22 @@ class HeadImportance(ResultIO):
         return [(*divmod(int(i), self.ablated.shape[1]), float(eff[i])) for i in order
                 if math.isfinite(float(imp[i]))]
 
-    def summary(self) -> str:
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers: the baseline, the top head (``"L.H"``), its effect ``Δ``
+        with its standard error, the share of the baseline it costs, the concentration
+        measures and whether one head carries the metric (``describe`` says it in words)."""
+        layer, head = self.top_head
+        return {"metric": self.config.metric, "baseline": self.baseline,
+                "n_prompts": self.n_prompts, "top_head": head_name(layer, head),
+                "top_effect": self.top_effect,
+                "top_effect_se": float(self.effect_se[layer, head]),
+                "top_relative": self.top_relative, "top_share": self.top_share,
+                f"top_{self.config.top_k}_share": self.top_k_share, "gini": self.gini,
+                "carried_by_one_head": self.carried_by_one_head()}
+
+    def describe(self) -> str:
+        """One sentence: the baseline, the top head's effect ± SE and what it costs, the
+        concentration measures (what ``lens-possym heads`` prints)."""
         layer, head = self.top_head
         se = float(self.effect_se[layer, head])
         return (f"{self.config.metric} baseline {self.baseline:.3f}; top head {layer}.{head}: "

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .._ids import check_ids_text
 from .._inputs import ModelInput, as_heads, as_layers, as_tokens
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..results_io import ResultIO, head_frame, number
 from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
@@ -90,6 +90,8 @@ class BandSweepConfig(JsonConfig):
         object.__setattr__(self, "heads", _ids_setting(self.heads, "head"))
         if self.per_position and self.mode != "mean":
             raise InvalidSelectionError("per_position applies to mode='mean' only")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
 
 def _normalise_bands(bands: Any) -> int | tuple[tuple[str, str], ...]:
@@ -259,6 +261,15 @@ class BandSweep(ResultIO):
                     frame[key] = tensor.double().numpy()[at]
             frames.append(frame.drop(columns=["frequency", "angle"]))
         return pd.concat(frames, ignore_index=True)
+
+    def summary(self, k: int = 3) -> dict[str, Any]:
+        """The mode, the bands, the baselines and, per metric, the ``k`` (head, band)
+        ablations that lower it most with their effects (ablated − baseline)."""
+        return {"mode": self.mode, "band_names": list(self.band_names),
+                "layers": list(self.layers), "baseline": dict(self.baseline),
+                "largest_drops": {m: [{"head": f"{layer}.{head}", "band": band, "effect": value}
+                                      for layer, head, band, value in self.top(k, m)]
+                                  for m in self.metrics}}
 
     def _headline(self) -> list[str]:
         if not self.values:

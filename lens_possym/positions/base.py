@@ -80,7 +80,7 @@ class PositionalScheme:
         are ``-inf``.
 
         For an ``"input"``-site scheme this is the logit of a layer-input row ``c`` moved to
-        ``p`` *with its position*: the layer-local swap (see :mod:`lens_possym.scores.sites`).
+        ``p`` *with its position*: the layer-local swap (see :mod:`lens_possym.scores.sources`).
         """
         n_pos = k.shape[1]
         content = einsum(q, k, "batch head_index d_head, batch content head_index d_head"
@@ -92,6 +92,17 @@ class PositionalScheme:
             full = full + bias[:, 0, :, None].to(full)[None]
         visible = causal_visible(query_position, n_pos, self.window).to(full.device)
         return full.masked_fill(~visible[:, None], float("-inf"))
+
+    def frequency_cross_logits(self, q: Float[Tensor, "batch head_index d_head"],
+                               k: Float[Tensor, "batch pos head_index d_head"],
+                               query_position: int
+                               ) -> Float[Tensor, "batch head_index freq pos pos"]:
+        """The per-frequency terms ``C_f[b, h, f, p, c]`` of :meth:`cross_logits` (they sum
+        to it), for schemes with frequencies; the others raise. The score engine scores
+        each as a head of its own (``per_frequency=True``)."""
+        raise NoFrequenciesError(
+            f"a {self.name} head has no frequencies, so there is nothing to score or ablate "
+            f"per frequency; use whole-head scores (per_frequency=False)")
 
     def describe(self) -> str:
         where = "inside the head" if self.site == "inside" else "at the input"

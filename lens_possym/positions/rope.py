@@ -1,8 +1,9 @@
 """RoPE as a positional scheme: a thin view of :class:`lens_possym.rope.RopeSpec`.
 
 Everything RoPE-specific (geometry, probes, tables, the per-frequency cross-logit factors)
-stays in :mod:`lens_possym.rope` and :mod:`lens_possym.scores.crosslogits`, unchanged, so
-RoPE results are bit for bit what they were; this class only answers the scheme questions.
+stays in :mod:`lens_possym.rope` and :mod:`lens_possym.scores.crosslogits`; this class
+answers the scheme questions, its :meth:`Rope.cross_logits` included (the matrix of the
+same factors the score engine scores RoPE layers from).
 RoPE on some dims only (partial rotary) is the spec's tail, a NoPE part with angle 0;
 RoPE on some heads only is :class:`HeadwiseRope`.
 """
@@ -10,12 +11,12 @@ RoPE on some heads only is :class:`HeadwiseRope`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NoReturn
-
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from ..rope import RopeSpec
+from ..rope.geometry import cross_factors
 from .base import PositionalScheme
 from .base import causal_visible
 from .mla import complex_pairs
@@ -46,10 +47,45 @@ class Rope(PositionalScheme):
     def frequency_angles(self) -> Tensor:
         return self.spec.angles
 
-    def cross_logits(self, q, k, query_position) -> NoReturn:  # noqa: D102
-        raise NotImplementedError(
-            "RoPE's cross-logits come from lens_possym.scores.crosslogits.cross_logit_factors "
-            "(per frequency, with the model's own tables)")
+    def cross_logits(self, q: Float[Tensor, "batch head_index d_head"],
+                     k: Float[Tensor, "batch pos head_index d_head"], query_position: int,
+                     dtype: torch.dtype = torch.float64
+                     ) -> Float[Tensor, "batch head_index pos pos"]:
+        r"""``C[b, h, p, c] = softcap(s·⟨R(n) q, R(p) k_c⟩)`` from the *un-rotated* query
+        at ``n`` (``[b, h, d]``) and keys (``[b, pos, h, d]``), with the model's own tables
+        (:func:`lens_possym.rope.geometry.cross_factors`, the factors
+        :class:`~lens_possym.scores.CrossLogitFactors` holds: this is its ``head_full()``).
+
+        The score engine does not call it: it keeps RoPE's factors (``O(pos · freq)``) and
+        scores every frequency from them; this is the same ``C`` as a matrix, for anything
+        that wants a scheme's cross-logits whatever the scheme."""
+        spec = self.spec
+        n_pos = k.shape[1]
+        cos, sin, x, y = self._factors(q, k, query_position, dtype)
+        tables = torch.cat([cos, sin], dim=-1)                              # [p, 2F]
+        factors = torch.cat([x, y], dim=-1).transpose(-1, -2)               # [b, h, 2F, c]
+        full = (tables @ factors).mul_(spec.scale)
+        if spec.softcap:
+            full = spec.softcap * torch.tanh(full / spec.softcap)
+        visible = causal_visible(query_position, n_pos, self.window).to(full.device)
+        return full.masked_fill_(~visible[:, None], float("-inf"))
+
+    def frequency_cross_logits(self, q: Float[Tensor, "batch head_index d_head"],
+                               k: Float[Tensor, "batch pos head_index d_head"],
+                               query_position: int, dtype: torch.dtype = torch.float64
+                               ) -> Float[Tensor, "batch head_index freq pos pos"]:
+        r"""``C_f[b, h, f, p, c] = s(\cos_{pf} x_{cf} + \sin_{pf} y_{cf})``, one per
+        frequency id (a partial-rotary tail last): they sum to :meth:`cross_logits` before
+        its softcap. ``CrossLogitFactors.frequency_full()`` of the same factors."""
+        cos, sin, x, y = self._factors(q, k, query_position, dtype)
+        x, y = x.transpose(-1, -2)[..., None, :], y.transpose(-1, -2)[..., None, :]
+        terms = (cos.T[:, :, None] * x + sin.T[:, :, None] * y) * self.spec.scale
+        visible = causal_visible(query_position, k.shape[1], self.window).to(terms.device)
+        return terms.masked_fill(~visible[:, None], float("-inf"))
+
+    def _factors(self, q: Tensor, k: Tensor, query_position: int, dtype: torch.dtype):
+        position = torch.tensor([query_position], device=k.device)
+        return cross_factors(q, k, self.spec, position, dtype)
 
 
 @dataclass(frozen=True, eq=False)

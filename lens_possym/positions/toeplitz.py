@@ -25,7 +25,7 @@ so with each row's own :math:`\sigma` (which depends on both parts) the split is
 :func:`toeplitz_terms` computes it and checks that the terms add up to the model's
 scores. Deeper layers have no such split (the residual stream mixes content and position
 non-linearly); there the swap scores at the ``"input"`` site are the tool
-(:mod:`lens_possym.scores.sites`), and :func:`toeplitz_terms` refuses with that advice.
+(:mod:`lens_possym.scores.sources`), and :func:`toeplitz_terms` refuses with that advice.
 
 **RoPE** is multiplicative: with pairs as complex numbers, frequency :math:`f`'s term is
 
@@ -54,6 +54,7 @@ from .._inputs import ModelInput, as_heads, as_tokens
 from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
 from ..resolved import Resolved, resolve
+from ..results_io import ResultIO, head_frame
 from ..typing import HookedModel
 from ._bridge import keys_for_heads
 from .absolute import Absolute
@@ -72,8 +73,8 @@ __all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TermMagnit
 TOLERANCE = 1e-6
 
 
-@dataclass
-class ToeplitzTerms:
+@dataclass(repr=False)
+class ToeplitzTerms(ResultIO):
     """A layer's logits split into named terms, each ``[batch, head_index, query_pos, key_pos]``.
 
     Attributes:
@@ -92,6 +93,24 @@ class ToeplitzTerms:
     terms: dict[str, Float[Tensor, "batch head_index query_pos key_pos"]]
     mask: Bool[Tensor, "query_pos key_pos"]
     max_abs_error: float = float("nan")
+
+    FORMAT = "lens-possym/toeplitz-terms@1"
+
+    def summary(self) -> dict[str, Any]:
+        """Where the terms come from, their names, each one's mean ``|term|`` over the heads
+        (:meth:`magnitudes`) and the check against the model."""
+        return {"layer": self.layer, "heads": list(self.heads), "scheme": self.scheme,
+                "magnitudes": {k: float(v.double().mean()) for k, v in self.magnitudes().items()},
+                "max_abs_error": self.max_abs_error}
+
+    def _table(self):
+        """Long format, one row per visible entry and term: ``batch``, ``head``,
+        ``query_pos``, ``key_pos``, ``score`` (the term) and ``value``."""
+        mask = self.mask.to(next(iter(self.terms.values())).device)
+        visible = {name: t.masked_fill(~mask, float("nan")) for name, t in self.terms.items()}
+        frame = head_frame(visible, None, heads=self.heads,
+                           dims=("batch", "head", "query_pos", "key_pos"), layer=self.layer)
+        return frame.drop(columns=["frequency", "angle"])
 
     def total(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
         return sum(self.terms.values())
@@ -293,14 +312,28 @@ def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torc
     return terms
 
 
-@dataclass
-class TermMagnitudes:
+@dataclass(repr=False)
+class TermMagnitudes(ResultIO):
     """Mean ``|term|`` per layer and head: ``values[n_layers, n_heads, n_terms]`` (``nan`` where
     a layer has no split, e.g. an absolute-PE model past layer 0); ``names`` the terms."""
 
     values: Float[Tensor, "n_layers n_heads n_terms"]
     names: list[str]
     scheme: str
+
+    FORMAT = "lens-possym/term-magnitudes@1"
+
+    def summary(self) -> dict[str, Any]:
+        """The scheme and each term's mean ``|term|`` over the layers and heads it has."""
+        return {"scheme": self.scheme,
+                **{name: float(self.values[..., t].double().nanmean())
+                   for t, name in enumerate(self.names)}}
+
+    def _table(self):
+        """Long format: ``layer``, ``head``, ``score`` (the term) and ``value``."""
+        frame = head_frame({name: self.values[..., t] for t, name in enumerate(self.names)},
+                           None)
+        return frame.drop(columns=["frequency", "angle"])
 
 
 def toeplitz_magnitudes(model: HookedModel | Resolved, input: ModelInput,

@@ -6,18 +6,28 @@ one file that opens with no network. Every command that writes results writes it
 ``report.html`` with it:
 
 * :func:`profile_report`: ``lens-possym profile`` (scores, explorer, frequency atlas);
+  :func:`render_profile_report` renders it from saved results (the scores and their
+  :class:`ProfileDetails`) with no model;
 * :func:`ablation_report`, :func:`band_sweep_report`: ``lens-possym ablate``;
 * :func:`train_report`: ``lens-possym train`` (a
   new kind of result, e.g. paper B and C experiments, adds one function that fills a
   :class:`Report`).
 """
 
-from ..viz.attention import attention_view_html
-from .builder import Report, format_value
-from .glossary import TERMS, describe
-from .interventions import ablation_report, band_sweep_report
-from .profile import profile_report, save_profile_figures, write_report
-from .training import train_report
+from .._lazy import lazy_attributes
+
+# imported on first use (lens_possym._lazy): a report imports matplotlib, plotly and the
+# figures, which a command's --help need not pay
+_EXPORTS = {
+    "..viz.attention": ["attention_view_html"],
+    "builder": ["Report", "format_value"],
+    "glossary": ["TERMS", "describe"],
+    "interventions": ["ablation_report", "band_sweep_report"],
+    "profile": ["ProfileDetails", "profile_details", "profile_report", "render_profile_report",
+        "save_profile_figures", "write_report"],
+    "training": ["train_report"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
     "Report",
@@ -25,6 +35,9 @@ __all__ = [
     "TERMS",
     "describe",
     "profile_report",
+    "render_profile_report",
+    "profile_details",
+    "ProfileDetails",
     "ablation_report",
     "band_sweep_report",
     "train_report",

@@ -6,6 +6,11 @@ s_SYM and logit share per frequency and its attention before and after the swap 
 weighs most. The page's address keeps the selection (``report.html#head=3:1``), so a link
 opens on a head. Everything the panel needs for every head is computed here, once, and
 embedded in the page as JSON (``DATA``): no server, no network.
+
+What the explorer reads from the model (each frequency's logit share, the swap attention of
+every head, the first prompt's words) is :func:`explorer_inputs`; :func:`explorer_page_data`
+and :func:`add_explorer` work from those and the scores alone, so a report renders from
+saved results without the model.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from ..capture import capture_attention_inputs
 from ..viz.scores import pick_example_heads, top_swap_attention
 from ..viz import interactive
 
-__all__ = ["explorer_data", "logit_shares", "add_explorer", "EXPLORER_JS"]
+__all__ = ["explorer_data", "explorer_inputs", "explorer_page_data", "logit_shares",
+           "add_explorer", "EXPLORER_JS"]
 
 
 def logit_shares(model: HookedModel, tokens: Tensor, scores: PosSymScores) -> Tensor:
@@ -49,13 +55,12 @@ def _rounded(values: Tensor, digits: int = 4) -> Any:
     return [_rounded(v, digits) for v in values]
 
 
-def explorer_data(model: HookedModel, scores: PosSymScores, tokens: Tensor,
-                  share: Tensor | None = None) -> dict[str, Any]:
-    """Every head's numbers, per-frequency profile and swap attention, as JSON data.
-
-    ``share`` is :func:`logit_shares` (computed here when not given).
-    """
-
+def explorer_inputs(model: HookedModel, scores: PosSymScores, tokens: Tensor,
+                    share: Tensor | None = None) -> tuple[Tensor, dict[str, Any], list[str]]:
+    """What the explorer reads from the model, on the first prompt: ``(share, attention,
+    words)``: :func:`logit_shares` (computed here when not given), every scored head's
+    attention before and after the swap that weighs most (``{"L.H": {"before", "after",
+    "first", "second"}}``) and the prompt's tokens as text."""
     first = tokens[:1]
     config = scores.config
     share = logit_shares(model, first, scores) if share is None else share
@@ -70,6 +75,21 @@ def explorer_data(model: HookedModel, scores: PosSymScores, tokens: Tensor,
         for head, (before, after, a, b) in rows.items():
             attention[head_name(layer, head)] = {"before": _rounded(before), "after": _rounded(after),
                                             "first": a.tolist(), "second": b.tolist()}
+    return share, attention, [str(w) for w in model.to_str_tokens(first[0])]
+
+
+def explorer_data(model: HookedModel, scores: PosSymScores, tokens: Tensor,
+                  share: Tensor | None = None) -> dict[str, Any]:
+    """Every head's numbers, per-frequency profile and swap attention, as JSON data.
+
+    ``share`` is :func:`logit_shares` (computed here when not given).
+    """
+    return explorer_page_data(scores, *explorer_inputs(model, scores, tokens, share))
+
+
+def explorer_page_data(scores: PosSymScores, share: Tensor, attention: dict[str, Any],
+                       words: list[str]) -> dict[str, Any]:
+    """:func:`explorer_data` from what :func:`explorer_inputs` read (no model)."""
     examples = pick_example_heads(scores)
     data: dict[str, Any] = {
         "pos": _rounded(scores.pos), "sym": _rounded(scores.sym),
@@ -80,7 +100,7 @@ def explorer_data(model: HookedModel, scores: PosSymScores, tokens: Tensor,
         "share": _rounded(share),
         "theta": [[angle_label(float(t)) if math.isfinite(float(t)) else ""
                    for t in row] for row in scores.angles],
-        "words": [str(w) for w in model.to_str_tokens(first[0])],
+        "words": list(words),
         "attention": attention,
         "examples": {name: list(head) for name, head in examples.items()},
     }
@@ -145,13 +165,13 @@ window.addEventListener('load', function () {
 """
 
 
-def add_explorer(report, model: HookedModel, scores: PosSymScores, tokens: Tensor) -> Tensor:
-    """Add the explorer sections to ``report``; returns the logit share it computed."""
+def add_explorer(report, scores: PosSymScores, share: Tensor, attention: dict[str, Any],
+                 words: list[str]) -> None:
+    """Add the explorer sections to ``report``, from the scores and what
+    :func:`explorer_inputs` read from the model (no model needed here)."""
     import html
 
-
-    share = logit_shares(model, tokens[:1], scores)
-    data = explorer_data(model, scores, tokens, share)
+    data = explorer_page_data(scores, share, attention, words)
     layer, head = data["examples"]["symbolic"]
     attn = data["attention"][head_name(layer, head)]
     report.section("Explore the heads", anchor="explore", caption=(
@@ -197,4 +217,3 @@ def add_explorer(report, model: HookedModel, scores: PosSymScores, tokens: Tenso
             "select its head."))
         report.plotly(interactive.atlas_figure(scores, share=share), div_id="explore-atlas")
     report.script(EXPLORER_JS, data=data)
-    return share

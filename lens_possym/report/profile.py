@@ -1,20 +1,25 @@
 """The profile report: what ``lens-possym profile`` writes beside ``scores.json``.
 
-:func:`profile_report` builds it (:class:`~lens_possym.report.Report`): the command line,
-a summary and the settings (each number explained, settings only where they apply), the
-most positional and symbolic heads, the explorer (plane, heatmaps and frequency atlas,
+:func:`render_profile_report` builds it (:class:`~lens_possym.report.Report`) from saved
+results alone, the scores and their :class:`ProfileDetails`: the command line, a summary
+and the settings (each number explained, settings only where they apply), the most
+positional and symbolic heads, the explorer (plane, heatmaps and frequency atlas,
 interactive, wired to one head's per-frequency profile and attention), the circuitsvis
 attention of three example heads, a glossary, and the static figures.
-:func:`save_profile_figures` writes the PNGs; :func:`write_report` is the static report of
-earlier versions (summary, tables, PNGs), kept for callers without a model at hand.
+:func:`profile_details` is the one step that runs the model (what the report shows beside
+the scores: logit shares, swap attention, the prompt's words, the attention view), and
+:func:`profile_report` runs it and renders. :func:`save_profile_figures` writes the PNGs;
+:func:`write_report` is the static report of earlier versions (summary, tables, PNGs).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from .._ids import head_name
 from ..scores.results import PosSymScores
@@ -24,10 +29,59 @@ from .builder import Report
 from .. import viz
 from ..decompose import frequency_logits_all
 from ..viz import pick_example_heads
-from .explorer import add_explorer
+from ..results_io import ResultIO, head_frame
+from .explorer import add_explorer, explorer_inputs
 
-__all__ = ["profile_report", "save_profile_figures", "attention_view_html", "write_report",
-           "summary_rows", "settings_rows", "heads_rows"]
+__all__ = ["profile_report", "render_profile_report", "profile_details", "ProfileDetails",
+           "save_profile_figures", "attention_view_html", "write_report", "summary_rows",
+           "settings_rows", "heads_rows"]
+
+
+@dataclass(repr=False)
+class ProfileDetails(ResultIO):
+    """What the profile report shows beside the scores, read from the model on the first
+    prompt (:func:`profile_details`), so that the report renders later without the model.
+
+    Attributes:
+        share: ``[n_layers, n_heads, n_freqs]`` each frequency's share of each head's logit
+            row at the last query (``nan`` for layers not scored).
+        attention: ``{"L.H": {"before", "after", "first", "second"}}``: every scored head's
+            attention of the last token before and after the swap that weighs most, and
+            the swapped positions.
+        words: the first prompt's tokens as text.
+        prompt: the first prompt (shown above the attention view; may be empty).
+        attention_html: the circuitsvis view of the example heads (may be empty).
+    """
+
+    share: Tensor
+    attention: dict[str, Any]
+    words: list[str]
+    prompt: str = ""
+    attention_html: str = field(default="", repr=False)
+
+    FORMAT = "lens-possym/profile-details@1"
+
+    def summary(self) -> dict[str, Any]:
+        return {"n_heads": len(self.attention), "n_words": len(self.words),
+                "n_freqs": int(self.share.shape[-1]), "prompt": self.prompt,
+                "attention_view": bool(self.attention_html)}
+
+    def _table(self):
+        """Each head's logit share per frequency (``score`` ``logit_share``), long format."""
+        return head_frame({"logit_share": self.share}, None)
+
+
+def profile_details(model: HookedModel, scores: PosSymScores, tokens: torch.Tensor, *,
+                    prompt: str = "", attention_html: str | None = None) -> ProfileDetails:
+    """Run ``model`` on the first of ``tokens`` (the prompts the scores were computed on)
+    for what :func:`render_profile_report` shows beside the scores; ``attention_html``: a
+    circuitsvis view (default: the three example heads')."""
+    share, attention, words = explorer_inputs(model, scores, tokens)
+    if attention_html is None:
+        heads = list(dict.fromkeys(pick_example_heads(scores).values()))
+        attention_html = attention_view_html(model, tokens, heads)
+    return ProfileDetails(share=share, attention=attention, words=words, prompt=prompt,
+                          attention_html=attention_html)
 
 
 def save_profile_figures(model: HookedModel, scores: PosSymScores, tokens: torch.Tensor,
@@ -175,7 +229,8 @@ def profile_report(model: HookedModel, scores: PosSymScores, tokens: torch.Tenso
                    command: str = "", prompt: str = "",
                    figures: dict[str, Path] | None = None,
                    attention_html: str | None = None) -> Report:
-    """The profile report (not yet saved: call ``.save(path)``).
+    """The profile report (not yet saved: call ``.save(path)``): :func:`profile_details`
+    then :func:`render_profile_report`.
 
     Args:
         model, tokens: the model and prompts the scores were computed on (the explorer's
@@ -185,20 +240,25 @@ def profile_report(model: HookedModel, scores: PosSymScores, tokens: torch.Tenso
         figures: PNGs from :func:`save_profile_figures`, added in a closed section.
         attention_html: a circuitsvis view (default: the three example heads).
     """
+    details = profile_details(model, scores, tokens, prompt=prompt,
+                              attention_html=attention_html)
+    return render_profile_report(scores, details, command=command, figures=figures)
 
+
+def render_profile_report(scores: PosSymScores, details: ProfileDetails, *,
+                          command: str = "", figures: dict[str, Path] | None = None) -> Report:
+    """The profile report from saved results, no model: the scores and what
+    :func:`profile_details` read (e.g. both loaded from their JSON files)."""
     report = Report(f"lens-possym profile: {scores.model_name or 'model'}", command=command,
                     intro=_INTRO)
     _head_sections(report, scores)
-    add_explorer(report, model, scores, tokens)
-    if attention_html is None:
-        heads = list(dict.fromkeys(pick_example_heads(scores).values()))
-        attention_html = attention_view_html(model, tokens, heads)
+    add_explorer(report, scores, details.share, details.attention, details.words)
     report.section("Attention patterns of the example heads", caption=(
         "The whole attention pattern (every query, every key) of the positional, symbolic "
         "and mixed example heads on the first prompt (circuitsvis: hover a token)."))
-    if prompt:
-        report.raw(f"<p class='caption'>Prompt: <code>{_escape(prompt)}</code></p>")
-    report.raw(attention_html)
+    if details.prompt:
+        report.raw(f"<p class='caption'>Prompt: <code>{_escape(details.prompt)}</code></p>")
+    report.raw(details.attention_html)
     _settings_section(report, scores)
     report.glossary(GLOSSARY)
     if figures:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
 import torch
+from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -50,6 +51,7 @@ __all__ = [
     "visible_keys",
     "Pairing",
     "heads_view",
+    "cross_factors",
 ]
 
 Pairing = Literal["half", "adjacent"]
@@ -319,3 +321,45 @@ def rotate(x: Float[Tensor, "batch pos head_index d_head"], positions: Int[Tenso
     cos = cos.to(x.dtype)[None, :, None, :]
     sin = sin.to(x.dtype)[None, :, None, :]
     return from_pairs(rotate_pairs(pairs, cos, sin), tail, spec)
+
+
+def cross_factors(q: Float[Tensor, "batch head_index d_head"],
+                  k: Float[Tensor, "batch pos head_index d_head"], spec: RopeSpec,
+                  query_position: Int[Tensor, "1"], dtype: torch.dtype
+                  ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""The rank-2 factors of the cross-logit matrix of one query row, per frequency.
+
+    ``q`` is the query at ``query_position``, ``k`` every key, both *un-rotated*, in the
+    model's dtype. The query is rotated with the model's own table at its position and in
+    its dtype (so the diagonal reproduces the model's scores to rounding); the rest is in
+    ``dtype``. Returns ``(cos, sin, x, y)``: the tables ``[pos, freq]`` at every key
+    position and the content factors ``[batch, head_index, pos, freq]`` with
+    :math:`C_f[p, c] = s\,(\cos_{pf} x_{cf} + \sin_{pf} y_{cf})`; a partial-rotary tail is
+    the last id (``cos = 1, sin = 0``, ``x`` its dot product, ``y = 0``). Used by
+    :func:`lens_possym.scores.crosslogits.cross_logit_factors` and
+    :meth:`lens_possym.positions.Rope.cross_logits`.
+    """
+    device = k.device
+    n_pos = k.shape[1]
+    q = q[:, None]                                                        # [b, 1, h, d]
+    q_cos, q_sin = cos_sin(spec, query_position)
+    q_pairs, q_tail = to_pairs(q, spec)
+    q_rot = rotate_pairs(q_pairs, q_cos.to(q.dtype)[None, :, None, :],
+                         q_sin.to(q.dtype)[None, :, None, :])[:, 0].to(dtype)  # [b, h, F, 2]
+    k_pairs, k_tail = to_pairs(k.to(dtype), spec)                         # [b, p, h, F, 2]
+    k_pairs = k_pairs.transpose(1, 2)                                     # [b, h, p, F, 2]
+    qa, qb = q_rot[..., None, :, 0], q_rot[..., None, :, 1]               # [b, h, 1, F]
+    ka, kb = k_pairs[..., 0], k_pairs[..., 1]
+    x = qa * ka + qb * kb
+    y = qb * ka - qa * kb
+
+    positions = torch.arange(n_pos, device=device)
+    cos, sin = (t.to(k.dtype).to(dtype) for t in cos_sin(spec, positions))
+    if spec.has_tail:
+        tail = einsum(q_tail[:, 0].to(dtype), k_tail.to(dtype),
+                      "batch head_index tail, batch pos head_index tail -> batch head_index pos")
+        x = torch.cat([x, tail[..., None]], dim=-1)
+        y = torch.cat([y, torch.zeros_like(tail)[..., None]], dim=-1)
+        cos = torch.cat([cos, cos.new_ones(n_pos, 1)], dim=-1)
+        sin = torch.cat([sin, sin.new_zeros(n_pos, 1)], dim=-1)
+    return cos, sin, x, y

@@ -4,9 +4,13 @@
   ``[n_layers, n_heads]`` and ``pos_freq``/``sym_freq`` ``[n_layers, n_heads, n_freqs]``,
   computed as a frozen :class:`ScoreConfig` says (stored in the result);
 * :mod:`.crosslogits`: the cross-logit matrix ``C[p, c]`` everything is computed from;
+* :mod:`.engine`: the one score engine every entry point runs: per layer, its
+  cross-logits through one protocol (:mod:`.sources`: RoPE's factors, any other scheme's
+  matrix, :mod:`.matrix`), then the closed form or the re-run, then the exclusion;
+  :mod:`.layer` assembles the layers' scores into the result;
 * :mod:`.swaps`: which swaps, and the weighted cosines (torch's clamped cosine, as paper C,
-  or scale-free); :mod:`.exact` (closed form) and
-  :mod:`.rerun` (re-run the block per swap: the reference);
+  or scale-free); :mod:`.exact` (closed form from RoPE's factors, its per-frequency
+  kernel) and :mod:`.rerun` (re-run the block per swap: the reference);
 * :mod:`.exclusion`: Theorem 1's deviations, variance and bound, exactly.
 """
 
@@ -22,7 +26,9 @@ _EXPORTS = {
     "guards": ["declare_hook"],
     "exclusion": ["Exclusion", "exclusion_by_enumeration", "exclusion_from_factors",
         "exclusion_from_matrix"],
-    "profile": ["LayerScores", "swap_scores"],
+    "layer": ["LayerScores"],
+    "matrix": ["CrossLogitMatrix"],
+    "profile": ["swap_scores"],
     "rerun": ["rerun_swap_scores"],
     "results": ["PosSymScores", "pearson_r"],
     "swaps": ["Cosine", "SwapSet", "clamped_cosines", "swap_cosines", "swap_set"],
@@ -38,6 +44,7 @@ __all__ = [
     "pearson_r",
     "CrossLogitFactors",
     "cross_logit_factors",
+    "CrossLogitMatrix",
     "SwapSet",
     "swap_set",
     "swap_cosines",

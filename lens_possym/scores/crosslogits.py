@@ -42,10 +42,13 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .._checks import boundary
+from .._ids import as_int
+from .._inputs import as_heads
 from ..capture import AttentionInputs
 from ..errors import InvalidSelectionError
 from ..decompose import apply_softcap
-from ..rope import RopeSpec, cos_sin, rotate_pairs, to_pairs
+from ..rope import RopeSpec
+from ..rope.geometry import cross_factors
 
 __all__ = ["CrossLogitFactors", "cross_logit_factors"]
 
@@ -189,6 +192,13 @@ class CrossLogitFactors:
             self._full = full.masked_fill_(~self.visible[:, None], float("-inf"))
         return self._full
 
+    def frequency_full(self) -> Float[Tensor, "batch head_index freq pos pos"]:
+        """Every per-frequency matrix ``C_f`` (rows: position, cols: content; no softcap):
+        what a matrix-based layer supplies as its frequency terms (the protocol of
+        :mod:`lens_possym.scores.sources`). ``pos × pos × freq`` entries: the closed form
+        never needs them (it reads the factors), a comparison can."""
+        return self.freq_matrix(torch.arange(self.n_pos, device=self.x.device))
+
     def freq_matrix(self, positions: Int[Tensor, "n"], freqs: slice = slice(None)
                     ) -> Float[Tensor, "batch head_index freq n n"]:
         """``C_f`` restricted to ``positions × positions`` (rows: position, cols: content)."""
@@ -245,9 +255,6 @@ def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row:
     dtype (so the diagonal reproduces the model's scores to rounding); everything after
     that is computed in ``dtype``.
     """
-    from .._ids import as_int
-    from .._inputs import as_heads
-
     spec = inputs.spec
     heads = as_heads(heads, spec.n_heads, spec.layer)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -260,31 +267,10 @@ def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row:
             f"{len(inputs.query_positions)} query rows")
     query_row %= len(inputs.query_positions)
     device = inputs.k.device
-    n_pos = inputs.k.shape[1]
     qpos = inputs.query_positions[query_row : query_row + 1].to(device)
-    q = inputs.q[:, query_row : query_row + 1][:, :, heads]               # [b, 1, h, d]
+    q = inputs.q[:, query_row][:, heads]                                  # [b, h, d]
     k = inputs.k_for_heads(heads)                                         # [b, p, h, d]
-
-    q_cos, q_sin = cos_sin(spec, qpos)
-    q_pairs, q_tail = to_pairs(q, spec)
-    q_rot = rotate_pairs(q_pairs, q_cos.to(q.dtype)[None, :, None, :],
-                         q_sin.to(q.dtype)[None, :, None, :])[:, 0].to(dtype)  # [b, h, F, 2]
-    k_pairs, k_tail = to_pairs(k.to(dtype), spec)                         # [b, p, h, F, 2]
-    k_pairs = k_pairs.transpose(1, 2)                                     # [b, h, p, F, 2]
-    qa, qb = q_rot[..., None, :, 0], q_rot[..., None, :, 1]               # [b, h, 1, F]
-    ka, kb = k_pairs[..., 0], k_pairs[..., 1]
-    x = qa * ka + qb * kb
-    y = qb * ka - qa * kb
-
-    positions = torch.arange(n_pos, device=device)
-    cos, sin = (t.to(inputs.k.dtype).to(dtype) for t in cos_sin(spec, positions))
-    if spec.has_tail:
-        tail = einsum(q_tail[:, 0].to(dtype), k_tail.to(dtype),
-                      "batch head_index tail, batch pos head_index tail -> batch head_index pos")
-        x = torch.cat([x, tail[..., None]], dim=-1)
-        y = torch.cat([y, torch.zeros_like(tail)[..., None]], dim=-1)
-        cos = torch.cat([cos, cos.new_ones(n_pos, 1)], dim=-1)
-        sin = torch.cat([sin, sin.new_zeros(n_pos, 1)], dim=-1)
+    cos, sin, x, y = cross_factors(q, k, spec, qpos, dtype)
     visible = inputs.mask()[query_row].to(device)
     return CrossLogitFactors(
         cos=cos, sin=sin, x=x, y=y, scale=float(spec.scale), softcap=spec.softcap,

@@ -53,10 +53,12 @@ from .._files import disk_error
 from .._json import tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError, LensPossymError, ResultsFileError
 from ..execution import Executor, resolve_executor
+from ..resolved import resolve
 from ..results_io import ResultIO
 from ..typing import HookedModel
 from .config import ScoreConfig
-from .profile import per_prompt_scores, resolve_exclude_bos
+from .inputs import resolve_exclude_bos
+from .profile import per_prompt_scores
 from .results import PosSymScores
 from ..results_io import head_frame
 from ..models import TINY_FAMILIES, load_model, tiny_model
@@ -221,9 +223,8 @@ class DatasetProfile(ResultIO):
 
     def _headline(self) -> list[str]:
         pos = self.moments["pos"].mean
-        return [f"model={self.model_name!r}", f"n_prompts={self.n_prompts}",
-                f"shards={self.n_shards}", f"tokens={self.n_tokens}",
-                f"heads={int(pos.isfinite().sum())}"]
+        # the fields (model_name, n_prompts, n_shards, n_tokens) are in the repr already
+        return [f"heads={int(pos.isfinite().sum())}"]
 
 
 # ---- models in workers ---------------------------------------------------------------------
@@ -285,7 +286,7 @@ class _ShardTask:
 
     def __call__(self, shard: _Shard) -> dict:
         model = _load(self.model)
-
+        resolved = resolve(model)  # read once per shard, for every group of prompts below
         tokens = []
         for i, prompt in enumerate(shard.prompts):
             try:
@@ -314,7 +315,7 @@ class _ShardTask:
                 group = rows[start : start + self.group_size]
                 batch = torch.stack([tokens[i] for i in group])
                 try:
-                    values, angles, _ = per_prompt_scores(model, batch, config,
+                    values, angles, _ = per_prompt_scores(resolved, batch, config,
                                                           layers=self.layers, heads=self.heads)
                 except LensPossymError as exc:
                     where = ", ".join(str(shard.start + i) for i in group[:3])

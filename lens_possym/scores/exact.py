@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from .._checks import boundary
 from ..errors import InvalidSelectionError
+from ..results_io import ResultIO, head_frame
 from .config import MAX_ELEMENTS
 from .crosslogits import CrossLogitFactors
 from .swaps import (
@@ -38,6 +38,7 @@ from .swaps import (
     SwapSet,
     WeightedCosines,
     check_cosine,
+    check_tau,
     clamped_cosines,
     swap_cosines,
 )
@@ -48,8 +49,8 @@ __all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
 
 
-@dataclass
-class SwapScores:
+@dataclass(repr=False)
+class SwapScores(ResultIO):
     """Scores of one layer's query row, per prompt.
 
     Attributes:
@@ -62,6 +63,22 @@ class SwapScores:
     sym: Float[Tensor, "batch head_index"]
     pos_freq: Float[Tensor, "batch head_index freq"] | None = None
     sym_freq: Float[Tensor, "batch head_index freq"] | None = None
+
+    FORMAT = "lens-possym/swap-scores@1"
+
+    def summary(self) -> dict:
+        """The prompts and heads scored and each score's mean over them."""
+        return {"n_prompts": int(self.pos.shape[0]), "n_heads": int(self.pos.shape[1]),
+                "n_freqs": None if self.pos_freq is None else int(self.pos_freq.shape[-1]),
+                "mean_pos": float(self.pos.double().nanmean()),
+                "mean_sym": float(self.sym.double().nanmean())}
+
+    def _table(self):
+        """Long format: ``prompt``, ``head``, ``frequency`` (per-frequency scores),
+        ``score`` and ``value``."""
+        names = ("pos", "sym", "pos_freq", "sym_freq")
+        return head_frame({n: getattr(self, n) for n in names}, None,
+                          dims=("prompt", "head", "frequency"))
 
 
 def _log_mass(logits: Tensor) -> Tensor:
@@ -235,16 +252,6 @@ def _scores(acc: WeightedCosines, swaps: SwapSet, logits: Tensor, entries, tau: 
     return acc.result()
 
 
-def _check_tau(tau: float) -> None:
-    import math
-
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (
-            math.isfinite(tau) and tau >= torch.finfo(torch.float64).tiny):
-        raise InvalidSelectionError(
-            f"tau must be a positive finite number of at least "
-            f"{torch.finfo(torch.float64).tiny:.3g} (paper C: 1e-4), got {tau!r}")
-
-
 @boundary
 def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float = 1e-4,
                       per_frequency: bool = True, cosine: Cosine = "clamped",
@@ -272,7 +279,7 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             code on GPUs.
     """
     check_cosine(cosine)
-    _check_tau(tau)
+    check_tau(tau)
     batch, heads = factors.x.shape[:2]
     logits = factors.head_diagonal()                               # [b, h, p]
     pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,

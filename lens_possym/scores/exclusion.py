@@ -51,8 +51,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from .._checks import boundary
+from .._inputs import as_layer
 from ..decompose import apply_softcap, decompose_inputs
 from ..errors import InvalidSelectionError
+from ..resolved import Resolved, resolve
 from ..typing import HookedModel
 from .crosslogits import CrossLogitFactors
 from .rerun import capture_with_layer_input, capture_with_rows
@@ -217,7 +219,7 @@ def _freq_exclusion(factors: CrossLogitFactors, positions: Int[Tensor, "n"], fre
 
 
 @boundary
-def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
+def exclusion_by_enumeration(model: HookedModel | Resolved, tokens: Tensor, layer: int, heads: list[int],
                              positions: Int[Tensor, "n"], *, query_position: int = -1
                              ) -> tuple[Exclusion, Exclusion]:
     """Theorem 1 by brute force: re-run ``layer`` on every permutation of the key rows.
@@ -232,10 +234,9 @@ def exclusion_by_enumeration(model: HookedModel, tokens: Tensor, layer: int, hea
     Returns:
         ``(head, per_frequency)`` :class:`Exclusion` for prompt ``tokens`` (``[1, pos]``).
     """
-    from .._inputs import as_layer
-    from ..rope import rope_specs
-
-    layer = as_layer(layer, len(rope_specs(model)))
+    resolved = resolve(model)
+    layer = as_layer(layer, len(resolved.specs))
+    model = resolved.model
     n = len(positions)
     if n > 6:
         raise InvalidSelectionError(f"enumeration over {n}! permutations is too slow; use N <= 6")

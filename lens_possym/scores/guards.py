@@ -39,7 +39,7 @@ _MUST_BE_FINITE = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio",
 def check_finite(results: Iterable[Any], nonfinite: str = "raise") -> None:
     """Raise :class:`NonFiniteResultError` if a scored head's score is ``nan``/``inf``.
 
-    ``results``: :class:`~lens_possym.scores.profile.LayerScores` (per prompt, the scored
+    ``results``: :class:`~lens_possym.scores.layer.LayerScores` (per prompt, the scored
     heads only).
     """
     if nonfinite == "keep":

@@ -1,5 +1,12 @@
 """Swap scores the slow, literal way: swap rows of the layer input and re-run the block.
 
+The one re-run reference of the score engine (:mod:`.engine`), in two readers of the
+re-run: :func:`rerun_swap_scores` for RoPE layers at the ``"layer"`` site (with each
+frequency's scores, decomposed from the re-run's own queries and keys, and the scale-free
+cosine), and :func:`rerun_site_scores` for any scheme and swap site (whole heads, from the
+pattern). Both swap in batches (:func:`_swap_batches`); the engine runs them one prompt
+at a time.
+
 This is paper C's procedure (its ``get_attention_weights.py``), kept as the reference the
 closed form of :mod:`.exact` is tested and benchmarked against. For each swap the rows of
 ``blocks.{L}.hook_resid_pre`` are permuted (positions stay: RoPE is applied at the original
@@ -23,15 +30,22 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from typing import Any, Iterator
+
 from .._checks import boundary
-from ..capture import AttentionInputs, capture_attention_inputs
+from .._inputs import as_layer
+from ..capture import AttentionInputs, capture_attention_inputs, run_capturing
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
+from ..resolved import Resolved, model_of, resolve
 from ..typing import HookedModel
 from .exact import SwapScores
-from .swaps import Cosine, SwapSet, WeightedCosines, check_cosine, clamped_cosines, swap_cosines
+from .matrix import add_swap_masses
+from .swaps import (Cosine, SwapSet, WeightedCosines, check_cosine, check_tau, clamped_cosines,
+                     swap_cosines)
 
-__all__ = ["rerun_swap_scores", "capture_with_layer_input", "capture_with_rows"]
+__all__ = ["rerun_swap_scores", "rerun_site_scores", "capture_with_layer_input",
+           "capture_with_rows"]
 
 
 def _freq_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head freq pos"]:
@@ -78,23 +92,32 @@ def capture_with_rows(model: HookedModel, tokens: Tensor, layer: int, query_posi
                                     fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
+def _swap_batches(swaps: SwapSet, n_pos: int, batch_size: int
+                  ) -> Iterator[tuple[slice, Tensor]]:
+    """The swaps in batches of ``batch_size``: each batch's slice and its permutations of
+    the ``n_pos`` rows (``[swaps, pos]``), one re-run per batch."""
+    for start in range(0, swaps.n_swaps, batch_size):
+        sl = slice(start, min(start + batch_size, swaps.n_swaps))
+        yield sl, torch.stack([swaps.permutation(s, n_pos) for s in range(sl.start, sl.stop)])
+
+
 @boundary
-def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: list[int],
-                      swaps: SwapSet, *, tau: float = 1e-4, per_frequency: bool = True,
-                      cosine: Cosine = "clamped", batch_size: int = 64) -> SwapScores:
-    """Swap scores of one prompt ``tokens`` (``[1, pos]``) by re-running block ``layer``.
+def rerun_swap_scores(model: HookedModel | Resolved, tokens: Tensor, layer: int,
+                      heads: list[int], swaps: SwapSet, *, tau: float = 1e-4,
+                      per_frequency: bool = True, cosine: Cosine = "clamped",
+                      batch_size: int = 64) -> SwapScores:
+    """Swap scores of one prompt ``tokens`` (``[1, pos]``) by re-running block ``layer``
+    of a RoPE model (rows of its input swapped; the scores of each frequency from the
+    re-run's own queries and keys).
 
     Same arguments and result as :func:`~lens_possym.scores.exact.exact_swap_scores`
     (batch of one). Cost: one forward pass of block ``layer`` per swap.
     """
     check_cosine(cosine)
-    from .exact import _check_tau
-
-    _check_tau(tau)
-    from .._inputs import as_layer
-    from ..rope import rope_specs
-
-    layer = as_layer(layer, len(rope_specs(model)))
+    check_tau(tau)
+    resolved = resolve(model)
+    layer = as_layer(layer, len(resolved.specs))
+    model = resolved.model
     if tokens.shape[0] != 1:
         raise InvalidSelectionError(
             "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")
@@ -105,12 +128,9 @@ def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: lis
     lam = _head_logits(clean, heads) if scale_free else None
     lam_freq = _freq_logits(clean, heads) if per_frequency else None
     a_freq = torch.softmax(lam_freq, -1) if per_frequency else None
-    n_pos = tokens.shape[1]
 
     acc, acc_f = WeightedCosines(), WeightedCosines()
-    for start in range(0, swaps.n_swaps, batch_size):
-        sl = slice(start, min(start + batch_size, swaps.n_swaps))
-        perms = torch.stack([swaps.permutation(s, n_pos) for s in range(sl.start, sl.stop)])
+    for sl, perms in _swap_batches(swaps, tokens.shape[1], batch_size):
         swapped = capture_with_rows(model, tokens, layer, qpos, residual, perms)
         after = (_head_logits(swapped, heads) if scale_free
                  else swapped.model_pattern[:, heads, 0].double())  # [swaps, h, p]
@@ -125,6 +145,39 @@ def rerun_swap_scores(model: HookedModel, tokens: Tensor, layer: int, heads: lis
         return SwapScores(pos, sym)
     pos_f, sym_f = acc_f.result()
     return SwapScores(pos, sym, pos_f, sym_f)
+
+
+def rerun_site_scores(model: HookedModel | Resolved, tokens: Tensor, ls: Any,
+                      heads: list[int], swaps: SwapSet, site: str, *, tau: float = 1e-4,
+                      batch_size: int = 64) -> tuple[Tensor, Tensor]:
+    """``(s_POS, s_SYM)`` (``[1, head_index]``) of one prompt of a model of any scheme by
+    re-running every swap at ``site``: rows of ``blocks.{L}.hook_resid_pre`` (``"layer"``),
+    rows of ``hook_embed`` (``"content"``) or token ids (``"input"``). ``ls``: the layer's
+    :class:`~lens_possym.positions.LayerScheme` (or anything with ``layer`` and
+    ``pattern_hook``)."""
+    model = model_of(model)
+    if tokens.shape[0] != 1:
+        raise InvalidSelectionError("rerun_site_scores takes one prompt at a time")
+    pattern = ls.pattern_hook
+    point = {"layer": f"blocks.{ls.layer}.hook_resid_pre", "content": "hook_embed"}.get(site)
+    names = [pattern] + ([point] if point else [])
+    clean_run = run_capturing(model, tokens, names)
+    clean = clean_run[pattern][:, heads, swaps.query_position].double()   # [1, h, p]
+    acc = WeightedCosines()
+    for sl, perms in _swap_batches(swaps, tokens.shape[1], batch_size):
+        if point is None:
+            got = run_capturing(model, tokens[0, perms.to(tokens.device)], [pattern])
+        else:
+            rows = clean_run[point][0, perms.to(tokens.device)]
+
+            def replace(tensor: Tensor, hook) -> Tensor:
+                return rows
+
+            got = run_capturing(model, tokens.expand(len(perms), -1), [pattern],
+                                fwd_hooks=[(point, replace)])
+        after = got[pattern][:, heads, swaps.query_position].double().transpose(0, 1)[None]
+        add_swap_masses(acc, after, clean, *swaps.pairs(sl), tau)          # [1, h, s, p]
+    return acc.result()
 
 
 def _add(acc: WeightedCosines, after: Tensor, a_clean: Tensor, logits_clean: Tensor | None,

@@ -54,6 +54,8 @@ contiguous blocks; when the count does not divide, the remainder is dropped from
 
 from __future__ import annotations
 
+import math
+
 from typing import Literal
 
 import torch
@@ -223,6 +225,15 @@ def check_cosine(cosine: str) -> None:
     if cosine not in ("clamped", "scale_free"):
         raise InvalidSelectionError(f"unknown cosine {cosine!r}; use 'clamped' (paper C's "
                                     f"torch cosine, the default) or 'scale_free'")
+
+
+def check_tau(tau: float) -> None:
+    """Raise :class:`InvalidSelectionError` unless ``tau`` is a positive finite float64."""
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (
+            math.isfinite(tau) and tau >= torch.finfo(torch.float64).tiny):
+        raise InvalidSelectionError(
+            f"tau must be a positive finite number of at least "
+            f"{torch.finfo(torch.float64).tiny:.3g} (paper C: 1e-4), got {tau!r}")
 
 
 @boundary

@@ -69,6 +69,7 @@ from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
 from ..errors import NonFiniteResultError
+from ..results_io import ResultIO
 
 __all__ = [
     "BindingTemplate",
@@ -497,7 +498,9 @@ def check_words(tokenizer: Any, words: Sequence[str], template: BindingTemplate,
     return checks
 
 
-def resolve_template(template: BindingTemplate | str | None) -> BindingTemplate:
+def binding_template(template: BindingTemplate | str | None) -> BindingTemplate:
+    """The template ``template`` names (a key of :data:`BINDING_TEMPLATES`; itself if a
+    :class:`BindingTemplate`; ``"color"`` when ``None``)."""
     if template is None:
         return BINDING_TEMPLATES["color"]
     if isinstance(template, BindingTemplate):
@@ -589,7 +592,7 @@ def binding_task(
             too few usable entities for ``n_pairs``, no entity that can stand in the first
             statement, fewer than two usable attributes, or a non-positive count.
     """
-    template = resolve_template(template)
+    template = binding_template(template)
     if n_prompts < 1 or n_pairs < 1:
         raise InvalidSelectionError(
             f"n_prompts and n_pairs must be at least 1 (got {n_prompts}, {n_pairs})"
@@ -664,7 +667,7 @@ def binding_task_from(model: HookedModel, entities: Sequence[Sequence[str]],
             word that is not one token where it stands (prompts must also tokenize to one
             length).
     """
-    template = resolve_template(template)
+    template = binding_template(template)
     entities, attributes = [list(e) for e in entities], [list(a) for a in attributes]
     queries = [int(q) for q in query_pair]
     if not (len(entities) == len(attributes) == len(queries)) or not entities:
@@ -728,8 +731,8 @@ def _locate(tokenizer: Any, tokens: Tensor, prompts: list[str], spans: list) -> 
     return e_pos, a_pos
 
 
-@dataclass
-class BindingResult:
+@dataclass(repr=False)
+class BindingResult(ResultIO):
     """How a model does on a :class:`BindingTask`.
 
     Attributes:
@@ -747,9 +750,24 @@ class BindingResult:
     candidate_correct: Bool[Tensor, "batch"]
     logit_diffs: Float[Tensor, "batch"]
 
+    FORMAT = "lens-possym/binding-result@1"
+
     def as_dict(self) -> dict[str, float]:
         return {"accuracy": self.accuracy, "candidate_accuracy": self.candidate_accuracy,
                 "logit_diff": self.logit_diff}
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.as_dict(), "n_prompts": len(self.correct)}
+
+    def _table(self):
+        """One row per prompt: ``prompt``, ``correct``, ``candidate_correct``,
+        ``logit_diff``."""
+        import pandas as pd
+
+        return pd.DataFrame({"prompt": range(len(self.correct)),
+                             "correct": self.correct.cpu().numpy(),
+                             "candidate_correct": self.candidate_correct.cpu().numpy(),
+                             "logit_diff": self.logit_diffs.double().cpu().numpy()})
 
 
 def binding_logit_diff(task: BindingTask, logits: Float[Tensor, "batch pos d_vocab"]

@@ -55,7 +55,7 @@ from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError, TaskConfigError
 from ..typing import HookedModel
-from .binding import resolve_template, binding_task, binding_task_from, check_words
+from .binding import binding_template, binding_task, binding_task_from, check_words
 from .binding import single_token_words
 from .word_distance import DEFAULT_WORDS, word_distance_task, word_distance_task_from
 
@@ -270,7 +270,7 @@ def binding_pairs(model: HookedModel, task: Any = None, corruption: str | None =
         raise InvalidSelectionError(
             "binding prompts of one pair cannot be corrupted (nothing to swap with); use "
             "n_pairs >= 2")
-    template = resolve_template(task.template)
+    template = binding_template(task.template)
     rng = random.Random(f"binding-{corruption}-{corruption_seed}")
     entities = [list(e) for e in task.entities]
     attributes = [list(a) for a in task.attributes]

@@ -41,6 +41,7 @@ from torch import Tensor
 from .._checks import boundary
 from .._inputs import as_tokens
 from ..errors import TaskConfigError
+from ..results_io import ResultIO
 from ..typing import HookedModel
 from .binding import ImportanceBatch, last_position_logits, single_token_words
 
@@ -214,13 +215,22 @@ def word_distance_task_from(model: HookedModel, lists: Sequence[Sequence[str]],
         seed=seed, separator=separator)
 
 
-@dataclass
-class WordDistanceResult:
+@dataclass(repr=False)
+class WordDistanceResult(ResultIO):
     """Accuracy over the whole vocabulary and among the list words, with chance."""
 
     accuracy: float
     candidate_accuracy: float
     chance: float
+
+    FORMAT = "lens-possym/word-distance-result@1"
+
+    def _table(self):
+        """One row per number: ``score`` (``accuracy``, ``candidate_accuracy``, ``chance``)
+        and ``value``."""
+        import pandas as pd
+
+        return pd.DataFrame({"score": list(self.as_dict()), "value": list(self.as_dict().values())})
 
     def as_dict(self) -> dict[str, float]:
         return {"accuracy": self.accuracy, "candidate_accuracy": self.candidate_accuracy,

@@ -17,18 +17,22 @@ The papers' own tasks and models (paper A's toy RoPE transformer, paper B's enco
 paper C's GPT-J) live in their plug-ins under ``lens_possym/papers``.
 """
 
-from .loop import EvalRecord, EvalResult, TrainConfig, TrainResult, evaluate, resume, train
-from .models import MODELS, ModelConfig, TrainableModel, register_model
-from .runs import (
-    Checkpoint,
-    checkpoint_paths,
-    latest_checkpoint,
-    load_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-)
-from .tasks import TASKS, Split, SyntheticTask, Task, TaskBatch, make_task, register_task
-from .trajectories import CheckpointScores, HeadScores, QKTrajectory, checkpoint_scores, head_scores
+from .._lazy import lazy_attributes
+
+# imported on first use (lens_possym._lazy), so that a command line's choices, and a
+# plug-in's command module that names this package at its top, import nothing heavy
+_EXPORTS = {
+    "loop": ["EvalRecord", "EvalResult", "TrainConfig", "TrainResult", "evaluate", "resume",
+        "train"],
+    "models": ["MODELS", "ModelConfig", "TrainableModel", "register_model"],
+    "runs": ["Checkpoint", "checkpoint_paths", "latest_checkpoint", "load_checkpoint",
+        "read_checkpoint", "save_checkpoint"],
+    "tasks": ["TASKS", "Split", "SyntheticTask", "Task", "TaskBatch", "make_task",
+        "register_task"],
+    "trajectories": ["CheckpointScores", "HeadScores", "QKTrajectory", "checkpoint_scores",
+        "head_scores"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
     # tasks and models

@@ -40,6 +40,7 @@ import torch
 
 from .._checks import boundary
 from .._inputs import resolve_device
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import TrainingError
 from ..results_io import ResultIO
 from .models import TrainableModel
@@ -63,8 +64,8 @@ __all__ = [
 
 SCHEDULES = ("cosine", "linear")
 
-@dataclass
-class TrainConfig:
+@dataclass(frozen=True)
+class TrainConfig(JsonConfig):
     """Settings of :func:`train` (validated on creation).
 
     Attributes:
@@ -106,6 +107,7 @@ class TrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=TrainingError)
         for name in ("steps", "batch_size", "eval_every", "eval_size"):
             if int(getattr(self, name)) < 1:
                 raise TrainingError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -117,7 +119,7 @@ class TrainConfig:
             raise TrainingError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise TrainingError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        self.betas = tuple(float(b) for b in self.betas)
+        object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise TrainingError(f"betas must be two numbers in [0, 1), got {self.betas}")
         if self.grad_clip is not None and not self.grad_clip > 0:
@@ -143,14 +145,26 @@ class TrainConfig:
         return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * remaining)
 
 
-@dataclass
-class EvalResult:
+@dataclass(repr=False)
+class EvalResult(ResultIO):
     """Accuracy of a model on a batch: overall, by answer position, and the mean loss."""
 
     accuracy: float
     accuracy_by_position: list[float]
     loss: float
     answer_positions: list[int]
+
+    FORMAT = "lens-possym/eval@1"
+
+    def _table(self):
+        """One row per answer position: ``answer_pos``, ``accuracy``."""
+        import pandas as pd
+
+        return pd.DataFrame({"answer_pos": self.answer_positions,
+                             "accuracy": self.accuracy_by_position})
+
+    def _headline(self) -> list[str]:
+        return [f"accuracy={self.accuracy:.3g}", f"loss={self.loss:.3g}"]
 
 
 @dataclass
@@ -468,7 +482,8 @@ def _check_resumable(ckpt: Checkpoint, model: TrainableModel, task: Task,
     theirs["betas"] = tuple(theirs["betas"])
     differ = [name for name, a, b in [
         ("task", (ckpt.task, ckpt.task_config), (task.name, task.config())),
-        ("model", (ckpt.model_kind, ckpt.model_config), (model.kind, model.cfg.to_dict())),
+        ("model", (ckpt.model_kind, to_jsonable(ckpt.model_config)),
+         (model.kind, to_jsonable(model.cfg.to_dict()))),
     ] if a != b] + [f.name for f in fields(TrainConfig)
                     if f.name in ours and ours[f.name] != theirs.get(f.name)]
     if differ:

@@ -16,6 +16,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..execution import resolve_executor
+from ..results_io import ResultIO
 from ..scores.profile import swap_scores
 from ..typing import HookedModel
 from .runs import checkpoint_paths, read_checkpoint
@@ -24,8 +25,8 @@ from .tasks import TaskBatch
 __all__ = ["HeadScores", "head_scores", "QKTrajectory", "checkpoint_scores", "CheckpointScores"]
 
 
-@dataclass
-class HeadScores:
+@dataclass(repr=False)
+class HeadScores(ResultIO):
     """Positional and symbolic scores of one head (mean over prompts).
 
     ``pos_freq``/``sym_freq`` are the ``[n_freqs]`` per-frequency scores (each frequency
@@ -37,6 +38,22 @@ class HeadScores:
     pos_freq: list[float] | None = None
     sym_freq: list[float] | None = None
     method: str = ""
+
+    FORMAT = "lens-possym/head-scores@1"
+
+    def _table(self):
+        """``score`` (``pos``, ``sym``) and ``value``, with ``frequency`` for the
+        per-frequency scores."""
+        import pandas as pd
+
+        rows = [{"frequency": pd.NA, "score": name, "value": getattr(self, name)}
+                for name in ("pos", "sym")]
+        for name in ("pos_freq", "sym_freq"):
+            rows += [{"frequency": f, "score": name, "value": v}
+                     for f, v in enumerate(getattr(self, name) or [])]
+        frame = pd.DataFrame.from_records(rows)
+        frame["frequency"] = frame["frequency"].astype("Int64")
+        return frame
 
 
 def head_scores(model: HookedModel, tokens: Tensor, *, layer: int = 0, head: int = 0,
@@ -58,13 +75,30 @@ def head_scores(model: HookedModel, tokens: Tensor, *, layer: int = 0, head: int
     )
 
 
-@dataclass
-class CheckpointScores:
+@dataclass(repr=False)
+class CheckpointScores(ResultIO):
     """One checkpoint's head scores (:func:`checkpoint_scores`)."""
 
     path: str
     step: int
     scores: HeadScores
+
+    FORMAT = "lens-possym/checkpoint-scores@1"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CheckpointScores":
+        return cls(path=data["path"], step=int(data["step"]),
+                   scores=HeadScores.from_dict(data["scores"]))
+
+    def summary(self) -> dict:
+        return {"path": self.path, "step": self.step, "pos": self.scores.pos,
+                "sym": self.scores.sym}
+
+    def _table(self):
+        """The head's table (:class:`HeadScores`) with the checkpoint's ``step``."""
+        frame = self.scores.to_dataframe()
+        frame.insert(0, "step", self.step)
+        return frame
 
 
 @dataclass

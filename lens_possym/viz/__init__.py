@@ -7,36 +7,25 @@ The plotly functions (``*_figure``, :mod:`lens_possym.viz.interactive`) return a
 with its JavaScript inlined.
 """
 
-from .atlas import ATLAS_VIEWS, atlas_values, logit_share, plot_frequency_atlas
-from .attention import attention_view_html
+from .._lazy import lazy_attributes
 
-from .frequency import (
-    frequency_axis,
-    plot_frequency_profile,
-    plot_logit_norms,
-    plot_usage,
-    plot_usage_heatmap,
-)
-from .interactive import (
-    atlas_figure,
-    head_profile_figure,
-    heatmaps_figure,
-    plane_figure,
-    swap_attention_figure,
-)
-from .interventions import plot_ablation_comparison, plot_band_sweep
-from .patching import plot_effects, plot_patching_grid, plot_patching_top
-from .scores import (
-    pick_example_heads,
-    plot_frequency_plane,
-    plot_frequency_scores,
-    plot_plane,
-    plot_score_heatmaps,
-    plot_swap_attention,
-    top_swap_attention,
-)
-from .schemes import plot_toeplitz_terms
-from .training import plot_qk_trajectory, plot_training_curves
+# imported on first use (lens_possym._lazy): importing a figure's module imports matplotlib,
+# plotly or circuitsvis, which a command's --help or a report of saved results need not pay
+_EXPORTS = {
+    "atlas": ["ATLAS_VIEWS", "atlas_values", "logit_share", "plot_frequency_atlas"],
+    "attention": ["attention_view_html"],
+    "frequency": ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
+        "plot_usage_heatmap"],
+    "interactive": ["atlas_figure", "head_profile_figure", "heatmaps_figure", "plane_figure",
+        "swap_attention_figure"],
+    "interventions": ["plot_ablation_comparison", "plot_band_sweep"],
+    "patching": ["plot_effects", "plot_patching_grid", "plot_patching_top"],
+    "scores": ["pick_example_heads", "plot_frequency_plane", "plot_frequency_scores", "plot_plane",
+        "plot_score_heatmaps", "plot_swap_attention", "top_swap_attention"],
+    "schemes": ["plot_toeplitz_terms"],
+    "training": ["plot_qk_trajectory", "plot_training_curves"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 __all__ = [
     "plot_toeplitz_terms",

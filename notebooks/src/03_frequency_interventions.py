@@ -210,7 +210,7 @@ print("corrupted:", pairs.corrupted_prompts[0], "→",
 
 grid = lp.interventions.patch_grid(small_model, pairs)          # [n_layers, n_heads, prompts]
 print(grid)
-print(grid.summary(5))
+print(grid.describe(5))
 fig, axes = plt.subplots(1, 2, figsize=(13, 6), constrained_layout=True)
 viz.plot_patching_grid(grid, ax=axes[0], annotate=False)
 viz.plot_patching_top(grid, 10, ax=axes[1])
@@ -220,7 +220,7 @@ plt.show()
 (layer, head), effect, se = grid.top(1)[0]
 freqs = lp.interventions.patch_grid(small_model, pairs, site="frequencies", layers=[layer],
                                     heads=[head])
-print(freqs.summary(5))
+print(freqs.describe(5))
 table = freqs.to_dataframe()   # one row per frequency: value; effect with se, ci_low, ci_high
 print(table.sort_values("effect", ascending=False).head(5)[
     ["frequency", "value", "effect", "se", "ci_low", "ci_high"]])

@@ -43,12 +43,12 @@ def test_a_bug_is_still_called_one(capsys):
 
 
 def test_memory_that_cannot_be_had_is_one_line(monkeypatch, capsys, tmp_path):
-    import lens_possym.scores.profile as profile
+    import lens_possym.scores.engine as engine
 
     def greedy(*args, **kwargs):
         torch.empty(1 << 62, dtype=torch.uint8)  # 4 EiB: no machine has it
 
-    monkeypatch.setattr(profile, "_score_layers", greedy)
+    monkeypatch.setattr(engine, "score_layers", greedy)
     out = tmp_path / "out"
     assert main(["profile", *TINY, "--out", str(out), "--no-report"]) == 1
     assert "not enough memory" in _one_error_line(capsys)

@@ -312,7 +312,7 @@ def test_every_head_effect_has_a_standard_error_and_interval(llama64, batch, tmp
     torch.testing.assert_close(back.effect_se, result.effect_se)
     loaded = HeadImportance.load(result.save(tmp_path / "heads.json"))
     torch.testing.assert_close(loaded.per_prompt, result.per_prompt)
-    assert "±" in result.summary() and "HeadImportance(" in repr(result)
+    assert "±" in result.describe() and "HeadImportance(" in repr(result)
     scalar = head_importance(llama64, batch, lambda logits, b: logits[:, -1, 0].mean(),
                              layers=[0])
     assert scalar.per_prompt is None and torch.isnan(scalar.effect_se).all()

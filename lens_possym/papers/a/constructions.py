@@ -57,6 +57,13 @@ __all__ = [
     "w_max_by_position",
     "w_max_positional",
     "w_max_symbolic",
+    # the plumbing every construction uses (paper C's T_Index and T_Retrieval too)
+    "check_construction_site",
+    "frequency_pair",
+    "reset_to_head",
+    "set_pair",
+    "write_copy_path",
+    "radius_for",
 ]
 
 
@@ -85,10 +92,13 @@ class HeadConstruction:
 
 
 # ----------------------------------------------------------------------------------------
-# shared plumbing
+# shared plumbing: public, since other papers' constructions (paper C's) write heads with it
 
 
-def _check_model(model: ToyTransformer, task: Task, layer: int, head: int) -> int:
+def check_construction_site(model: ToyTransformer, task: Task, layer: int, head: int) -> int:
+    """The layer index (negatives counted from the end) once ``model`` can hold a hand-built
+    head for ``task`` at ``(layer, head)``: a one-hot toy model, large enough, with a head
+    wide enough to copy every answer."""
     if not isinstance(model, ToyTransformer):
         raise ToyConfigError(f"hand-built heads set ToyTransformer weights, got {type(model).__name__}")
     cfg = model.cfg
@@ -107,7 +117,7 @@ def _check_model(model: ToyTransformer, task: Task, layer: int, head: int) -> in
     return layer
 
 
-def _freq(model: ToyTransformer, freq: int) -> tuple[int, list[int], float]:
+def frequency_pair(model: ToyTransformer, freq: int) -> tuple[int, list[int], float]:
     """Frequency id → (id, its two dims (a, b), angle)."""
     n = model.cfg.n_freqs
     if not -n <= freq < n:
@@ -123,7 +133,7 @@ def _freq(model: ToyTransformer, freq: int) -> tuple[int, list[int], float]:
     return freq, dims[:2], float(model.angles[freq])
 
 
-def _reset(model: ToyTransformer, layer: int, head: int, freq_ids: list[int]) -> None:
+def reset_to_head(model: ToyTransformer, layer: int, head: int, freq_ids: list[int]) -> None:
     """Zero every weight that could add to the output, except the answer read-out."""
     with torch.no_grad():
         for block in model.blocks:
@@ -137,12 +147,13 @@ def _reset(model: ToyTransformer, layer: int, head: int, freq_ids: list[int]) ->
     model.set_frequencies(freq_ids, layer=layer, head=head)
 
 
-def _set_pair(weight: Tensor, token: int, dims: list[int], value: complex) -> None:
+def set_pair(weight: Tensor, token: int, dims: list[int], value: complex) -> None:
+    """Write the complex number ``value`` into ``token``'s row of ``weight`` on one pair."""
     weight[token, dims[0]] = value.real
     weight[token, dims[1]] = value.imag
 
 
-def _copy_path(model: ToyTransformer, layer: int, head: int, sources: dict[int, int],
+def write_copy_path(model: ToyTransformer, layer: int, head: int, sources: dict[int, int],
                answer_tokens: list[int], readout: float) -> None:
     """``W_V``: source token → value dim of its answer; ``W_O``, ``W_U``: dim → answer logit."""
     attn = model.blocks[layer].attn
@@ -155,7 +166,7 @@ def _copy_path(model: ToyTransformer, layer: int, head: int, sources: dict[int, 
             model.W_U[tok, tok] = 1.0
 
 
-def _radius(model: ToyTransformer, amplitude: float) -> float:
+def radius_for(model: ToyTransformer, amplitude: float) -> float:
     """Radius ``r`` with ``s·r² = amplitude`` (query and key get the same radius)."""
     return math.sqrt(amplitude / model.cfg.scale)
 
@@ -178,8 +189,8 @@ def build_index_head(model: ToyTransformer, task: IndexTask, freq: int, *, layer
     """
     if not isinstance(task, IndexTask):
         raise InvalidSelectionError(f"build_index_head needs an IndexTask, got {task.name!r}")
-    layer = _check_model(model, task, layer, head)
-    freq, dims, theta = _freq(model, freq)
+    layer = check_construction_site(model, task, layer, head)
+    freq, dims, theta = frequency_pair(model, freq)
     offsets = torch.arange(1, task.length, dtype=torch.float64)
     gap = float((1 - torch.cos(offsets * theta)).min())
     if theta == 0 or gap <= 1e-12:
@@ -188,18 +199,18 @@ def build_index_head(model: ToyTransformer, task: IndexTask, freq: int, *, layer
             "apart (θ = 0, or a multiple of 2π between two offsets); a positional head needs "
             "0 < θ with no exact aliasing")
     A = float(amplitude) if amplitude is not None else margin / gap
-    r = _radius(model, A)
+    r = radius_for(model, A)
     n = task.length  # query position
-    _reset(model, layer, head, [freq])
+    reset_to_head(model, layer, head, [freq])
     attn = model.blocks[layer].attn
     with torch.no_grad():
         for s in range(task.n_symbols):
-            _set_pair(attn.W_K[head], s, dims, complex(r, 0.0))
+            set_pair(attn.W_K[head], s, dims, complex(r, 0.0))
         for j in range(task.length):
             phase = (j - n) * theta
-            _set_pair(attn.W_Q[head], task.n_symbols + j, dims,
+            set_pair(attn.W_Q[head], task.n_symbols + j, dims,
                       complex(r * math.cos(phase), r * math.sin(phase)))
-    _copy_path(model, layer, head, {s: s for s in range(task.n_symbols)}, task.answer_tokens,
+    write_copy_path(model, layer, head, {s: s for s in range(task.n_symbols)}, task.answer_tokens,
                readout)
     return HeadConstruction(model, "positional", layer, head, [freq], [theta], {freq: A},
                             None if amplitude is not None else margin)
@@ -212,7 +223,7 @@ def _entity_phase(e: int, n_entities: int) -> float:
 def _write_symbolic_channel(model: ToyTransformer, task: _PairTask, layer: int, head: int,
                             dims: list[int], theta: float, A: float, center: float) -> None:
     """Entity phases on one pair; query phase centred so ``λ_match(i) = A cos((i - c)θ)``."""
-    r = _radius(model, A)
+    r = radius_for(model, A)
     n = task.n_pairs  # query position
     attn = model.blocks[layer].attn
     with torch.no_grad():
@@ -220,9 +231,9 @@ def _write_symbolic_channel(model: ToyTransformer, task: _PairTask, layer: int, 
             phi = _entity_phase(e, task.n_entities)
             for a in range(task.n_attributes):
                 tok = int(task.pair_token(torch.tensor(e), torch.tensor(a)))
-                _set_pair(attn.W_K[head], tok, dims, complex(r * math.cos(phi), r * math.sin(phi)))
+                set_pair(attn.W_K[head], tok, dims, complex(r * math.cos(phi), r * math.sin(phi)))
             q_phase = phi + (center - n) * theta
-            _set_pair(attn.W_Q[head], int(task.query_token(torch.tensor(e))), dims,
+            set_pair(attn.W_Q[head], int(task.query_token(torch.tensor(e))), dims,
                       complex(r * math.cos(q_phase), r * math.sin(q_phase)))
 
 
@@ -248,14 +259,14 @@ def build_retrieval_head(model: ToyTransformer, task: RetrievalTask, freq: int, 
     if not isinstance(task, RetrievalTask):
         raise InvalidSelectionError(
             f"build_retrieval_head needs a RetrievalTask, got {task.name!r}")
-    layer = _check_model(model, task, layer, head)
-    freq, dims, theta = _freq(model, freq)
+    layer = check_construction_site(model, task, layer, head)
+    freq, dims, theta = frequency_pair(model, freq)
     A = float(amplitude) if amplitude is not None else margin / (
         1 - math.cos(2 * math.pi / task.n_entities))
     c = (task.n_pairs - 1) / 2 if center is None else float(center)
-    _reset(model, layer, head, [freq])
+    reset_to_head(model, layer, head, [freq])
     _write_symbolic_channel(model, task, layer, head, dims, theta, A, c)
-    _copy_path(model, layer, head, _attribute_sources(task), task.answer_tokens, readout)
+    write_copy_path(model, layer, head, _attribute_sources(task), task.answer_tokens, readout)
     return HeadConstruction(model, "symbolic", layer, head, [freq], [theta], {freq: A},
                             None if amplitude is not None else margin)
 
@@ -278,8 +289,8 @@ def build_partial_induction_head(model: ToyTransformer, task: PartialInductionTa
             f"build_partial_induction_head needs a PartialInductionTask, got {task.name!r}")
     if len(freqs) != 2:
         raise InvalidSelectionError(f"freqs must be two frequency ids (θ1, θ2), got {freqs}")
-    layer = _check_model(model, task, layer, head)
-    (f1, dims1, theta1), (f2, dims2, theta2) = (_freq(model, f) for f in freqs)
+    layer = check_construction_site(model, task, layer, head)
+    (f1, dims1, theta1), (f2, dims2, theta2) = (frequency_pair(model, f) for f in freqs)
     if f1 == f2:
         raise InvalidSelectionError("the two channels must be different frequency ids")
     L, n = task.n_pairs, task.n_pairs
@@ -296,18 +307,18 @@ def build_partial_induction_head(model: ToyTransformer, task: PartialInductionTa
     A2 = margin / float((recency[1:] - recency[:-1]).min())
     spread = A2 * float(recency.max() - recency.min())
     A1 = (margin + spread) / (1 - math.cos(2 * math.pi / task.n_entities))
-    _reset(model, layer, head, [f1, f2])
+    reset_to_head(model, layer, head, [f1, f2])
     _write_symbolic_channel(model, task, layer, head, dims1, theta1, A1, center=n)
-    r2 = _radius(model, A2)
+    r2 = radius_for(model, A2)
     attn = model.blocks[layer].attn
     with torch.no_grad():
         for e in range(task.n_entities):
             for a in range(task.n_attributes):
                 tok = int(task.pair_token(torch.tensor(e), torch.tensor(a)))
-                _set_pair(attn.W_K[head], tok, dims2, complex(r2, 0.0))
-            _set_pair(attn.W_Q[head], int(task.query_token(torch.tensor(e))), dims2,
+                set_pair(attn.W_K[head], tok, dims2, complex(r2, 0.0))
+            set_pair(attn.W_Q[head], int(task.query_token(torch.tensor(e))), dims2,
                       complex(r2 * math.cos(beta), r2 * math.sin(beta)))
-    _copy_path(model, layer, head, _attribute_sources(task), task.answer_tokens, readout)
+    write_copy_path(model, layer, head, _attribute_sources(task), task.answer_tokens, readout)
     return HeadConstruction(model, "partial-induction", layer, head, [f1, f2], [theta1, theta2],
                             {f1: A1, f2: A2}, margin)
 

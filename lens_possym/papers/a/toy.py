@@ -39,7 +39,7 @@ Design choices (see ``docs/canonical_tasks.md``):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 import torch
@@ -50,6 +50,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ..._checks import boundary
+from ..._json import JsonConfig, check_field_types
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
 from ...training.models import batched_token_ids
@@ -74,8 +75,8 @@ def rope_schedule(n_freqs: int, base: float = 10000.0) -> list[float]:
     return (1.0 / (base ** exps)).tolist()
 
 
-@dataclass
-class ToyConfig(FrequencyIds):
+@dataclass(frozen=True)
+class ToyConfig(JsonConfig, FrequencyIds):
     """Configuration of a :class:`ToyTransformer` (validated on creation).
 
     Attributes:
@@ -113,26 +114,27 @@ class ToyConfig(FrequencyIds):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=ToyConfigError)
         for name in ("d_vocab", "n_ctx", "n_layers", "n_heads", "d_head"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ToyConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.angles is not None:
-            self.angles = tuple(float(a) for a in self.angles)
+            object.__setattr__(self, "angles", tuple(float(a) for a in self.angles))
             if not self.angles:
                 raise ToyConfigError("angles is empty; give at least one angle or None for "
                                      "the standard schedule")
             if any(not math.isfinite(a) for a in self.angles):
                 raise ToyConfigError(f"angles must be finite numbers, got {self.angles}")
             if self.rotary_dim is None:
-                self.rotary_dim = 2 * len(self.angles)
+                object.__setattr__(self, "rotary_dim", 2 * len(self.angles))
             elif self.rotary_dim != 2 * len(self.angles):
                 raise ToyConfigError(
                     f"rotary_dim {self.rotary_dim} does not match {len(self.angles)} angles "
                     f"(one 2-D pair per angle: rotary_dim = {2 * len(self.angles)})"
                 )
         if self.rotary_dim is None:
-            self.rotary_dim = self.d_head
+            object.__setattr__(self, "rotary_dim", self.d_head)
         if self.rotary_dim < 2 or self.rotary_dim % 2 or self.rotary_dim > self.d_head:
             raise ToyConfigError(
                 f"rotary_dim must be even, >= 2 and <= d_head ({self.d_head}); got "
@@ -148,7 +150,7 @@ class ToyConfig(FrequencyIds):
                     f"one-hot embeddings need d_model == d_vocab ({self.d_vocab}), got "
                     f"{self.d_model}; leave d_model unset or use embedding='learned'"
                 )
-            self.d_model = self.d_vocab
+            object.__setattr__(self, "d_model", self.d_vocab)
         elif self.d_model is None or self.d_model < 1:
             raise ToyConfigError("learned embeddings need a positive d_model")
         if self.d_mlp is not None and self.d_mlp < 1:
@@ -170,16 +172,13 @@ class ToyConfig(FrequencyIds):
             return list(self.angles)
         return rope_schedule(self.n_rot, self.rope_base)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    # to_dict and replace: JsonConfig
 
     @classmethod
     def from_dict(cls, data: dict) -> "ToyConfig":
         data = dict(data)
         data.pop("extra", None)  # an always-empty field that checkpoints of 0.1.0 carry
-        if data.get("angles") is not None:
-            data["angles"] = tuple(data["angles"])
-        return cls(**data)
+        return super().from_dict(data)
 
 
 class _Attention(nn.Module):

@@ -23,7 +23,8 @@ PLUGIN = Plugin(
 _EXPORTS = {
     "tasks": ["DistanceTask", "CountTask"],
     "encoder": ["EncoderConfig", "SchemeEncoder", "SCHEMES", "VARIANTS", "encoder_config_for"],
-    "experiments": ["Preset", "PRESETS", "Cell", "parse_label", "train_cell", "analyse_cell",
+    "experiments": ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task",
+                    "train_cell", "analyse_cell",
                     "ablation_grid", "deposit_summary", "positional_probe", "head_profile"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

@@ -3,34 +3,37 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
+from ... import training
+from ...cli._command import add_command
 from ...cli._output import check_output_dir, staged_dir
-from ...cli._toy_args import with_threads
+from ...cli._threads import with_threads
 from ...cli._types import ArgumentValueError, non_negative_int, positive_int
+from ...errors import InvalidSelectionError
+from . import experiments
 
 
 def scheme_text(text: str) -> str:
     """A scheme label (``rope``, ``rope-k2``, ``alibi``...), checked before any work."""
-    from ...errors import InvalidSelectionError
-    from .experiments import parse_label
-
     try:
-        parse_label(text)
+        experiments.parse_label(text)
     except InvalidSelectionError as error:
         raise ArgumentValueError(str(error)) from None
     return text
 
 
+HELP = "train / evaluate / ablate one of paper B's scheme encoders"
+DESCRIPTION = ("Train a bidirectional encoder with one positional scheme on paper B's distance or "
+               "count task (through the shared training loop), then report its test accuracy and, "
+               "with --ablate, the accuracy with each head ablated (the deposit pattern). With "
+               "--load DIR an earlier run is evaluated instead of training. Writes metrics.json, "
+               "model.pt and analysis.json to --out.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "encoder",
-        help="train / evaluate / ablate one of paper B's scheme encoders",
-        description="Train a bidirectional encoder with one positional scheme on paper B's "
-        "distance or count task (through the shared training loop), then report its test "
-        "accuracy and, with --ablate, the accuracy with each head ablated (the deposit "
-        "pattern). With --load DIR an earlier run is evaluated instead of training. Writes "
-        "metrics.json, model.pt and analysis.json to --out.",
-    )
+    parser = add_command(sub, "encoder", run, HELP, DESCRIPTION)
     parser.add_argument("--task", required=True, choices=["distance", "count"])
     parser.add_argument("--scheme", required=True, type=scheme_text, metavar="SCHEME",
                         help="nope, sinusoidal, learned, alibi, t5, rope, mla, hybrid, or "
@@ -52,24 +55,15 @@ def register(sub) -> None:
     parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="torch CPU threads (default 1); 0 keeps torch's default")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    parser.set_defaults(func=run)
 
 
 @with_threads
 def run(args) -> int:
-    from dataclasses import replace
-    from pathlib import Path
-
-    from ...errors import InvalidSelectionError
-    from . import experiments as pb
-    from ...training.runs import load_checkpoint
-    from ...training.loop import evaluate, train
-
     check_output_dir(args.out)
-    preset = pb.PRESETS[args.preset]
+    preset = experiments.ENCODER_PRESETS[args.preset]
     if args.steps is not None:
-        preset = pb.with_steps(preset, args.steps)
-    cell = pb.Cell(args.task, args.scheme, args.variant, args.seed)
+        preset = experiments.with_steps(preset, args.steps)
+    cell = experiments.Cell(args.task, args.scheme, args.variant, args.seed)
     with staged_dir(args.out) as stage:
         if args.load:
             path = Path(args.load) / "model.pt"
@@ -77,29 +71,29 @@ def run(args) -> int:
                 raise InvalidSelectionError(
                     f"{args.load} holds no model.pt; pass a folder an earlier "
                     "'lens-possym encoder' run wrote")
-            model, task, _ = load_checkpoint(path)
+            model, task, _ = training.load_checkpoint(path)
             model.eval()
             if getattr(model, "kind", None) != "scheme-encoder":
                 raise InvalidSelectionError(f"{path} is not a scheme encoder")
         else:
-            task = pb.make_task(preset, args.task, args.seed)
-            model = pb.make_model(preset, task, args.scheme, args.variant, args.seed)
+            task = experiments.preset_task(preset, args.task, args.seed)
+            model = experiments.make_model(preset, task, args.scheme, args.variant, args.seed)
             config = replace(preset.train_config(args.task, model.cfg.scheme, args.seed,
                                                  str(stage)), device=args.device)
             print(f"task: {task.describe()}")
             print(f"model: {model.extra_repr()}")
-            result = train(model, task, config)
+            result = training.train(model, task, config)
             result.train_config["out_dir"] = str(args.out)
             result.save(stage / "metrics.json")
             print(f"trained {result.steps_run} steps in {result.train_time_s:.1f} s")
             model.eval()
         batch = task.test_set(preset.analysis_size, seed=args.seed + 1)
-        accuracy = evaluate(model, task, batch).accuracy
+        accuracy = training.evaluate(model, task, batch).accuracy
         print(f"test accuracy {accuracy:.4f} ({len(batch)} held-out sentences)")
         analysis = {"cell": cell.__dict__, "config": model.cfg.to_dict(), "baseline": accuracy}
         if args.ablate:
-            grid = pb.ablation_grid(model, task, batch)
-            summary = pb.deposit_summary(grid, accuracy)
+            grid = experiments.ablation_grid(model, task, batch)
+            summary = experiments.deposit_summary(grid, accuracy)
             analysis.update(ablation=grid.tolist(), deposit=summary)
             print("accuracy drop (points) with one head ablated, rows = layers:")
             for layer, row in enumerate((accuracy - grid) * 100):

@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
 
 import torch
@@ -87,6 +87,7 @@ from torch.nn import functional as F
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from ..._json import JsonConfig, check_field_types
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...positions import (
     MLA,
@@ -160,8 +161,8 @@ def faithful_mla_rotate(x: Float[Tensor, "batch pos ... d"], positions: Tensor,
     return torch.cat([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
 
 
-@dataclass
-class EncoderConfig:
+@dataclass(frozen=True)
+class EncoderConfig(JsonConfig):
     """Configuration of a :class:`SchemeEncoder` (validated on creation).
 
     Attributes:
@@ -219,6 +220,7 @@ class EncoderConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=ToyConfigError)
         for name in ("d_vocab", "n_classes", "n_ctx", "n_layers", "n_heads", "d_model",
                      "d_head", "d_ff", "t5_buckets", "t5_max_distance"):
             value = getattr(self, name)
@@ -240,9 +242,9 @@ class EncoderConfig:
         if self.d_model % 2:
             raise ToyConfigError(f"d_model must be even (sinusoids), got {self.d_model}")
         if self.d_latent is None:
-            self.d_latent = max(1, self.d_model // 2)
+            object.__setattr__(self, "d_latent", max(1, self.d_model // 2))
         if self.d_rope is None:
-            self.d_rope = self.d_head
+            object.__setattr__(self, "d_rope", self.d_head)
         if self.d_latent < 1 or self.d_rope < 2 or self.d_rope % 2:
             raise ToyConfigError(
                 f"d_latent must be >= 1 and d_rope even and >= 2, got {self.d_latent}, "
@@ -250,12 +252,13 @@ class EncoderConfig:
         if not self.rope_base > 1:
             raise ToyConfigError(f"rope_base must be > 1, got {self.rope_base}")
         if self.activation is None:
-            self.activation = "relu" if self.faithful and self.scheme != "mla" else "gelu"
+            object.__setattr__(self, "activation",
+                               "relu" if self.faithful and self.scheme != "mla" else "gelu")
         if self.activation not in ACTIVATIONS:
             raise ToyConfigError(
                 f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         if self.pad_mask is None:
-            self.pad_mask = self.faithful and self.scheme == "mla"
+            object.__setattr__(self, "pad_mask", self.faithful and self.scheme == "mla")
         if not isinstance(self.pad_mask, bool):
             raise ToyConfigError(f"pad_mask must be True, False or None, got {self.pad_mask!r}")
         if not isinstance(self.pad_token, int) or isinstance(self.pad_token, bool) \
@@ -266,7 +269,7 @@ class EncoderConfig:
             raise ToyConfigError(f"init must be one of {INITS}, got {self.init!r}")
         if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
             raise ToyConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        self.dropout = float(self.dropout)
+        object.__setattr__(self, "dropout", float(self.dropout))
 
     # ---- derived ------------------------------------------------------------------------
 
@@ -306,12 +309,7 @@ class EncoderConfig:
             return f"rope-k{self.rope_heads}"
         return self.scheme
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "EncoderConfig":
-        return cls(**data)
+    # to_dict/from_dict and replace: JsonConfig
 
 
 def _listened(*points: HookPoint) -> bool:

@@ -18,8 +18,8 @@ its own folder, or loads it when that folder already holds the finished run;
 * the **positional/symbolic profile** of every head (:func:`head_profile`), through
   :func:`lens_possym.swap_scores`.
 
-Presets (:data:`PRESETS`): ``"cpu"`` (3 layers × 8 heads, ``d_model`` 64, 1,000 steps of 64
-sentences; distance on 32 positions with gaps up to 16, count on 64 positions with up to
+Presets (:data:`ENCODER_PRESETS`; a preset's task: :func:`preset_task`): ``"cpu"`` (3
+layers × 8 heads, ``d_model`` 64, 1,000 steps of 64 sentences; distance on 32 positions with gaps up to 16, count on 64 positions with up to
 48 triggers: a harder count than the official 101 classes on 120 words, scaled down, so
 that schemes can separate), ``"paper-length"`` (the ``cpu`` model on the paper's task
 lengths: 128 positions, distance gaps up to 70, count up to 100 of 30 triggers in 120
@@ -73,8 +73,10 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import Tensor
 
+from ..._json import JsonConfig, check_field_types
 from ...errors import InvalidSelectionError
-from ...interventions import ablate_heads
+from ...interventions import ImportanceBatch, head_importance
+from ...interventions.importance import importance_metric
 from .encoder import SCHEMES, VARIANTS, SchemeEncoder, encoder_config_for, faithful_mla_ablation
 from ...training.runs import load_checkpoint
 from .tasks import CountTask, DistanceTask
@@ -83,7 +85,7 @@ from ...training.loop import TrainConfig, TrainResult, evaluate, train
 from ...scores import swap_scores
 from ..._files import write_text_atomically
 
-__all__ = ["Preset", "PRESETS", "Cell", "parse_label", "make_task", "make_model",
+__all__ = ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task", "make_model",
            "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",
            "positional_probe", "head_profile", "TASK_NAMES", "PROBE_SCHEMES"]
 
@@ -93,7 +95,7 @@ PROBE_SCHEMES = ("sinusoidal", "learned", "hybrid")
 
 
 @dataclass(frozen=True)
-class Preset:
+class Preset(JsonConfig):
     """Sizes and schedule of one preset (see the module docstring).
 
     ``data`` is the training data regime: ``"stream"`` (fresh sentences every batch,
@@ -131,6 +133,11 @@ class Preset:
     evals: int = 4
 
     def __post_init__(self) -> None:
+        check_field_types(self)
+        # tuples as given in code, lists as read from JSON: one form, so a round trip is equal
+        object.__setattr__(self, "betas", tuple(self.betas))
+        if self.grid is not None:
+            object.__setattr__(self, "grid", {k: tuple(v) for k, v in self.grid.items()})
         if self.data not in DATA_REGIMES:
             raise InvalidSelectionError(
                 f"data must be one of {DATA_REGIMES}, got {self.data!r}")
@@ -193,7 +200,7 @@ PAPER_TASKS = {"distance": dict(n_ctx=128, max_len=120, max_between=70, max_side
                "count": dict(n_ctx=128, max_len=120, n_triggers=30, max_count=100,
                              n_words=543)}
 
-PRESETS: dict[str, Preset] = {
+ENCODER_PRESETS: dict[str, Preset] = {
     "cpu": Preset(
         name="cpu",
         model=dict(n_layers=3, n_heads=8, d_model=64, d_head=8, d_ff=128, d_latent=32),
@@ -260,7 +267,7 @@ def parse_label(label: str) -> tuple[str, int | None]:
 
 
 @dataclass(frozen=True)
-class Cell:
+class Cell(JsonConfig):
     """One model of the grid."""
 
     task: str
@@ -269,6 +276,7 @@ class Cell:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.task not in TASK_NAMES:
             raise InvalidSelectionError(f"task must be one of {TASK_NAMES}, got {self.task!r}")
         if self.variant not in VARIANTS:
@@ -280,7 +288,7 @@ class Cell:
         return f"{self.task}/{self.variant}/{self.label}/seed{self.seed}"
 
 
-def make_task(preset: Preset, name: str, seed: int = 0) -> Task:
+def preset_task(preset: Preset, name: str, seed: int = 0) -> Task:
     """The preset's task ``name`` (its data seed is the cell's seed; the fixed regime's
     sentence set is drawn from it)."""
     cls = {"distance": DistanceTask, "count": CountTask}[name]
@@ -304,7 +312,7 @@ def train_cell(preset: Preset, cell: Cell, root: str | Path, *,
     if metrics.exists() and (out / "model.pt").exists():
         model, task, _ = load_checkpoint(out / "model.pt")
         return model.eval(), task, TrainResult.load(metrics)
-    task = make_task(preset, cell.task, cell.seed)
+    task = preset_task(preset, cell.task, cell.seed)
     model = make_model(preset, task, cell.label, cell.variant, cell.seed)
     config = preset.train_config(cell.task, parse_label(cell.label)[0], cell.seed, str(out),
                                  epoch_size=getattr(task, "epoch_size", None))
@@ -322,18 +330,33 @@ def ablation_grid(model: SchemeEncoder, task: Task, batch: TaskBatch, *,
 
     Every model: the head's ``hook_z`` row zeroed (its output term removed; the official
     scripts zeroed the head's value rows and bias, which zeroes ``z`` identically; a test
-    checks the equality against a transcription of ``transvis.py``). Faithful MLA with
+    checks the equality against a transcription of ``transvis.py``), by the core's
+    :func:`~lens_possym.interventions.head_importance`, one head per pass, in eval mode, as
+    :func:`~lens_possym.training.evaluate` measures accuracy. Faithful MLA with
     ``official=True``: the official latent-slice ablation instead (``mlavis.py``), which
     hits every head of the layer at once and is a no-op for heads ``h ≥ d_latent / d_head``.
     """
     cfg = model.cfg
-    grid = torch.zeros(cfg.n_layers, cfg.n_heads)
-    official_mla = official and cfg.scheme == "mla" and cfg.faithful
-    for layer in range(cfg.n_layers):
-        for head in range(cfg.n_heads):
-            context = (faithful_mla_ablation(model, layer, head) if official_mla
-                       else ablate_heads(model, [(layer, head)], mode="zero"))
-            with context:
+    if official and cfg.scheme == "mla" and cfg.faithful:
+        return _latent_slice_grid(model, task, batch)
+    was_training = model.training
+    model.eval()
+    try:
+        result = head_importance(
+            model, ImportanceBatch(tokens=batch.tokens, answers=batch.answers),
+            importance_metric("accuracy"),  # one number per head, as evaluate() computes it
+            mode="zero", heads_per_pass=1)   # one head per pass: the batch as evaluated
+    finally:
+        model.train(was_training)
+    return result.ablated.to(torch.float32)
+
+
+def _latent_slice_grid(model: SchemeEncoder, task: Task, batch: TaskBatch) -> Tensor:
+    """The official MLA ablation (``faithful_mla_ablation``) of each (layer, head)."""
+    grid = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
+    for layer in range(model.cfg.n_layers):
+        for head in range(model.cfg.n_heads):
+            with faithful_mla_ablation(model, layer, head):
                 grid[layer, head] = evaluate(model, task, batch).accuracy
     return grid
 

@@ -27,7 +27,8 @@ PLUGIN = Plugin(
 _EXPORTS = {
     "tasks": ["MultiHopTask", "NumberTask", "LetterTask"],
     "gptj": ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"],
-    "presets": ["MultiHopPreset", "PRESETS", "preset", "build_run", "train_multihop"],
+    "presets": ["MultiHopPreset", "MULTIHOP_PRESETS", "preset", "build_run",
+                "train_multihop"],
     "dynamics": ["ScoreTrajectory", "score_run", "score_model", "path_scores", "Purity",
                  "purity"],
     "roles": ["AttentionRoles", "attention_roles", "label_roles", "CausalRoles",

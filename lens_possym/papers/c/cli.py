@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ... import training
 from ...cli._output import check_output_dir
-from ...cli._toy_args import with_threads
-from ...cli._types import (_number, non_negative_int, positive_float, positive_int,
+from ...cli._threads import with_threads
+from ...cli._types import (checked_number, non_negative_int, positive_float, positive_int,
                           positive_int_list)
+from ...errors import TrainingError
+from . import discrepancy, dynamics, lengths, presets
 
 
 #: tasks.FILLERS without importing torch for --help (a test keeps them equal)
@@ -22,7 +25,7 @@ FILLER_CHOICES = ("target", "pretarget", "mixed", "repeat")
 
 
 def _gamma(text: str) -> float:
-    return _number(text, float, lambda v: 0 < v < 0.5, "a number in (0, 0.5)")
+    return checked_number(text, float, lambda v: 0 < v < 0.5, "a number in (0, 0.5)")
 
 
 def register(sub) -> None:
@@ -60,15 +63,15 @@ def register(sub) -> None:
     _threads(dyn)
     dyn.set_defaults(func=run_dynamics)
 
-    lengths = actions.add_parser("lengths", help="accuracy against length (extra target tokens)")
-    lengths.add_argument("run", metavar="RUN_DIR")
-    lengths.add_argument("--lengths", type=positive_int_list, default=[17, 50, 100, 300],
-                         help="input lengths, comma-separated (default 17,50,100,300)")
-    lengths.add_argument("--prompts", type=positive_int, default=256)
-    lengths.add_argument("--filler", choices=FILLER_CHOICES, default=None,
-                         help="what the extra tokens are (default: the run's task's, 'target')")
-    _threads(lengths)
-    lengths.set_defaults(func=run_lengths)
+    by_length = actions.add_parser("lengths", help="accuracy against length (extra target tokens)")
+    by_length.add_argument("run", metavar="RUN_DIR")
+    by_length.add_argument("--lengths", type=positive_int_list, default=[17, 50, 100, 300],
+                           help="input lengths, comma-separated (default 17,50,100,300)")
+    by_length.add_argument("--prompts", type=positive_int, default=256)
+    by_length.add_argument("--filler", choices=FILLER_CHOICES, default=None,
+                           help="what the extra tokens are (default: the run's task's, 'target')")
+    _threads(by_length)
+    by_length.set_defaults(func=run_lengths)
 
     disc = actions.add_parser("discrepancy", help="T_Index's discrepancy against Theorem 3.2")
     disc.add_argument("--theta", type=positive_float, default=0.8)
@@ -84,11 +87,9 @@ def _threads(parser) -> None:
 
 @with_threads
 def run_train(args) -> int:
-    from .presets import train_multihop
-
     check_output_dir(args.out)
     overrides = {} if args.steps is None else {"steps": args.steps}
-    model, task, result = train_multihop(args.task, args.preset, seed=args.seed,
+    model, task, result = presets.train_multihop(args.task, args.preset, seed=args.seed,
                                          out_dir=args.out, device=args.device, log=print,
                                          **overrides)
     print(f"task: {task.describe()}")
@@ -100,16 +101,14 @@ def run_train(args) -> int:
 
 @with_threads
 def run_dynamics(args) -> int:
-    from .dynamics import purity, score_run
-
-    traj = score_run(args.run, n_prompts=args.prompts, method=args.method)
+    traj = dynamics.score_run(args.run, n_prompts=args.prompts, method=args.method)
     for i, step in enumerate(traj.steps):
         hops = " ".join(f"{h + 1}:{a:.2f}" for h, a in enumerate(traj.accuracy_by_hops[i]))
         pos = " ".join(f"{float(x):.2f}" for x in traj.pos[i, :, 0])
         sym = " ".join(f"{float(x):.2f}" for x in traj.sym[i, :, 0])
         print(f"step {step:>6}  acc {traj.accuracy[i]:.3f}  by hops {hops}\n"
               f"    s_POS {pos}\n    s_SYM {sym}")
-    p = purity(traj.pos, traj.sym, traj.steps, args.gamma)
+    p = dynamics.purity(traj.pos, traj.sym, traj.steps, args.gamma)
     print(f"pure heads (γ={args.gamma}): positional in layers {p.layers_of('positional')}, "
           f"symbolic in layers {p.layers_of('symbolic')}")
     print(f"scores of {len(traj.steps)} checkpoints ({args.method}, {traj.n_prompts} prompts): "
@@ -122,16 +121,12 @@ def run_dynamics(args) -> int:
 
 @with_threads
 def run_lengths(args) -> int:
-    from .lengths import accuracy_by_length
-    from ...training.runs import latest_checkpoint, read_checkpoint
-    from ...errors import TrainingError
-
-    found = latest_checkpoint(args.run)
+    found = training.latest_checkpoint(args.run)
     if found is None:
         raise TrainingError(f"no checkpoint in {args.run}; train one with "
                             "'lens-possym multihop train'")
-    ckpt = read_checkpoint(found)
-    result = accuracy_by_length(ckpt.model(), ckpt.make_task(), args.lengths,
+    ckpt = training.read_checkpoint(found)
+    result = lengths.accuracy_by_length(ckpt.model(), ckpt.make_task(), args.lengths,
                                 n_prompts=args.prompts, filler=args.filler)
     print(f"extra tokens: {result.filler}")
     for n, acc, hops in zip(result.lengths, result.accuracy, result.by_hops):
@@ -141,12 +136,10 @@ def run_lengths(args) -> int:
 
 
 def run_discrepancy(args) -> int:
-    from .discrepancy import index_bound_table
-
     print(f"T_Index, θ = {args.theta}: discrepancy over every 1-hop input of length n")
     print("|     n | Δ max (Def 3.1) | Δ min (Lemma F.1) | min{1-cos θ, 2π²/n²} |")
     print("|------:|----------------:|------------------:|---------------------:|")
-    for r in index_bound_table(args.theta, args.lengths):
+    for r in discrepancy.index_bound_table(args.theta, args.lengths):
         print(f"| {r['n']:>5} | {r['delta_max']:.3e}{' ' if r['max_holds'] else '*'}      | "
               f"{r['delta_min']:.3e}{' ' if r['min_holds'] else '*'}        | "
               f"{r['bound']:.3e}            |")

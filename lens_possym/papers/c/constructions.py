@@ -34,12 +34,12 @@ import torch
 from ...errors import InvalidSelectionError
 from ..a.constructions import (
     HeadConstruction,
-    _check_model,
-    _copy_path,
-    _freq,
-    _radius,
-    _reset,
-    _set_pair,
+    check_construction_site,
+    frequency_pair,
+    radius_for,
+    reset_to_head,
+    set_pair,
+    write_copy_path,
 )
 from ..a.toy import ToyTransformer, toy_config_for
 from .tasks import LetterTask, NumberTask
@@ -63,14 +63,14 @@ def build_t_index(model: ToyTransformer, task: NumberTask, freq: int = 0, *,
     """
     if not isinstance(task, NumberTask):
         raise InvalidSelectionError(f"build_t_index needs a NumberTask, got {task.name!r}")
-    layer = _check_model(model, task, 0, 0)
-    freq, dims, theta = _freq(model, freq)
+    layer = check_construction_site(model, task, 0, 0)
+    freq, dims, theta = frequency_pair(model, freq)
     A = float(amplitude) if amplitude is not None else _index_amplitude(
         model, theta, margin, max_length)
-    r = _radius(model, A)
-    _reset(model, layer, 0, [freq])
+    r = radius_for(model, A)
+    reset_to_head(model, layer, 0, [freq])
     _t_index_qk(model.blocks[layer].attn, task, dims, r, theta)
-    _copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens, readout)
+    write_copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens, readout)
     return HeadConstruction(model, "positional", layer, 0, [freq], [theta], {freq: A},
                             None if amplitude is not None else margin)
 
@@ -91,11 +91,11 @@ def _t_index_qk(attn, task: NumberTask, dims: list[int], r: float, theta: float)
     """T_Index's query and key rows (F.2.1) on the token coordinates of one head."""
     with torch.no_grad():
         for tok in range(task.d_vocab):
-            _set_pair(attn.W_K[0], tok, dims, complex(r, 0.0))
+            set_pair(attn.W_K[0], tok, dims, complex(r, 0.0))
         for letter in range(task.n_letters):
-            _set_pair(attn.W_Q[0], letter, dims, complex(r, 0.0))
+            set_pair(attn.W_Q[0], letter, dims, complex(r, 0.0))
         for sigma in range(1, task.max_offset + 1):
-            _set_pair(attn.W_Q[0], int(task.offset_token(torch.tensor(sigma))), dims,
+            set_pair(attn.W_Q[0], int(task.offset_token(torch.tensor(sigma))), dims,
                       _phasor(r, -sigma * theta))
 
 
@@ -107,14 +107,14 @@ def build_t_retrieval(model: ToyTransformer, task: LetterTask, freq: int = 0, *,
     ``amplitude`` defaults to ``margin / (1 - cos ω)``, the gap at θ = 0."""
     if not isinstance(task, LetterTask):
         raise InvalidSelectionError(f"build_t_retrieval needs a LetterTask, got {task.name!r}")
-    layer = _check_model(model, task, 0, 0)
-    freq, dims, theta = _freq(model, freq)
+    layer = check_construction_site(model, task, 0, 0)
+    freq, dims, theta = frequency_pair(model, freq)
     omega = 2 * math.pi / task.n_letters
     A = float(amplitude) if amplitude is not None else margin / (1 - math.cos(omega))
-    r = _radius(model, A)
-    _reset(model, layer, 0, [freq])
+    r = radius_for(model, A)
+    reset_to_head(model, layer, 0, [freq])
     _t_retrieval_qk(model.blocks[layer].attn, task, dims, r)
-    _copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens, readout)
+    write_copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens, readout)
     return HeadConstruction(model, "symbolic", layer, 0, [freq], [theta], {freq: A},
                             None if amplitude is not None else margin)
 
@@ -126,12 +126,12 @@ def _t_retrieval_qk(attn, task: LetterTask, dims: list[int], r: float) -> None:
         for left in range(task.n_letters):
             for d in range(1, task.n_digits + 1):
                 tok = int(task.digit_token(torch.tensor(left), torch.tensor(d)))
-                _set_pair(attn.W_K[0], tok, dims, _phasor(r, left * omega))
-                _set_pair(attn.W_Q[0], tok, dims, _phasor(r, left * omega))
+                set_pair(attn.W_K[0], tok, dims, _phasor(r, left * omega))
+                set_pair(attn.W_Q[0], tok, dims, _phasor(r, left * omega))
             for right in range(task.n_letters):
                 tok = int(task.pair_token(torch.tensor(left), torch.tensor(right)))
-                _set_pair(attn.W_K[0], tok, dims, _phasor(r, left * omega))
-                _set_pair(attn.W_Q[0], tok, dims, _phasor(r, right * omega))
+                set_pair(attn.W_K[0], tok, dims, _phasor(r, left * omega))
+                set_pair(attn.W_Q[0], tok, dims, _phasor(r, right * omega))
 
 
 def t_index_model(task: NumberTask, theta: float, *, max_length: int | None = None,
@@ -172,14 +172,14 @@ def _chain(model: ToyTransformer, task, kind: str, theta: float, A: float, margi
     ``W_U``; and on the θ = 0 tail a carried answer ``a`` gives query and key ``R e_a``
     with ``R² ≫ A``, so a position that carries an answer attends to the positions that
     carry the same one (itself included): the hop is made once, then kept (Reflexive)."""
-    _check_model(model, task, 0, 0)
-    freq, dims, _ = _freq(model, 0)
-    _reset(model, 0, 0, [freq])
+    check_construction_site(model, task, 0, 0)
+    freq, dims, _ = frequency_pair(model, 0)
+    reset_to_head(model, 0, 0, [freq])
     model.set_frequencies(None)
     spec = model.lens_possym_rope_specs()[0]
     tail = spec.dims_of(model.cfg.n_freqs - 1)
-    r = _radius(model, A)
-    r_tail = _radius(model, 100.0 * A)
+    r = radius_for(model, A)
+    r_tail = radius_for(model, 100.0 * A)
     with torch.no_grad():
         for block in model.blocks:
             attn = block.attn

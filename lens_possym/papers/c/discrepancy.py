@@ -64,8 +64,8 @@ __all__ = [
 ]
 
 
-@dataclass
-class Discrepancy:
+@dataclass(repr=False)
+class Discrepancy(ResultIO):
     """Top-2 logit gaps of one head over a set of inputs of one length.
 
     Attributes:
@@ -91,9 +91,22 @@ class Discrepancy:
     def mean(self) -> float:
         return float(self.gaps.mean())
 
-    def to_dict(self) -> dict:
+    FORMAT = "lens-possym/paper-c-discrepancy@1"
+
+    def summary(self) -> dict:
+        """The length, the gaps' max (Def 3.1), min and mean, how many, and the scale."""
         return {"n": self.n, "max": self.max, "min": self.min, "mean": self.mean,
                 "n_inputs": len(self.gaps), "scale": self.scale}
+
+    def to_dict(self) -> dict:
+        return {**self.summary(), "gaps": self.gaps}
+
+    def _table(self):
+        """One row per input: ``input``, ``gap``."""
+        import pandas as pd
+
+        return pd.DataFrame({"input": range(len(self.gaps)),
+                             "gap": self.gaps.double().cpu().numpy()})
 
 
 def top2_gap(logits: Float[Tensor, "batch key"]) -> Float[Tensor, "batch"]:

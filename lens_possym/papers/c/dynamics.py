@@ -37,7 +37,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ..._json import tensor_from_json
 from ...errors import InvalidSelectionError, TrainingError
+from ...results_io import ResultIO, head_frame, lists_to_tensors
 from ...training.runs import checkpoint_paths, read_checkpoint
 from ...training.tasks import TaskBatch
 from .tasks import MultiHopTask
@@ -82,8 +84,8 @@ def score_model(bridge, tokens: Tensor, *, method: str = "exact", layers=None
     return result.pos.float(), result.sym.float()
 
 
-@dataclass
-class ScoreTrajectory:
+@dataclass(repr=False)
+class ScoreTrajectory(ResultIO):
     """Scores, entropy and accuracy of every head at every checkpoint of one run.
 
     Attributes:
@@ -123,12 +125,28 @@ class ScoreTrajectory:
                 "n_prompts": self.n_prompts, "method": self.method,
                 "score_seconds": self.score_seconds, "meta": self.meta}
 
+    FORMAT = "lens-possym/paper-c-score-trajectory@1"
+
     @classmethod
     def from_dict(cls, data: dict) -> "ScoreTrajectory":
-        data = dict(data)
-        for name in ("pos", "sym", "entropy"):
-            data[name] = torch.tensor(data[name], dtype=torch.float32)
-        return cls(**data)
+        return super().from_dict(lists_to_tensors(data, ("pos", "sym", "entropy")))
+
+    def summary(self) -> dict:
+        return {"task": self.task, "n_checkpoints": len(self.steps),
+                "last_step": self.steps[-1] if self.steps else None,
+                "final_accuracy": self.accuracy[-1] if self.accuracy else None,
+                "n_prompts": self.n_prompts, "method": self.method,
+                "score_seconds": self.score_seconds}
+
+    def _table(self):
+        """One row per checkpoint, layer and head: ``step``, ``layer``, ``head``, ``score``
+        (``pos``, ``sym``, ``entropy``) and ``value``."""
+        frames = [head_frame({name: getattr(self, name)[i] for name in ("pos", "sym", "entropy")},
+                             None, step=step).drop(columns=["frequency", "angle"])
+                  for i, step in enumerate(self.steps)]
+        import pandas as pd
+
+        return pd.concat(frames, ignore_index=True)
 
 
 def _prompts(task: MultiHopTask, n_prompts: int, seed: int) -> TaskBatch:
@@ -234,8 +252,8 @@ def path_scores(bridge, task: MultiHopTask, batch: TaskBatch, *, method: str = "
     return torch.stack(pos_out), torch.stack(sym_out), torch.tensor(counts)
 
 
-@dataclass
-class Purity:
+@dataclass(repr=False)
+class Purity(ResultIO):
     """Purity of every head over training for one γ.
 
     Attributes:
@@ -279,6 +297,38 @@ class Purity:
                 "kind": {name(h): k for h, k in self.kind.items()},
                 "settled_step": {name(h): s for h, s in self.settled_step.items()},
                 "settled_kind": {name(h): k for h, k in self.settled_kind.items()}}
+
+    FORMAT = "lens-possym/paper-c-purity@1"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Purity":
+        def heads(mapping: dict) -> dict:
+            return {tuple(int(x) for x in key.split(".")): value
+                    for key, value in mapping.items()}
+
+        return cls(gamma=float(data["gamma"]), steps=[int(s) for s in data["steps"]],
+                   state=tensor_from_json(data["state"]).long(), first_step=heads(data["first_step"]),
+                   kind=heads(data["kind"]), settled_step=heads(data.get("settled_step", {})),
+                   settled_kind=heads(data.get("settled_kind", {})))
+
+    def summary(self) -> dict:
+        return {"gamma": self.gamma, "n_checkpoints": len(self.steps),
+                **{f"final_{k}": v for k, v in self.final_counts().items()},
+                "settled_positional": len(self.layers_of("positional", settled=True)),
+                "settled_symbolic": len(self.layers_of("symbolic", settled=True))}
+
+    def _table(self):
+        """One row per head that was pure at some checkpoint: ``layer``, ``head``,
+        ``kind``, ``first_step``, ``settled_step`` (``<NA>``: it did not stay pure)."""
+        import pandas as pd
+
+        rows = [{"layer": layer, "head": head, "kind": self.kind[(layer, head)],
+                 "first_step": step, "settled_step": self.settled_step.get((layer, head))}
+                for (layer, head), step in sorted(self.first_step.items())]
+        frame = pd.DataFrame.from_records(
+            rows, columns=["layer", "head", "kind", "first_step", "settled_step"])
+        frame["settled_step"] = frame["settled_step"].astype("Int64")
+        return frame
 
 
 def purity(pos: Float[Tensor, "ckpt layer head"], sym: Float[Tensor, "ckpt layer head"],

@@ -25,13 +25,14 @@ length-generalisation sets of any length run.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from ..._json import JsonConfig, check_field_types
 from ...errors import ToyConfigError
 from ...models.loading import from_hf
 from ...models.tiny import tiny_tokenizer
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"]
 
 
-@dataclass
-class GPTJTaskConfig:
+@dataclass(frozen=True)
+class GPTJTaskConfig(JsonConfig):
     """Sizes of a :class:`GPTJTaskModel` (validated on creation).
 
     Attributes:
@@ -73,6 +74,7 @@ class GPTJTaskConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=ToyConfigError)
         for name in ("d_vocab", "n_ctx", "n_layers", "n_heads", "d_model"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -81,13 +83,13 @@ class GPTJTaskConfig:
             raise ToyConfigError(
                 f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         if self.rotary_dim is None:
-            self.rotary_dim = self.d_head
+            object.__setattr__(self, "rotary_dim", self.d_head)
         if self.rotary_dim < 2 or self.rotary_dim % 2 or self.rotary_dim > self.d_head:
             raise ToyConfigError(
                 f"rotary_dim must be even, >= 2 and <= d_head ({self.d_head}); got "
                 f"{self.rotary_dim}")
         if self.d_mlp is None:
-            self.d_mlp = 4 * self.d_model
+            object.__setattr__(self, "d_mlp", 4 * self.d_model)
         if self.d_mlp < 1:
             raise ToyConfigError(f"d_mlp must be positive, got {self.d_mlp}")
         if not 0.0 <= self.dropout < 1.0:
@@ -108,12 +110,7 @@ class GPTJTaskConfig:
         k = torch.arange(0, self.rotary_dim, 2, dtype=torch.int64) / self.rotary_dim
         return (1.0 / (10000 ** k)).tolist()
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPTJTaskConfig":
-        return cls(**data)
+    # to_dict/from_dict and replace: JsonConfig
 
     @classmethod
     def paper(cls, d_vocab: int, **overrides) -> "GPTJTaskConfig":

@@ -22,14 +22,15 @@ from typing import Callable, Sequence
 import torch
 
 from ...errors import InvalidSelectionError
+from ...results_io import ResultIO
 from .tasks import MultiHopTask
 from .prompts import hop_prompts
 
 __all__ = ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"]
 
 
-@dataclass
-class LengthAccuracy:
+@dataclass(repr=False)
+class LengthAccuracy(ResultIO):
     """Accuracy at each length: ``accuracy[i]`` at ``lengths[i]``; ``by_hops[i]`` per hop
     count (empty for LM prompts); ``n_prompts`` per length; ``filler``: the reading of the
     extra tokens."""
@@ -46,6 +47,25 @@ class LengthAccuracy:
         return {"task": self.task, "lengths": self.lengths, "accuracy": self.accuracy,
                 "by_hops": self.by_hops, "n_prompts": self.n_prompts, "model": self.model,
                 "filler": self.filler}
+
+    FORMAT = "lens-possym/paper-c-length-accuracy@1"
+
+    def summary(self) -> dict:
+        return {"task": self.task, "lengths": self.lengths, "accuracy": self.accuracy,
+                "n_prompts": self.n_prompts, "filler": self.filler}
+
+    def _table(self):
+        """One row per length (``hops`` ``<NA>``) and per length and hop count:
+        ``length``, ``hops``, ``accuracy``."""
+        import pandas as pd
+
+        rows = []
+        for n, acc, by_hops in zip(self.lengths, self.accuracy, self.by_hops):
+            rows.append({"length": n, "hops": None, "accuracy": acc})
+            rows += [{"length": n, "hops": h + 1, "accuracy": a} for h, a in enumerate(by_hops)]
+        frame = pd.DataFrame.from_records(rows, columns=["length", "hops", "accuracy"])
+        frame["hops"] = frame["hops"].astype("Int64")
+        return frame
 
 
 @torch.no_grad()

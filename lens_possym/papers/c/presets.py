@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from ..._json import JsonConfig, check_field_types
 from ...errors import TrainingError
 from .gptj import GPTJTaskConfig, GPTJTaskModel
 from ...training.runs import latest_checkpoint
@@ -41,13 +42,14 @@ from ...training.tasks import make_task
 from .tasks import MultiHopTask
 from ...training.loop import TrainConfig, TrainResult, train
 
-__all__ = ["MultiHopPreset", "PRESETS", "preset", "build_run", "train_multihop"]
+__all__ = ["MultiHopPreset", "MULTIHOP_PRESETS", "preset", "build_run",
+           "train_multihop"]
 
 MULTIHOP_TASKS = ("number", "letter")
 
 
-@dataclass
-class MultiHopPreset:
+@dataclass(frozen=True)
+class MultiHopPreset(JsonConfig):
     """Model sizes and training settings of one preset; ``task`` holds per-task settings
     (``{"letter": {...}}``), passed to the task's constructor."""
 
@@ -57,11 +59,15 @@ class MultiHopPreset:
     task: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=TrainingError)
         if not self.name:
             raise TrainingError("a preset needs a name")
+        # ``betas`` as a tuple whether given in code or read from JSON (a round trip is equal)
+        object.__setattr__(self, "train", {k: tuple(v) if isinstance(v, list) else v
+                                           for k, v in self.train.items()})
 
 
-PRESETS: dict[str, MultiHopPreset] = {
+MULTIHOP_PRESETS: dict[str, MultiHopPreset] = {
     "cpu": MultiHopPreset(
         "cpu",
         model=dict(n_layers=12, n_heads=1, d_model=64, d_mlp=256, dropout=0.0),
@@ -84,9 +90,10 @@ PRESETS: dict[str, MultiHopPreset] = {
 
 
 def preset(name: str) -> MultiHopPreset:
-    if name not in PRESETS:
-        raise TrainingError(f"unknown multihop preset {name!r}; choose one of {sorted(PRESETS)}")
-    return PRESETS[name]
+    if name not in MULTIHOP_PRESETS:
+        raise TrainingError(f"unknown multihop preset {name!r}; choose one of "
+                            f"{sorted(MULTIHOP_PRESETS)}")
+    return MULTIHOP_PRESETS[name]
 
 
 def build_run(task_name: str, preset_name: str = "cpu", *, seed: int = 0,

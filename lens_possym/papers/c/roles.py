@@ -29,9 +29,10 @@ threshold``; ``"other"``.
 
 **Causal** (:func:`causal_roles`).
 
-* *Ablation*: each head mean-ablated (``ablate_heads(..., mode="mean", per_position=True)``
-  over the same prompts), accuracy per hop count ``[n_layers, n_heads, max_hops]``. A hop
-  head of layer ``ℓ`` should matter for prompts with more than ``ℓ`` hops at least.
+* *Ablation*: each head mean-ablated alone (the core's ``head_importance``, ``mode="mean",
+  per_position=True``, means over the same prompts), accuracy per hop count
+  ``[n_layers, n_heads, max_hops]``. A hop head of layer ``ℓ`` should matter for prompts
+  with more than ``ℓ`` hops at least.
 * *Patching*: corrupted prompts differ from the clean ones only in the answer token's
   value (Number: another letter at ``p_h``; Letter: another digit on the same letter, so
   the path is unchanged). Head ``ℓ``'s output at stop ``p_k`` is patched from the clean run
@@ -52,11 +53,12 @@ import torch
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
+from ...results_io import ResultIO, head_frame, lists_to_tensors
 from ...training.tasks import TaskBatch
 from .tasks import LetterTask, MultiHopTask, NumberTask
 from ...capture import capture_attention_inputs
 from .dynamics import score_model
-from ...interventions import ablate_heads, patch_heads
+from ...interventions import ImportanceBatch, head_importance, patch_heads
 from ...interventions.heads import z_hook_names
 
 __all__ = ["AttentionRoles", "attention_roles", "label_roles", "schedule_share", "CausalRoles",
@@ -65,8 +67,8 @@ __all__ = ["AttentionRoles", "attention_roles", "label_roles", "schedule_share",
 ROLES = ("Index", "Retrieval", "Reflexive", "other")
 
 
-@dataclass
-class AttentionRoles:
+@dataclass(repr=False)
+class AttentionRoles(ResultIO):
     """Attention shares and labels (module docstring).
 
     Attributes:
@@ -94,6 +96,27 @@ class AttentionRoles:
                 "answer_by_stop": self.answer_by_stop.tolist(),
                 "stop_mass": self.stop_mass.tolist(), "pos": self.pos.tolist(),
                 "sym": self.sym.tolist(), "labels": self.labels, "threshold": self.threshold}
+
+    FORMAT = "lens-possym/paper-c-attention-roles@1"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "AttentionRoles":
+        return super().from_dict(lists_to_tensors(data, (
+            "hop", "reflexive", "hop_by_stop", "answer_by_stop", "stop_mass", "pos", "sym")))
+
+    def summary(self) -> dict:
+        flat = [label for row in self.labels for label in row]
+        return {"threshold": self.threshold, **{role: flat.count(role) for role in ROLES}}
+
+    def _table(self):
+        """One row per head and number (``hop``, ``reflexive``, ``pos``, ``sym``), with the
+        head's ``role``."""
+        frame = head_frame({name: getattr(self, name) for name in
+                            ("hop", "reflexive", "pos", "sym")}, None)
+        frame = frame.drop(columns=["frequency", "angle"])
+        frame.insert(2, "role", [self.labels[layer][head]
+                                 for layer, head in zip(frame["layer"], frame["head"])])
+        return frame
 
 
 def schedule_share(hop_by_stop: Tensor) -> Tensor:
@@ -203,8 +226,8 @@ def corrupt_answers(task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> T
     return TaskBatch(tokens, new, batch.answer_pos.clone())
 
 
-@dataclass
-class CausalRoles:
+@dataclass(repr=False)
+class CausalRoles(ResultIO):
     """Ablation and patching results (module docstring).
 
     Attributes:
@@ -239,8 +262,32 @@ class CausalRoles:
                 "restore": self.restore.tolist(), "corrupted_accuracy": self.corrupted_accuracy,
                 "chain_restore": list(self.chain_restore())}
 
+    FORMAT = "lens-possym/paper-c-causal-roles@1"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CausalRoles":
+        return super().from_dict(lists_to_tensors(data, ("ablated_accuracy_by_hops", "restore")))
+
+    def summary(self) -> dict:
+        on, off = self.chain_restore()
+        return {"clean_accuracy_by_hops": self.clean_accuracy_by_hops,
+                "corrupted_accuracy": self.corrupted_accuracy,
+                "chain_restore": on, "off_chain_restore": off}
+
+    def _table(self):
+        """One row per head and hop count: ``layer``, ``head``, ``hops``, the accuracy with
+        the head mean-ablated (``score`` ``ablated_accuracy``) and ``value``."""
+        frame = head_frame({"ablated_accuracy": self.ablated_accuracy_by_hops}, None,
+                           dims=("layer", "head", "hops"))
+        return frame.drop(columns=["angle"], errors="ignore")
+
 
 @torch.no_grad()
+def _correct(logits: Tensor, batch: ImportanceBatch) -> Tensor:
+    """Per prompt, whether the last position's top token is the answer (1.0 or 0.0)."""
+    return (logits[:, -1].argmax(-1) == batch.answers).float()
+
+
 def causal_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0) -> CausalRoles:
     """Mean-ablate every head and patch every head at every stop (module docstring)."""
 
@@ -259,12 +306,15 @@ def causal_roles(bridge, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0)
 
     tokens = batch.tokens
     clean = by_hops(bridge(tokens)[:, -1].argmax(-1), batch.answers)
+    correct = head_importance(  # each head mean-ablated alone; whether each prompt is right
+        bridge, ImportanceBatch(tokens=tokens, answers=batch.answers), _correct, mode="mean",
+        per_position=True, reference=tokens, heads_per_pass=1, last_token_only=False
+    ).per_prompt.float()
     ablated = torch.zeros(n_layers, n_heads, H)
     for layer in range(n_layers):
-        with ablate_heads(bridge, f"{layer}.0", mode="mean", reference=tokens,
-                          per_position=True):
-            ablated[layer, 0] = torch.tensor(by_hops(bridge(tokens)[:, -1].argmax(-1),
-                                                     batch.answers))
+        ablated[layer, 0] = torch.tensor([
+            float(correct[layer, 0][hops == h].mean()) if (hops == h).any() else float("nan")
+            for h in range(1, H + 1)])
     corrupted = corrupt_answers(task, batch, seed=seed)
     names = z_hook_names(bridge)
     _, cache = bridge.run_with_cache(tokens, names_filter=list(names.values()))

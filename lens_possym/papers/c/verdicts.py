@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
+from ...results_io import ResultIO
 
 __all__ = ["Rule", "RULES", "RunAnalyses", "RuleResult", "mid_rise", "relative_spread",
            "convergence_step", "judge_seed", "judge_theory", "verdict", "ROW_KEYS",
@@ -154,8 +155,8 @@ class RunAnalyses:
     gap_max: dict[int, Tensor] | None = None
 
 
-@dataclass
-class RuleResult:
+@dataclass(repr=False)
+class RuleResult(ResultIO):
     """One rule on one seed: ``holds`` (``None``: an analysis is missing) and what was
     measured (``ours``)."""
 
@@ -163,6 +164,17 @@ class RuleResult:
     holds: bool | None
     ours: str
     values: dict = field(default_factory=dict)
+
+    FORMAT = "lens-possym/paper-c-rule@1"
+
+    def summary(self) -> dict:
+        return {"key": self.key, "holds": self.holds, "ours": self.ours}
+
+    def _table(self):
+        """One row: ``key``, ``holds``, ``ours``."""
+        import pandas as pd
+
+        return pd.DataFrame([self.summary()])
 
 
 # ---- definitions ----------------------------------------------------------------------------

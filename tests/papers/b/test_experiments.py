@@ -15,7 +15,7 @@ from lens_possym.papers.b.tasks import DistanceTask
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TINY = replace(pb.with_steps(pb.PRESETS["cpu"], 3), eval_size=32, analysis_size=32,
+TINY = replace(pb.with_steps(pb.ENCODER_PRESETS["cpu"], 3), eval_size=32, analysis_size=32,
                profile_prompts=2,
                model=dict(n_layers=2, n_heads=4, d_model=16, d_head=4, d_ff=16, d_latent=8),
                tasks={"distance": dict(n_ctx=12, max_between=5, max_side=3, n_words=8),
@@ -23,7 +23,7 @@ TINY = replace(pb.with_steps(pb.PRESETS["cpu"], 3), eval_size=32, analysis_size=
 
 
 def test_presets():
-    paper = pb.PRESETS["paper"]
+    paper = pb.ENCODER_PRESETS["paper"]
     assert paper.model == dict(n_layers=6, n_heads=16, d_model=256, d_head=16, d_ff=512,
                                d_latent=128)
     assert paper.data == "fixed" and paper.sentences == {"distance": 100_000, "count": 50_000}
@@ -35,25 +35,25 @@ def test_presets():
     assert mla.batch_size == 1024 and mla.steps == 150 * 69
     with pytest.raises(InvalidSelectionError, match="epoch_size"):
         paper.train_config("distance", "rope", 0, None)
-    length = pb.PRESETS["paper-length"]
-    assert length.model == pb.PRESETS["cpu"].model and length.data == "stream"
+    length = pb.ENCODER_PRESETS["paper-length"]
+    assert length.model == pb.ENCODER_PRESETS["cpu"].model and length.data == "stream"
     for preset in (paper, length):
-        task = pb.make_task(preset, "distance")
+        task = pb.preset_task(preset, "distance")
         assert task.n_ctx == 128 and task.max_len == 120 and task.n_classes == 72
         assert task.max_between == 70
-        count = pb.make_task(preset, "count")
+        count = pb.preset_task(preset, "count")
         assert count.n_classes == 101 and count.max_len == 120 and count.n_triggers == 30
-    assert pb.make_task(paper, "count").n_sentences == 50_000
-    faithful = pb.make_model(length, pb.make_task(length, "count"), "rope-k1", "faithful")
+    assert pb.preset_task(paper, "count").n_sentences == 50_000
+    faithful = pb.make_model(length, pb.preset_task(length, "count"), "rope-k1", "faithful")
     assert faithful.cfg.init == "torch" and faithful.cfg.dropout == 0.0
     assert faithful.cfg.activation == "relu" and faithful.cfg.rope_heads == 1
     assert paper.faithful_model == {"init": "torch", "dropout": 0.1}
-    intended = pb.make_model(length, pb.make_task(length, "count"), "mla", "intended")
+    intended = pb.make_model(length, pb.preset_task(length, "count"), "mla", "intended")
     assert intended.cfg.init == "normal" and intended.cfg.dropout == 0.0
 
 
 def test_paper_length_grid_names_every_claimed_scheme():
-    cells = pb.grid_cells(seeds=(0, 1, 2), preset=pb.PRESETS["paper-length"])
+    cells = pb.grid_cells(seeds=(0, 1, 2), preset=pb.ENCODER_PRESETS["paper-length"])
     keys = {c.key for c in cells}
     assert len(cells) == len(keys) == 3 * 2 * (10 + 9)
     for label in ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k1",
@@ -64,13 +64,13 @@ def test_paper_length_grid_names_every_claimed_scheme():
 
 
 def test_data_regime_option():
-    fixed = pb.with_data(pb.PRESETS["paper-length"], "fixed", epochs=3)
+    fixed = pb.with_data(pb.ENCODER_PRESETS["paper-length"], "fixed", epochs=3)
     assert fixed.name == "paper-length+fixed" and fixed.epochs == 3
     assert fixed.sentences == {"distance": 100_000, "count": 50_000}
-    assert pb.with_data(pb.PRESETS["paper"], "stream").data == "stream"
-    assert pb.with_data(pb.PRESETS["cpu"], "stream") is pb.PRESETS["cpu"]
+    assert pb.with_data(pb.ENCODER_PRESETS["paper"], "stream").data == "stream"
+    assert pb.with_data(pb.ENCODER_PRESETS["cpu"], "stream") is pb.ENCODER_PRESETS["cpu"]
     with pytest.raises(InvalidSelectionError):
-        pb.with_data(pb.PRESETS["cpu"], "epochs")
+        pb.with_data(pb.ENCODER_PRESETS["cpu"], "epochs")
 
 
 def test_fixed_regime_cell_trains_for_epochs(tmp_path):
@@ -135,6 +135,30 @@ def test_other_cells_analyse(cell, site, has_probe, tmp_path):
     assert (data["probe"] is not None) == has_probe
     pos = torch.tensor(data["profile"]["pos"])
     assert pos.shape == (2, 4) and pos.isfinite().all()
+
+
+@pytest.mark.parametrize("label, variant", [("rope", "intended"), ("t5", "intended"),
+                                            ("alibi", "faithful")])
+def test_ablation_grid_is_each_head_zeroed_alone_then_evaluated(label, variant):
+    """The core's head_importance gives exactly the accuracies of the written-out loop (one
+    head's hook_z zeroed, the loop's evaluate), and leaves the model in the mode it found."""
+    from lens_possym.interventions import ablate_heads
+    from lens_possym.training import evaluate
+
+    task = pb.preset_task(TINY, "distance")
+    model = pb.make_model(replace(TINY, faithful_model={"init": "torch", "dropout": 0.1}),
+                          task, label, variant)
+    batch = task.test_set(32, seed=1)
+    grid = pb.ablation_grid(model.train(), task, batch)
+    assert model.training
+    model.eval()
+    expected = torch.zeros(2, 4)
+    with torch.no_grad():
+        for layer in range(2):
+            for head in range(4):
+                with ablate_heads(model, [(layer, head)], mode="zero"):
+                    expected[layer, head] = evaluate(model, task, batch).accuracy
+    assert grid.dtype == torch.float32 and torch.equal(grid, expected)
 
 
 def test_deposit_summary():

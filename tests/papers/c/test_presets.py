@@ -7,15 +7,15 @@ import torch
 
 from lens_possym.errors import TrainingError
 from lens_possym.papers.c.gptj import GPTJTaskConfig
-from lens_possym.papers.c.presets import PRESETS, build_run, train_multihop
+from lens_possym.papers.c.presets import MULTIHOP_PRESETS, build_run, train_multihop
 from lens_possym.training.runs import latest_checkpoint, read_checkpoint
 
 
 def test_paper_preset_has_the_paper_sizes():
-    cfg = GPTJTaskConfig(d_vocab=128, **PRESETS["paper"].model)
+    cfg = GPTJTaskConfig(d_vocab=128, **MULTIHOP_PRESETS["paper"].model)
     assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.rotary_dim, cfg.dropout) == (
         12, 1, 128, 128, 0.1)
-    cpu = GPTJTaskConfig(d_vocab=136, **PRESETS["cpu"].model)
+    cpu = GPTJTaskConfig(d_vocab=136, **MULTIHOP_PRESETS["cpu"].model)
     assert cpu.d_model == 64 and cpu.rotary_dim == 64 and cpu.n_layers == 12
     model, task, config = build_run("letter", "tiny")
     assert task.d_vocab == 128 and task.n_ctx == 17 and config.checkpoint_every is None

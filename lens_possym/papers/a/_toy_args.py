@@ -1,13 +1,12 @@
-"""Arguments shared by ``lens-possym train`` and ``lens-possym sweep``."""
+"""Options shared by paper A's commands ``lens-possym train`` and ``lens-possym sweep``: the
+canonical task, the toy model's frequencies, the training settings."""
 
 from __future__ import annotations
 
 import argparse
-import functools
-from contextlib import contextmanager
-from typing import Callable
 
-from ._types import non_negative_int, positive_float, positive_int
+from ... import interventions, training
+from ...cli._types import non_negative_int, positive_float, positive_int
 
 
 def add_task_args(parser: argparse.ArgumentParser) -> None:
@@ -22,9 +21,7 @@ def add_task_args(parser: argparse.ArgumentParser) -> None:
                         "induction: number of entities (default 8)")
 
 
-def make_task_from(args):
-    from ..training.tasks import make_task
-
+def task_from_args(args):
     kwargs = {}
     if args.task == "index":
         if args.length is not None:
@@ -36,17 +33,17 @@ def make_task_from(args):
             kwargs["n_pairs"] = args.length
         if args.vocab is not None:
             kwargs["n_entities"] = args.vocab
-    return make_task(args.task, **kwargs)
+    return training.make_task(args.task, **kwargs)
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
+def add_toy_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-freqs", type=positive_int, default=16,
                         help="rotating frequency ids on the standard schedule (default 16); "
                         "the θ=0 tail is id N")
     parser.add_argument("--rope-base", type=positive_float, default=10000.0)
 
 
-def model_kwargs_from(args) -> dict:
+def toy_model_kwargs(args) -> dict:
     return {"n_freqs": args.n_freqs, "rope_base": args.rope_base}
 
 
@@ -67,38 +64,13 @@ def add_train_args(parser: argparse.ArgumentParser) -> None:
                         "machine); 0 keeps torch's default")
 
 
-@contextmanager
-def apply_threads(args):
-    """Use ``--threads`` torch CPU threads while the command runs, then restore the count."""
-    import torch
-
-    before = torch.get_num_threads()
-    if args.threads and args.threads > 0:
-        torch.set_num_threads(args.threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command's ``run(args)`` under :func:`apply_threads` (``train`` and ``sweep``)."""
-    @functools.wraps(run)
-    def threaded(args: argparse.Namespace) -> int:
-        with apply_threads(args):
-            return run(args)
-    return threaded
-
-
 def train_config_from(args, **overrides):
-    from ..training.loop import TrainConfig
-
     given = dict(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                  eval_every=args.eval_every, target_accuracy=args.target_accuracy)
     settings = {k: v for k, v in given.items() if v is not None}
     settings["device"] = args.device
     settings.update(overrides)
-    return TrainConfig(**settings)
+    return training.TrainConfig(**settings)
 
 
 def parse_ids(text: str | None, config) -> list[int] | None:
@@ -106,6 +78,4 @@ def parse_ids(text: str | None, config) -> list[int] | None:
     ``"low"``), checked against a toy model's ``config``; ``None``/``"all"`` → ``None``."""
     if text is None or text.strip().lower() == "all":
         return None
-    from ..interventions.selection import parse_freqs
-
-    return list(parse_freqs(text, config))
+    return list(interventions.parse_freqs(text, config))

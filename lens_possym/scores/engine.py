@@ -1,0 +1,295 @@
+"""The score engine: every layer of every model scored through one path.
+
+:func:`score_layers` is what :func:`~lens_possym.scores.swap_scores`,
+:func:`~lens_possym.scores.sites.site_swap_scores`,
+:func:`~lens_possym.scores.profile.per_prompt_scores` and the dataset profile run. The
+model is resolved once (:func:`lens_possym.resolved.resolve`); each chosen layer is then
+
+1. **described** by its RoPE geometry (every layer of an all-RoPE model, one capture pass
+   for all of them) or by its positional scheme (:class:`~lens_possym.positions.LayerScheme`);
+2. **asked for its cross-logits** through one protocol
+   (:class:`~lens_possym.scores.sources.CrossLogitSource`): RoPE layers supply their
+   per-frequency factors (:class:`~lens_possym.scores.CrossLogitFactors`), every other
+   scheme a matrix (:class:`~lens_possym.scores.matrix.CrossLogitMatrix`), both checked
+   against the model's own attention first;
+3. **scored** in closed form (:func:`closed_form_scores`: the per-frequency kernel of
+   :mod:`.exact` for factors, :func:`~lens_possym.scores.matrix.matrix_swap_scores` for
+   matrices) or by the re-run reference (:func:`rerun_scores`, one prompt at a time);
+4. **given its exclusion** (:func:`exclusion_keys`, :func:`exclusion_scores`) where the
+   site has a closed form;
+
+and comes out as one :class:`~lens_possym.scores.layer.LayerScores`, which
+:func:`~lens_possym.scores.layer.assemble` turns into the result.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .._inputs import ModelInput, as_heads, as_layers
+from ..capture import AttentionInputs, capture_attention_inputs
+from ..decompose import decompose_inputs
+from ..errors import InvalidSelectionError, NoFrequenciesError, UnsupportedModelError
+from ..positions import LayerScheme
+from ..positions.base import PositionalScheme
+from ..positions.rope import Rope
+from ..resolved import Resolved, resolve
+from ..rope import RopeSpec
+from ..typing import HookedModel
+from .config import ScoreConfig
+from .crosslogits import CrossLogitFactors, cross_logit_factors
+from .exact import SwapScores, exact_swap_scores
+from .exclusion import Exclusion, exclusion_from_factors, exclusion_from_matrix
+from .guards import check_finite
+from .inputs import cache_positions, guard_hooks, resolve_for_input
+from .layer import LayerScores, assemble
+from .matrix import frequency_matrix_swap_scores, matrix_swap_scores
+from .rerun import rerun_site_scores, rerun_swap_scores
+from .sources import (CrossLogitSource, check_against_model, closed_form_refusal, layer_visible,
+                      matrix_source)
+from .swaps import SwapSet, swap_set
+
+__all__ = ["score_model", "score_layers", "layer_grid", "closed_form_scores", "rerun_scores",
+           "exclusion_keys", "exclusion_scores", "per_frequency_available"]
+
+#: one layer as the engine sees it: its RoPE geometry (every layer of an all-RoPE model)
+#: or its positional scheme
+Layer = Union[RopeSpec, LayerScheme]
+
+
+def _layers(resolved: Resolved) -> list[Layer]:
+    """Every layer's description: RoPE specs where every layer is RoPE (models that
+    describe themselves with ``lens_possym_rope_specs()`` included), schemes otherwise."""
+    return list(resolved.specs) if resolved.all_rope else list(resolved.schemes)
+
+
+def _scheme(layer: Layer) -> PositionalScheme:
+    return Rope(spec=layer) if isinstance(layer, RopeSpec) else layer.scheme
+
+
+def _has_factors(layer: Layer) -> bool:
+    """RoPE: the layer supplies per-frequency factors (from captured q and k)."""
+    return isinstance(_scheme(layer), Rope)
+
+
+def _frequencies_scored(layer: Layer, method: str) -> bool:
+    """Whether the engine scores this layer per frequency with ``method``: RoPE (closed
+    form and re-run), and in closed form every other scheme with frequencies (it supplies
+    its terms: MLA, RoPE on some heads)."""
+    scheme = _scheme(layer)
+    return isinstance(scheme, Rope) or (scheme.has_frequencies and method == "exact")
+
+
+def per_frequency_available(model: HookedModel | Resolved, config: ScoreConfig,
+                            layers: int | Sequence[int] | None = None) -> bool:
+    """Whether the chosen ``layers`` can be scored per frequency with ``config``: at the
+    ``"layer"`` site, every one RoPE or (in closed form) MLA or RoPE on some heads.
+    :func:`~lens_possym.scores.swap_scores` left at its defaults scores per frequency only
+    then (and whole heads otherwise), instead of refusing the model."""
+    described = _layers(resolve(model))
+    chosen = as_layers(layers, len(described))
+    return config.swap_site == "layer" and all(
+        _frequencies_scored(described[layer], config.method) for layer in chosen)
+
+
+def _check_per_frequency(described: list[Layer], chosen: list[int], config: ScoreConfig) -> None:
+    if not config.per_frequency:
+        return
+    for layer in chosen:
+        scheme = _scheme(described[layer])
+        if not scheme.has_frequencies:
+            raise NoFrequenciesError(
+                f"layer {layer} is a {scheme.name} layer: it has no frequencies to score; "
+                f"pass per_frequency=False")
+    if config.swap_site != "layer" or not all(
+            _frequencies_scored(described[layer], config.method) for layer in chosen):
+        raise InvalidSelectionError(
+            f"per-frequency scores are computed at the 'layer' site only (swap_site="
+            f"{config.swap_site!r}), for RoPE layers, and in closed form for MLA layers and "
+            f"RoPE on some heads (method='exact'); pass per_frequency=False")
+
+
+def layer_grid(model: HookedModel | Resolved) -> dict[str, int]:
+    """The ``[n_layers, n_heads, n_freqs]`` grid every layer's scores are placed in (the
+    largest layer's heads and frequencies; smaller layers are padded with ``nan``)."""
+    described = _layers(resolve(model))
+
+    def n_freqs(layer: Layer) -> int:
+        if isinstance(layer, RopeSpec):
+            return layer.n_freqs
+        scheme = layer.scheme
+        return len(scheme.frequency_angles()) if scheme.has_frequencies else 0
+
+    return {"n_layers": len(described), "n_heads": max(layer.n_heads for layer in described),
+            "n_freqs": max(n_freqs(layer) for layer in described)}
+
+
+def score_layers(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig,
+                 layers: int | Sequence[int] | None = None,
+                 heads: int | Sequence[int] | None = None, progress: bool = False
+                 ) -> tuple[Int[Tensor, "batch pos"] | None, ScoreConfig, list[LayerScores]]:
+    """The chosen layers scored per prompt: ``(tokens, config, results)``, ``tokens``
+    ``None`` for an activation cache, ``config`` resolved for this input and ``results``
+    one :class:`LayerScores` per chosen layer."""
+    resolved = resolve(model)
+    described = _layers(resolved)
+    chosen = as_layers(layers, len(described))
+    tokens, config = resolve_for_input(resolved, input, config)
+    if tokens is None and config.swap_site != "layer":
+        raise InvalidSelectionError(
+            f"swap_site={config.swap_site!r} runs the model (its embeddings, or its key path "
+            "on moved rows), which an activation cache does not hold; pass the tokens")
+    if tokens is not None:  # a cache: nothing runs, so hooks on the model change nothing
+        guard_hooks(resolved, described, chosen, config)
+    _check_per_frequency(described, chosen, config)
+    with_factors = [layer for layer in chosen if _has_factors(described[layer])]
+    captured = capture_attention_inputs(
+        resolved.model, input if tokens is None else tokens, with_factors,
+        query_positions=config.query_position) if with_factors else {}
+    results = [score_layer(resolved, tokens, described[layer], captured.get(layer),
+                           as_heads(heads, described[layer].n_heads, layer), config)
+               for layer in tqdm(chosen, desc="scoring layers", disable=not progress,
+                                 leave=False)]
+    check_finite(results, config.nonfinite)
+    return tokens, config, results
+
+
+def score_model(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig,
+                layers: int | Sequence[int] | None = None,
+                heads: int | Sequence[int] | None = None, progress: bool = False):
+    """:func:`score_layers`, assembled into a :class:`~lens_possym.scores.PosSymScores`."""
+    resolved = resolve(model)
+    tokens, config, results = score_layers(resolved, input, config, layers, heads, progress)
+    n_tokens = tokens.shape[1] if tokens is not None else cache_positions(resolved.specs, input)
+    return assemble(results, config, **layer_grid(resolved), n_tokens=n_tokens,
+                    model_name=str(getattr(getattr(resolved.model, "cfg", None),
+                                           "model_name", "")))
+
+
+def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
+                inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig
+                ) -> LayerScores:
+    """One layer's scores of ``heads``: its cross-logit source, then the closed form (or
+    the re-run) and the exclusion. ``inputs``: the layer's captured q and k (RoPE)."""
+    source, visible = _source(resolved, tokens, layer, inputs, heads, config)
+    qpos = config.query_position
+    swaps = swap_set(config.swap, qpos, visible, exclude_bos=config.exclude_bos,
+                     n_blocks=config.n_blocks)
+    if config.method == "exact":
+        result = closed_form_scores(source, swaps, config)
+    else:
+        result = rerun_scores(resolved, tokens, layer, heads, swaps, config)
+    scheme = _scheme(inputs.spec if inputs is not None else layer)
+    angles = scheme.frequency_angles() if scheme.has_frequencies else torch.zeros(0)
+    out = LayerScores(layer=layer.layer, heads=heads, angles=angles, pos=result.pos,
+                      sym=result.sym, pos_freq=result.pos_freq, sym_freq=result.sym_freq)
+    if config.exclusion and source is not None:
+        keys = exclusion_keys(qpos, visible, config.exclude_bos)
+        if len(keys) >= 2:
+            head_ex, freq_ex = exclusion_scores(source, keys, config)
+            out.exclusion_ratio, out.balance = head_ex.ratio, head_ex.balance
+            if freq_ex is not None:
+                out.exclusion_ratio_freq, out.balance_freq = freq_ex.ratio, freq_ex.balance
+    return out
+
+
+def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
+            inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig
+            ) -> tuple[CrossLogitSource | None, Bool[Tensor, "pos"]]:
+    """The layer's :class:`CrossLogitSource` (``None`` where the site has no closed form
+    and the method re-runs, or nothing needs it) and the keys its query row sees, after
+    checking the source against the model."""
+    refusal = closed_form_refusal(_scheme(layer), layer.layer, config.swap_site)
+    if refusal is not None and config.method == "exact":
+        raise InvalidSelectionError(refusal)
+    if inputs is not None:                                   # RoPE: factors
+        spec = inputs.spec
+        if config.method == "exact" and spec.extra.get("attention_sinks"):
+            # GPT-OSS: a learned per-head sink logit joins the softmax; the closed form's
+            # post-swap normaliser has no term for it (per head it would be off by ~1e-2)
+            raise UnsupportedModelError(
+                f"layer {spec.layer} ({spec.family}) has attention sinks, which the "
+                "closed-form swap scores do not model; score it with method='rerun'")
+        if config.check:
+            decompose_inputs(inputs, heads).check()
+        visible = inputs.mask()[0].to(inputs.k.device)
+        if refusal is not None:
+            return None, visible
+        return cross_logit_factors(inputs, heads, dtype=config.torch_dtype,
+                                   max_matrix_elements=config.max_matrix_elements), visible
+    qpos = config.query_position
+    visible = layer_visible(layer, qpos, tokens.shape[1])
+    if refusal is not None or not (config.method == "exact" or config.exclusion):
+        return None, visible
+    source = matrix_source(resolved, tokens, layer, heads, qpos, config.swap_site,
+                           config.torch_dtype)
+    if config.check:
+        check_against_model(resolved, tokens, layer, heads, qpos, source.head_full())
+    return source, visible
+
+
+def closed_form_scores(source: CrossLogitSource, swaps: SwapSet, config: ScoreConfig
+                       ) -> SwapScores:
+    """Every swap of one layer scored without a forward pass: factors (RoPE) by
+    :func:`~lens_possym.scores.exact.exact_swap_scores` (its per-frequency kernel),
+    matrices by :func:`~lens_possym.scores.matrix.matrix_swap_scores` (per frequency, each
+    term as a head of its own)."""
+    if isinstance(source, CrossLogitFactors):
+        return exact_swap_scores(source, swaps, tau=config.tau,
+                                 per_frequency=config.per_frequency, cosine=config.cosine,
+                                 max_elements=config.max_elements)
+    pos, sym = matrix_swap_scores(source.head_full(), swaps, tau=config.tau)
+    if not config.per_frequency:
+        return SwapScores(pos, sym)
+    return SwapScores(pos, sym, *frequency_matrix_swap_scores(source.frequency_full(), swaps,
+                                                               tau=config.tau))
+
+
+def rerun_scores(model: HookedModel | Resolved, tokens: Tensor, layer: Layer,
+                 heads: list[int], swaps: SwapSet, config: ScoreConfig) -> SwapScores:
+    """The re-run reference, one prompt at a time: RoPE layers at the ``"layer"`` site by
+    :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too), any layer at
+    any site by :func:`~lens_possym.scores.rerun.rerun_site_scores`."""
+    resolved = resolve(model)
+
+    def one(prompt: Tensor) -> SwapScores:
+        if _has_factors(layer) and config.swap_site == "layer":
+            return rerun_swap_scores(resolved, prompt, layer.layer, heads, swaps,
+                                     tau=config.tau, per_frequency=config.per_frequency,
+                                     cosine=config.cosine, batch_size=config.batch_size)
+        return SwapScores(*rerun_site_scores(resolved, prompt, layer, heads, swaps,
+                                             config.swap_site, tau=config.tau,
+                                             batch_size=config.batch_size))
+
+    rows = [one(tokens[b : b + 1]) for b in range(tokens.shape[0])]
+    cat = lambda name: None if getattr(rows[0], name) is None else torch.cat(  # noqa: E731
+        [getattr(r, name) for r in rows])
+    return SwapScores(cat("pos"), cat("sym"), cat("pos_freq"), cat("sym_freq"))
+
+
+def exclusion_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bos: bool
+                   ) -> Int[Tensor, "key"]:
+    """The keys Theorem 1 permutes: every position before the query that it sees
+    (position 0 left out with ``exclude_bos``)."""
+    keys = torch.arange(int(exclude_bos), query_position, device=visible.device)
+    return keys[visible[keys]]
+
+
+def exclusion_scores(source: CrossLogitSource, keys: Int[Tensor, "key"], config: ScoreConfig
+                     ) -> tuple[Exclusion, Exclusion | None]:
+    """Theorem 1 over ``keys``, per head and (``config.per_frequency``) per frequency:
+    from the factors in ``O(n)`` per frequency, or from the matrices' ``keys × keys``
+    blocks (``None`` per frequency where the source has no terms)."""
+    if isinstance(source, CrossLogitFactors):
+        return exclusion_from_factors(source, keys, per_frequency=config.per_frequency,
+                                      max_elements=config.max_elements)
+    block = (..., keys[:, None], keys[None, :])
+    head = exclusion_from_matrix(source.head_full()[block])
+    if not (config.per_frequency and source.has_frequencies):
+        return head, None
+    return head, exclusion_from_matrix(source.frequency_full()[block])

@@ -1,0 +1,194 @@
+r"""Where a layer's cross-logits come from: the score engine's per-layer protocol.
+
+Paper A's Definition 2 swaps contents and keeps positions. Where a swap does that depends on
+where position enters (:mod:`lens_possym.positions`), so the *swap site* picks which
+cross-logit matrix :math:`C[p, c]` (the logit content :math:`c` gets at position :math:`p`)
+the closed form reads:
+
+* ``"layer"``: swap rows of the layer input ``blocks.{L}.hook_resid_pre``. Right where
+  position enters *inside* the head (RoPE, ALiBi/T5/table biases, MLA, NoPE): the rows are
+  contents, and the head adds position itself. For an absolute-PE model it is the pitfall:
+  each row carries its own position, so the swap moves position along with content and
+  every head scores :math:`s_{SYM} = 1` by construction (a test pins this).
+* ``"content"``: swap only the content part of an absolute-PE model's input, the token
+  embeddings (``hook_embed``), keeping the position embeddings. At layer 0 this has a
+  closed form: :math:`C[p, c] = s\,q_n\cdot k(\mathrm{LN}(e_c + P_p))`, computed by running
+  the layer's key path on all :math:`n^2` (content, position) rows at once. For an inside
+  scheme the layer input is all content, so ``"content"`` is ``"layer"``.
+* ``"input"``: swap token ids at the input and re-run the model from the embeddings. The
+  reference for any layer and scheme; no closed form past layer 0 (every earlier layer sees
+  the swap), so ``method="exact"`` refuses it there (:func:`closed_form_refusal`).
+
+Every layer supplies its :math:`C` through one protocol, :class:`CrossLogitSource`:
+``visible``, ``head_full()`` (:math:`C[b, h, p, c]`) and, where the scheme has frequencies,
+``frequency_full()`` (:math:`C_f`). A RoPE layer supplies its rank-2 per-frequency factors
+(:class:`~lens_possym.scores.CrossLogitFactors`, from one capture pass); every other
+scheme a :class:`~lens_possym.scores.matrix.CrossLogitMatrix` (:func:`matrix_source`). The
+engine (:mod:`.engine`) scores factors with :mod:`.exact`'s per-frequency kernel and
+matrices with :func:`~lens_possym.scores.matrix.matrix_swap_scores`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+from einops import einsum
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from .._precision import is_half, model_tolerance
+from ..capture import capture_attention_inputs, run_capturing
+from ..errors import DecompositionMismatchError, InvalidSelectionError
+from ..positions import LayerScheme, causal_visible
+from ..positions._bridge import keys_for_heads
+from ..positions.absolute import Absolute
+from ..positions.base import PositionalScheme
+from ..positions.mla import MLA, mla_parts
+from ..positions.rope import Rope
+from ..resolved import Resolved, model_of
+from ..typing import HookedModel
+from .crosslogits import cross_logit_factors
+from .matrix import CrossLogitMatrix
+
+__all__ = ["CrossLogitSource", "closed_form_refusal", "matrix_source", "site_cross_logits",
+           "check_against_model", "PATTERN_TOLERANCE"]
+
+
+@runtime_checkable
+class CrossLogitSource(Protocol):
+    """What the closed form reads from one layer's query row, for chosen heads: RoPE's
+    :class:`~lens_possym.scores.CrossLogitFactors` or a
+    :class:`~lens_possym.scores.matrix.CrossLogitMatrix`."""
+
+    visible: Bool[Tensor, "pos"]
+
+    def head_full(self) -> Float[Tensor, "batch head_index pos pos"]:
+        """The whole-head :math:`C` (rows: position, columns: content; ``-inf`` where the
+        query cannot see)."""
+
+    def frequency_full(self) -> Float[Tensor, "batch head_index freq pos pos"]:
+        """The per-frequency :math:`C_f` (schemes with frequencies)."""
+
+
+def closed_form_refusal(scheme: PositionalScheme, layer: int, site: str) -> str | None:
+    """Why ``site`` has no closed form at ``layer`` under ``scheme`` (``None``: it has one):
+    ``"input"`` past layer 0, and ``"content"``/``"input"`` past layer 0 of an absolute-PE
+    model. Then ``method="rerun"`` scores it and the exclusion is not computed."""
+    absolute = isinstance(scheme, Absolute)
+    if site == "input" and layer > 0:
+        return (
+            f"swapping token ids at the input changes every layer before layer {layer}, so "
+            f"there is no closed form; use method='rerun' (or swap_site='layer'"
+            f"{'' if absolute else ', which is Definition 2 for this scheme'})")
+    if absolute and site in ("content", "input") and layer > 0:
+        return (
+            f"the content of an absolute-PE model is separate from position only at "
+            f"layer 0; for layer {layer} use method='rerun' (swap_site='content' or "
+            f"'input' re-runs the model from its embeddings)")
+    return None
+
+
+def layer_visible(ls: LayerScheme, qpos: int, n_pos: int) -> Bool[Tensor, "pos"]:
+    """Keys the query row at ``qpos`` sees in layer ``ls`` (causal, its window)."""
+    return causal_visible(qpos, n_pos, ls.scheme.window)
+
+
+def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerScheme,
+                               heads: list[int], qpos: int) -> Tensor:
+    """``C[b, h, p, c]`` at layer 0 of an absolute-PE model: content ``c``'s token embedding
+    plus position ``p``'s embedding, through the layer's own norm and key projection."""
+    names = ["hook_embed", "hook_pos_embed", ls.q_hook]
+    got = run_capturing(model, tokens, names)
+    embed, pos_embed = got["hook_embed"], got["hook_pos_embed"]
+    q = got[ls.q_hook][:, qpos][:, heads]                                 # [b, h, d]
+    batch, n_pos, _ = embed.shape
+    out = []
+    for b in range(batch):
+        rows = embed[b][:, None] + pos_embed[b][None]                     # [c, p, d_model]
+
+        def place(tensor: Tensor, hook) -> Tensor:
+            return rows.to(tensor)
+
+        keys = run_capturing(model, tokens[b : b + 1].expand(n_pos, -1), [ls.k_hook],
+                             fwd_hooks=[(f"blocks.{ls.layer}.hook_resid_pre", place)])[ls.k_hook]
+        keys = keys_for_heads(keys, heads, ls.n_heads)                    # [c, p, h, d]
+        logits = einsum(q[b], keys, "head_index d_head, content pos head_index d_head"
+                        " -> head_index pos content")
+        out.append(logits * ls.scheme.scale)
+    full = torch.stack(out)
+    visible = layer_visible(ls, qpos, n_pos).to(full.device)
+    return full.masked_fill(~visible[:, None], float("-inf"))
+
+
+def _mla_inputs(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
+    got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+    return mla_parts(got[ls.q_hook][:, heads], got[ls.k_hook][:, heads], ls.d_content,
+                     ls.scheme, qpos)
+
+
+def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
+                  heads: list[int], qpos: int, site: str, dtype: torch.dtype = torch.float64
+                  ) -> CrossLogitMatrix:
+    """The cross-logits of a layer whose scheme has no factors, at ``site`` (one run of
+    the model for the layer's q and k; :func:`closed_form_refusal` must have passed).
+    Schemes with frequencies supply their per-frequency terms too: MLA (its RoPE pairs,
+    then its content part) and RoPE on some heads (its pairs; 2-D NoPE parts on the
+    heads that do not rotate)."""
+    model = model_of(model)
+    scheme = ls.scheme
+    visible = layer_visible(ls, qpos, tokens.shape[1])
+    if isinstance(scheme, Absolute) and site in ("content", "input"):
+        cross = _content_site_cross_logits(model, tokens, ls, heads, qpos).to(dtype)
+        return CrossLogitMatrix(cross, visible)
+    if isinstance(scheme, MLA):
+        parts = _mla_inputs(model, tokens, ls, heads, qpos)
+        return CrossLogitMatrix(scheme.mla_cross_logits(*parts, qpos).to(dtype), visible,
+                                terms_of=lambda: scheme.frequency_cross_logits(*parts, qpos))
+    got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+    q = got[ls.q_hook][:, qpos][:, heads].to(dtype)
+    k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads).to(dtype)
+    terms_of = None
+    if scheme.has_frequencies:  # e.g. RoPE on some heads: one C_f per pair, on every head
+        terms_of = lambda: scheme.frequency_cross_logits(q, k, qpos)  # noqa: E731
+    return CrossLogitMatrix(scheme.cross_logits(q, k, qpos), visible, terms_of)
+
+
+def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
+                      heads: list[int], qpos: int, site: str, dtype: torch.dtype = torch.float64
+                      ) -> Float[Tensor, "batch head_index pos pos"]:
+    """The cross-logit matrix whose entries the swaps at ``site`` produce (rows: position,
+    columns: content; ``-inf`` where the query cannot see): the ``head_full()`` of the
+    layer's :class:`CrossLogitSource`.
+
+    Raises:
+        InvalidSelectionError: the site has no closed form here (``"input"`` past layer 0,
+            ``"content"`` past layer 0 of an absolute-PE model): use ``method="rerun"``.
+    """
+    refusal = closed_form_refusal(ls.scheme, ls.layer, site)
+    if refusal is not None:
+        raise InvalidSelectionError(refusal)
+    if isinstance(ls.scheme, Rope):
+        inputs = capture_attention_inputs(model_of(model), tokens, ls.layer,
+                                          query_positions=qpos)[ls.layer]
+        return cross_logit_factors(inputs, heads, dtype=dtype).head_full()
+    return matrix_source(model, tokens, ls, heads, qpos, site, dtype).head_full()
+
+
+#: largest |softmax(diag C) − model pattern| accepted by the check in a float32 (or wider)
+#: model; a half-precision model's at its dtype's rounding (``_precision.model_tolerance``)
+PATTERN_TOLERANCE = 1e-5
+
+
+def check_against_model(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
+                        heads: list[int], qpos: int, cross: Tensor) -> None:
+    """The clean row of ``C`` must give the model's own attention: a wrong scheme (slopes,
+    scale, window) shows here before any score is computed."""
+    pattern = run_capturing(model_of(model), tokens, [ls.pattern_hook])[ls.pattern_hook][:, heads, qpos]
+    implied = torch.softmax(torch.diagonal(cross, dim1=-2, dim2=-1), -1)
+    error = float((implied - pattern.to(implied)).abs().max())
+    tolerance = model_tolerance(pattern.dtype) if is_half(pattern.dtype) else PATTERN_TOLERANCE
+    if error > tolerance:
+        raise DecompositionMismatchError(
+            f"layer {ls.layer}: the {ls.scheme.name} scheme read from this model misses its "
+            f"attention by {error:.3g}; report the family (check=False skips this check)")
