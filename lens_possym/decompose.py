@@ -109,6 +109,13 @@ class FrequencyLogits(ResultIO):
     def layer(self) -> int:
         return self.spec.layer
 
+    def summary(self) -> dict[str, Any]:
+        """Where the terms come from, their shape and the check against the model."""
+        batch, _, n_queries, n_keys, n_freqs = self.terms.shape
+        return {"layer": self.layer, "heads": list(self.heads), "n_prompts": batch,
+                "n_queries": n_queries, "n_keys": n_keys, "n_freqs": n_freqs,
+                "max_abs_error": self.max_abs_error, "checked_against": self.checked_against}
+
     # ---- tables, files, repr (ResultIO) --------------------------------------------------
 
     def _table(self):

@@ -521,6 +521,19 @@ def _multihop_preset():
     return MULTIHOP_PRESETS["paper"]
 
 
+def _intervention():
+    from lens_possym.interventions import Intervention
+
+    return Intervention("ablate_frequencies", {"1.0": "low", "0.2": "0:4"}, mode="mean",
+                        per_position=True)
+
+
+def _intervention_spec():
+    from lens_possym.interventions import Intervention, InterventionSpec
+
+    return InterventionSpec((_intervention(), Intervention("patch_heads", "1.0", positions=-1)))
+
+
 def _make(path: str, **kwargs):
     module, _, name = path.rpartition(".")
 
@@ -558,6 +571,9 @@ CONFIGS = {
         _make("lens_possym.papers.c.gptj.GPTJTaskConfig", d_vocab=8, rotary_dim=64),
         {"d_model": 100, "n_heads": 3}),
     "lens_possym.papers.c.presets.MultiHopPreset": (_multihop_preset, {"name": ""}),
+    "lens_possym.interventions.spec.Intervention": (_intervention, {"mode": "half"}),
+    "lens_possym.interventions.spec.InterventionSpec": (_intervention_spec,
+                                                        {"interventions": ("12.0",)}),
 }
 
 CONFIG_TYPES = _subclasses(JsonConfig)

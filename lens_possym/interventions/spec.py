@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from .._json import JsonConfig, check_field_types
 from ..errors import InvalidSelectionError
 from ..resolved import Resolved, resolve
 from ..typing import FwdHooks, HookedModel
@@ -88,7 +89,7 @@ def _selection_pairs(selection: Any, freqs: Any) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
-class Intervention:
+class Intervention(JsonConfig):
     """One intervention, as data (module docstring).
 
     Args:
@@ -124,7 +125,7 @@ class Intervention:
     def __post_init__(self, freqs: Any) -> None:
         if self.op not in OPS:
             raise InvalidSelectionError(
-                f"unknown intervention {self.op!r}; choose one of {', '.join(OPS)}")
+                f"unknown intervention {self.op!r} (op); choose one of {', '.join(OPS)}")
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
         if self.selection not in ((), None, [], {}):
             set_("selection", _selection_pairs(self.selection, freqs))
@@ -157,6 +158,7 @@ class Intervention:
         if self.op != "permute_content" and not self.selection:
             raise InvalidSelectionError(
                 f"{self.op} needs a selection, e.g. {{'12.0': '0:16'}} or '12.0,13.1'")
+        check_field_types(self)
 
     def _check_permutation(self) -> None:
         if self.what is None:
@@ -258,16 +260,17 @@ class Intervention:
                 f"not an intervention: {dict(data)!r} (unknown fields {unknown}, or no 'op')")
         return cls(**data)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_json(cls, text: str) -> "Intervention":
-        return cls.from_dict(json.loads(text))
+    def to_json(self, path: str | Path | None = None) -> str:
+        """One line of JSON (also written to ``path`` when given); ``from_json`` reads it
+        back (JsonConfig)."""
+        text = json.dumps(self.to_dict())
+        if path is not None:
+            write_text_atomically(Path(path), text)
+        return text
 
 
 @dataclass(frozen=True)
-class InterventionSpec:
+class InterventionSpec(JsonConfig):
     """Interventions applied together, in order (their hooks are concatenated).
 
     ``InterventionSpec([Intervention(...), ...])``; iterate, index, ``print`` it (one line
@@ -281,7 +284,8 @@ class InterventionSpec:
         bad = [i for i in items if not isinstance(i, Intervention)]
         if bad:
             raise InvalidSelectionError(
-                f"an InterventionSpec holds Intervention objects, got {bad[0]!r}")
+                f"an InterventionSpec holds Intervention objects (interventions), got "
+                f"{bad[0]!r}; build each with Intervention(op, selection, ...)")
         object.__setattr__(self, "interventions", items)
 
     def __iter__(self) -> Iterator[Intervention]:
@@ -321,18 +325,10 @@ class InterventionSpec:
             raise InvalidSelectionError(
                 f"not a lens-possym intervention spec (format {data.get('format')!r}, "
                 f"expected {FORMAT!r})")
+        unknown = sorted(set(data) - {"format", "interventions"})
+        if unknown:
+            raise InvalidSelectionError(
+                f"an intervention spec holds 'format' and 'interventions', not {unknown}")
         return cls(tuple(Intervention.from_dict(d) for d in data.get("interventions", [])))
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1)
-        if path is not None:
-
-            write_text_atomically(Path(path), text)
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "InterventionSpec":
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            text = Path(text_or_path).read_text()
-        return cls.from_dict(json.loads(text))
+    # to_json(path) / from_json(text or path): JsonConfig (indented JSON)

@@ -117,6 +117,13 @@ class Uncertainty(ResultIO):
 
     FORMAT = "lens-possym/uncertainty@1"
 
+    def summary(self) -> dict[str, Any]:
+        """The cells and prompts, how the interval was drawn, and the median standard
+        error over the cells."""
+        return {"n_cells": self.mean.numel(), "n_prompts": self.n_prompts,
+                "confidence": self.confidence, "n_resamples": self.n_resamples,
+                "seed": self.seed, "median_se": float(self.se.double().nanmedian())}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON data (tensors stay tensors; :func:`lens_possym._json.dumps` writes them)."""
         return {"mean": self.mean, "se": self.se, "ci_low": self.low, "ci_high": self.high,

@@ -257,6 +257,15 @@ class TrainResult(ResultIO):
             frame["answer_pos"] = frame["answer_pos"].astype("Int64")
         return frame
 
+    def summary(self) -> dict:
+        """The task, the steps run, the final test accuracy and loss, when the target was
+        reached and the wall time."""
+        final = self.final if self.history else None
+        return {"task": self.task, "steps_run": self.steps_run,
+                "test_accuracy": None if final is None else final.test_accuracy,
+                "test_loss": None if final is None else final.test_loss,
+                "reached_target_at": self.reached_target_at, "train_time_s": self.train_time_s}
+
     def _headline(self) -> list[str]:
         return [f"test_accuracy={self.test_accuracy:.3g}" if self.history else "no evaluations"]
 

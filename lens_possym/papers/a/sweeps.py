@@ -221,6 +221,15 @@ class SweepResult(ResultIO):
                 frame[column] = frame[column].astype("Int64")
         return frame
 
+    def summary(self) -> dict:
+        """The task, the frequency sets and seeds, and each set's mean test accuracy over
+        seeds (``"3+16"`` names a set)."""
+        acc = self.accuracy()
+        return {"task": self.task, "n_runs": len(self.runs), "seeds": list(self.seeds),
+                "accuracy": {"+".join(map(str, ids)): float(acc[i].nanmean())
+                             for i, ids in enumerate(self.freq_sets)},
+                "wall_time_s": self.wall_time_s}
+
     def _headline(self) -> list[str]:
         acc = self.accuracy()
         best = int(acc.nanmean(-1).nan_to_num(-1).argmax()) if acc.numel() else None
