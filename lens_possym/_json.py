@@ -11,16 +11,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
+import types
+import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
 
-from .errors import InvalidSelectionError
+from .errors import InvalidSelectionError, LensPossymError
 from ._files import write_text_atomically
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["to_jsonable", "tensor_from_json", "dumps", "JsonConfig"]
+__all__ = ["to_jsonable", "tensor_from_json", "dumps", "JsonConfig", "check_field_types"]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -56,6 +59,74 @@ def tensor_from_json(data: Any) -> Tensor:
 
 
 C = TypeVar("C", bound="JsonConfig")
+
+
+def check_field_types(config: Any, skip: tuple[str, ...] = (),
+                      error: type[LensPossymError] = InvalidSelectionError) -> None:
+    """Refuse a field whose value is not of its annotated type (``int``, ``float``, ``str``,
+    ``bool``, ``None``, the type of ``Literal`` choices, tuples, dicts and unions of them)
+    before a config's own checks compare or convert it: ``TrainConfig(steps="10")`` is an
+    :class:`~lens_possym.errors.InvalidSelectionError` naming the field, not a
+    ``TypeError`` from inside (``error``: the config's own error class, a
+    :class:`~lens_possym.errors.LensPossymError`). A list stands for a tuple (JSON has no
+    tuples)."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        hint = hints.get(f.name)
+        if not f.init or f.name in skip or hint is None:
+            continue
+        value = getattr(config, f.name)
+        if not _fits(value, hint):
+            raise _wrong_type(error, f"{type(config).__name__}: {f.name} must be "
+                              f"{_type_text(hint)}, got {value!r}")
+
+
+def _wrong_type(error: type[LensPossymError], message: str) -> LensPossymError:
+    return error(message)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is Literal:   # the type only: the config's own check names the choices
+        return any(type(value) is type(a) for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if origin is tuple or hint is tuple:
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0]) for v in value)
+        return not args or (len(args) == len(value) and all(map(_fits, value, args)))
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    if origin is list or hint is list:
+        return isinstance(value, (list, tuple))
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _type_text(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_text(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if hint is type(None):
+        return "None"
+    if origin is tuple:
+        return "a list of " + (_type_text(args[0]) if args and args[-1] is Ellipsis
+                               else f"{len(args)} values")
+    return {int: "an integer", float: "a number", bool: "True or False", str: "a string",
+            dict: "a dict"}.get(origin or hint, getattr(hint, "__name__", str(hint)))
 
 
 class JsonConfig:

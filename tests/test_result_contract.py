@@ -189,16 +189,16 @@ def _checkpoint_scores(ctx):
 
 
 def _toy_sweep(ctx):
-    from lens_possym.papers.a.sweeps import SweepResult, SweepRun
+    from lens_possym.papers.a.sweeps import FrequencySweep, FrequencySweepRun
 
-    return SweepResult(
+    return FrequencySweep(
         task="index", task_config={"n": 8}, model_config={}, train_config={},
         angles=[1.0, 0.1, 0.0], answer_positions=[1, 2],
-        runs=[SweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
+        runs=[FrequencySweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
                        accuracy_by_position=[0.25, math.nan], steps_run=10, train_time_s=0.1,
                        pos_score=0.9, sym_score=0.1, pos_freq=[0.9, 0.5, 0.2],
                        sym_freq=[0.1, 0.4, 0.8]),
-              SweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
+              FrequencySweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
                        accuracy_by_position=[0.5, 1.0], steps_run=10, train_time_s=0.1)])
 
 
@@ -295,6 +295,34 @@ def _rule(ctx):
     return RuleResult("C1", True, "T = 300", {"T": 300.0})
 
 
+def _uncertainty(ctx):
+    from lens_possym.interventions.uncertainty import uncertainty
+
+    values = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(0))
+    values[1, 2] = math.nan
+    return uncertainty(values, -1, n_resamples=50)
+
+
+def _swap_scores(ctx):
+    from lens_possym.scores.exact import SwapScores
+
+    g = torch.Generator().manual_seed(0)
+    r = lambda *shape: torch.rand(*shape, generator=g, dtype=torch.float64)  # noqa: E731
+    return SwapScores(r(2, 4), r(2, 4), r(2, 4, 3), r(2, 4, 3))
+
+
+def _toeplitz_terms(ctx):
+    from lens_possym.positions import toeplitz_terms
+
+    return toeplitz_terms(ctx.model, ctx.tokens[:, :6], 1)
+
+
+def _term_magnitudes(ctx):
+    from lens_possym.positions import toeplitz_magnitudes
+
+    return toeplitz_magnitudes(ctx.model, ctx.tokens[:, :6])
+
+
 def _profile_details(ctx):
     from lens_possym.report.profile import profile_details
 
@@ -318,7 +346,11 @@ RESULTS = {
     "lens_possym.training.trajectories.HeadScores": _head_scores,
     "lens_possym.training.trajectories.CheckpointScores": _checkpoint_scores,
     "lens_possym.report.profile.ProfileDetails": _profile_details,
-    "lens_possym.papers.a.sweeps.SweepResult": _toy_sweep,
+    "lens_possym.interventions.uncertainty.Uncertainty": _uncertainty,
+    "lens_possym.scores.exact.SwapScores": _swap_scores,
+    "lens_possym.positions.toeplitz.ToeplitzTerms": _toeplitz_terms,
+    "lens_possym.positions.toeplitz.TermMagnitudes": _term_magnitudes,
+    "lens_possym.papers.a.sweeps.FrequencySweep": _toy_sweep,
     "lens_possym.papers.c.chain.ChainLens": _chain_lens,
     "lens_possym.papers.c.chain.ChainPatching": _chain_patching,
     "lens_possym.papers.c.discrepancy.LayerGaps": _layer_gaps,
@@ -406,6 +438,22 @@ def _same(a, b, where: str) -> None:
             assert a == b, where
 
 
+def _close(a, b, where: str) -> None:
+    """JSON data equal, numbers to 1e-9 relative."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            _close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and not isinstance(b, bool) and isinstance(b, (int, float)):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (where, a, b)
+    else:
+        assert a == b, (where, a, b)
+
+
 def _same_result(a: ResultIO, b: ResultIO, where: str) -> None:
     assert type(a) is type(b), where
     for f in dataclasses.fields(a):
@@ -435,8 +483,8 @@ def test_result_contract(cls, built, tmp_path):
     assert data["format"] == cls.FORMAT and cls.FORMAT.startswith("lens-possym/")
     back = cls.load(path)
     _same_result(result, back, name)
-    assert back.summary().keys() == summary.keys()
-    assert dumps(back.summary()) == dumps(summary)
+    # the same numbers (to rounding: a reloaded tensor may be summed in another order)
+    _close(json.loads(dumps(back.summary())), json.loads(dumps(summary)), f"{name}.summary()")
     pd.testing.assert_frame_equal(back.to_dataframe(), frame)
     if any(f.name == "config" for f in dataclasses.fields(result)) and result.config is not None:
         assert back.config == result.config              # the replayable settings inside
@@ -471,6 +519,19 @@ def _multihop_preset():
     from lens_possym.papers.c.presets import MULTIHOP_PRESETS
 
     return MULTIHOP_PRESETS["paper"]
+
+
+def _intervention():
+    from lens_possym.interventions import Intervention
+
+    return Intervention("ablate_frequencies", {"1.0": "low", "0.2": "0:4"}, mode="mean",
+                        per_position=True)
+
+
+def _intervention_spec():
+    from lens_possym.interventions import Intervention, InterventionSpec
+
+    return InterventionSpec((_intervention(), Intervention("patch_heads", "1.0", positions=-1)))
 
 
 def _make(path: str, **kwargs):
@@ -510,6 +571,9 @@ CONFIGS = {
         _make("lens_possym.papers.c.gptj.GPTJTaskConfig", d_vocab=8, rotary_dim=64),
         {"d_model": 100, "n_heads": 3}),
     "lens_possym.papers.c.presets.MultiHopPreset": (_multihop_preset, {"name": ""}),
+    "lens_possym.interventions.spec.Intervention": (_intervention, {"mode": "half"}),
+    "lens_possym.interventions.spec.InterventionSpec": (_intervention_spec,
+                                                        {"interventions": ("12.0",)}),
 }
 
 CONFIG_TYPES = _subclasses(JsonConfig)
@@ -554,3 +618,23 @@ def test_summary_is_what_to_jsonable_keeps():
     for non-finite numbers (``null``)."""
     summary = {"a": 1, "b": [0.5, "x"], "c": {"d": None}}
     assert to_jsonable(summary) == summary
+
+
+@pytest.mark.parametrize("cls", CONFIG_TYPES, ids=_name)
+def test_config_refuses_a_value_of_the_wrong_type(cls):
+    """Every number, flag or text setting given a value of another type is a
+    LensPossymError naming the setting (not a TypeError from inside the checks)."""
+    make, _ = CONFIGS[_name(cls)]
+    config = make()
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, bool):
+            wrong = "yes"
+        elif isinstance(value, (int, float)):
+            wrong = "3"
+        elif isinstance(value, str):
+            wrong = 3
+        else:
+            continue
+        with pytest.raises(LensPossymError, match=f"{f.name}|{f.name.replace('_', ' ')}"):
+            config.replace(**{f.name: wrong})

@@ -25,6 +25,7 @@ from .. import interventions, report, resolved, tasks, viz
 from .._json import dumps
 from ..errors import InvalidSelectionError
 from ..interventions.modes import MODES, SIDES
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._prompts import add_prompts_args, equal_length, prompt_tokens
@@ -32,13 +33,13 @@ from ._types import freq_ids_text, layers_text, positive_int
 from .profile import command_line
 
 
+HELP = "ablate RoPE frequencies of heads and measure the binding task"
+DESCRIPTION = ("Ablate chosen RoPE frequencies of chosen heads (or sweep every band of every head)"
+               " and report binding-task accuracy and logit difference before and after.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "ablate",
-        help="ablate RoPE frequencies of heads and measure the binding task",
-        description="Ablate chosen RoPE frequencies of chosen heads (or sweep every band of "
-        "every head) and report binding-task accuracy and logit difference before and after.",
-    )
+    parser = add_command(sub, "ablate", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding"])
     add_prompts_args(parser, "the prompts are cut to the shortest one's token length and the "
@@ -67,7 +68,6 @@ def register(sub) -> None:
                         help="--mode mean: one mean per position instead of pooled")
     parser.add_argument("--out", metavar="DIR", help="write JSON (and the sweep's heatmaps) here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.set_defaults(func=run)
 
 
 _LABELS = {"accuracy": "accuracy", "candidate_accuracy": "candidate accuracy",

@@ -18,20 +18,21 @@ from pathlib import Path
 from .. import scores
 from ..errors import InvalidSelectionError
 from ..execution import RayExecutor
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir
 from ._score_args import add_score_args, score_config_from
 from ._types import positive_int
 
 
+HELP = "mean and spread of every head's scores over prompts from a file (resumable)"
+DESCRIPTION = ("Score every attention head (and RoPE frequency) on each prompt of a text or JSONL "
+               "file, and write their mean, spread and count over prompts to --out, shard by "
+               "shard: run the same command again to continue an interrupted profile.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "dataset",
-        help="mean and spread of every head's scores over prompts from a file (resumable)",
-        description="Score every attention head (and RoPE frequency) on each prompt of a "
-        "text or JSONL file, and write their mean, spread and count over prompts to --out, "
-        "shard by shard: run the same command again to continue an interrupted profile.",
-    )
+    parser = add_command(sub, "dataset", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--prompts", required=True,
                         help="a text file (one prompt a line) or .jsonl (one object a line)")
@@ -45,7 +46,6 @@ def register(sub) -> None:
                         "one ('auto', 'ray://host:10001'); needs lens-possym[ray]")
     parser.add_argument("--ray-cpus", type=positive_int, default=2,
                         help="CPUs of the local Ray cluster (default 2)")
-    parser.set_defaults(func=run)
 
 
 def _count(path: Path) -> int:

@@ -6,6 +6,7 @@ import json
 import math
 
 from .. import bands, decompose
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_file, staged_file
 from ._types import positive_int
@@ -16,21 +17,20 @@ DEFAULT_PROMPT = (
 )
 
 
+HELP = "split one head's last-token attention logits by RoPE frequency"
+DESCRIPTION = ("Load a model offline, decompose one head's attention logits at the last token into"
+               " one term per RoPE frequency, check they add up to the model's own scores, and "
+               "print which frequencies carry the logit.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "decompose",
-        help="split one head's last-token attention logits by RoPE frequency",
-        description="Load a model offline, decompose one head's attention logits at the last "
-        "token into one term per RoPE frequency, check they add up to the model's own scores, "
-        "and print which frequencies carry the logit.",
-    )
+    parser = add_command(sub, "decompose", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--layer", type=int, default=5)
     parser.add_argument("--head", type=int, default=0)
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
     parser.add_argument("--top", type=positive_int, default=10, help="how many frequencies to list")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
-    parser.set_defaults(func=run)
 
 
 def run(args) -> int:

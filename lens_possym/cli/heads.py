@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .. import _ids, interventions, tasks, viz
 from ..errors import InvalidSelectionError
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._prompts import add_prompts_args, equal_length, prompt_tokens
@@ -35,13 +36,13 @@ from ._types import layers_text, positions_text, positive_int
 METRICS = ("logit_diff", "accuracy", "loss")
 
 
+HELP = "ablate each head alone and rank heads by their effect on a task"
+DESCRIPTION = ("Zero- or mean-ablate every attention head alone and report the drop in a task "
+               "metric per head, the most important head, and how concentrated the effect is.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "heads",
-        help="ablate each head alone and rank heads by their effect on a task",
-        description="Zero- or mean-ablate every attention head alone and report the drop in a "
-        "task metric per head, the most important head, and how concentrated the effect is.",
-    )
+    parser = add_command(sub, "heads", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding", "distance"])
     add_prompts_args(parser, "the prompts are cut to the shortest one's token length, and each "
@@ -50,7 +51,7 @@ def register(sub) -> None:
                         help="default logit_diff for the tasks, loss for --prompts")
     parser.add_argument("--mode", default="zero", choices=["zero", "mean"])
     parser.add_argument("--layers", type=layers_text,
-                        help="layers to sweep: ids and half-open START:STOP ranges, "
+                        help="layers whose heads are ablated: ids and half-open START:STOP ranges, "
                         "comma-separated (e.g. 0:4,7); default all")
     parser.add_argument("--positions", type=positions_text,
                         help="ablate only at these positions (e.g. -1 for the last; ids and "
@@ -70,7 +71,6 @@ def register(sub) -> None:
     parser.add_argument("--top", type=positive_int, default=5, help="heads to list")
     parser.add_argument("--out", metavar="DIR", help="write heads.json and heads.png here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.set_defaults(func=run)
 
 
 def _batch(args, model, seed: int, n_prompts: int):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from .. import models
+from ._command import add_command
+
+
+HELP = "list the known real models and their state"
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("models", help="list the known real models and their state")
-    parser.set_defaults(func=run)
+    add_command(sub, "models", run, HELP)
 
 
 def run(args) -> int:

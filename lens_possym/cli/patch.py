@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .. import _ids, interventions, report, tasks
 from ..errors import InvalidSelectionError
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._types import freq_ids_text, ids_text, layers_text, positive_int
@@ -34,14 +35,14 @@ from .profile import command_line
 SITES = ("heads", "frequencies", "resid_pre", "attn_out", "mlp_out")
 
 
+HELP = "patch heads, frequencies or layer outputs between clean and corrupted prompts"
+DESCRIPTION = ("Activation patching on counterfactual prompt pairs: every head (or RoPE frequency "
+               "of chosen heads, or layer component) patched alone from one run into the other, "
+               "with per-prompt values, standard errors and bootstrap intervals.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "patch",
-        help="patch heads, frequencies or layer outputs between clean and corrupted prompts",
-        description="Activation patching on counterfactual prompt pairs: every head (or RoPE "
-        "frequency of chosen heads, or layer component) patched alone from one run into the "
-        "other, with per-prompt values, standard errors and bootstrap intervals.",
-    )
+    parser = add_command(sub, "patch", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", default="binding", choices=["binding", "distance"])
     parser.add_argument("--corruption",
@@ -75,7 +76,6 @@ def register(sub) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="write patch.json, patch_grid.png, patch_top.png, report.html")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.set_defaults(func=run)
 
 
 def _read_pairs(model, path: str):

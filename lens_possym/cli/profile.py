@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import _inputs, report, scores, tasks
 from ..scores.config import METHODS
+from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._prompts import add_prompts_args, prompt_tokens
@@ -20,14 +21,14 @@ from ._score_args import add_score_args, score_config_from
 from ._types import positive_int
 
 
+HELP = "positional/symbolic scores of every head and frequency, with a report"
+DESCRIPTION = ("Load a model offline, build prompts, score every attention head (and every RoPE "
+               "frequency) as positional or symbolic by content swaps (paper A), and write "
+               "scores.json, figures and report.html to --out.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "profile",
-        help="positional/symbolic scores of every head and frequency, with a report",
-        description="Load a model offline, build prompts, score every attention head (and "
-        "every RoPE frequency) as positional or symbolic by content swaps (paper A), and "
-        "write scores.json, figures and report.html to --out.",
-    )
+    parser = add_command(sub, "profile", run, HELP, DESCRIPTION)
     add_model_args(parser)
     parser.add_argument("--task", choices=["binding", "random"], default="binding",
                         help="binding prompts (entity-attribute) or random word tokens")
@@ -45,7 +46,6 @@ def register(sub) -> None:
                         help="also swap position 0 (by default BOS is left out)")
     parser.add_argument("--no-report", action="store_true", help="only write scores.json")
     parser.add_argument("--out", default="profile", help="output folder (created)")
-    parser.set_defaults(func=run)
 
 
 def _prompts(model, args):

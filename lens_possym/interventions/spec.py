@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from .._json import JsonConfig, check_field_types
 from ..errors import InvalidSelectionError
-from ..rope import rope_specs
+from ..resolved import Resolved, resolve
 from ..typing import FwdHooks, HookedModel
 from .modes import check_side, resolve_side
 from .selection import freqs_label, heads_label, parse_selection
@@ -88,7 +89,7 @@ def _selection_pairs(selection: Any, freqs: Any) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
-class Intervention:
+class Intervention(JsonConfig):
     """One intervention, as data (module docstring).
 
     Args:
@@ -124,7 +125,7 @@ class Intervention:
     def __post_init__(self, freqs: Any) -> None:
         if self.op not in OPS:
             raise InvalidSelectionError(
-                f"unknown intervention {self.op!r}; choose one of {', '.join(OPS)}")
+                f"unknown intervention {self.op!r} (op); choose one of {', '.join(OPS)}")
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
         if self.selection not in ((), None, [], {}):
             set_("selection", _selection_pairs(self.selection, freqs))
@@ -157,6 +158,7 @@ class Intervention:
         if self.op != "permute_content" and not self.selection:
             raise InvalidSelectionError(
                 f"{self.op} needs a selection, e.g. {{'12.0': '0:16'}} or '12.0,13.1'")
+        check_field_types(self)
 
     def _check_permutation(self) -> None:
         if self.what is None:
@@ -191,7 +193,7 @@ class Intervention:
             return f"{head}: {self.heads}"
         return f"{head}: " + "; ".join(f"{heads} ← {ids}" for heads, ids in self.selection)
 
-    def resolved(self, model: HookedModel) -> "Intervention":
+    def resolved(self, model: HookedModel | Resolved) -> "Intervention":
         """The same intervention with explicit frequency ids of ``model`` for every head.
 
         Band names and open ranges (``"low"``, ``"8:"``) depend on the model's number of
@@ -199,12 +201,12 @@ class Intervention:
         """
         if self.op in ("permute_content", "patch_heads"):
             return self
-        chosen = parse_selection(dict(self.selection), rope_specs(model))
+        chosen = parse_selection(dict(self.selection), resolve(model).specs)
         return dataclasses.replace(self, selection=chosen)
 
     # ---- hooks --------------------------------------------------------------------------
 
-    def hooks(self, model: HookedModel, *, source: Any = None, reference: Any = None,
+    def hooks(self, model: HookedModel | Resolved, *, source: Any = None, reference: Any = None,
               means: Any = None) -> FwdHooks:
         """``[(hook name, hook fn)]`` for ``model``, from the op's hook factory.
 
@@ -216,6 +218,7 @@ class Intervention:
 
         if self.op.startswith("patch") and source is None:
             raise InvalidSelectionError(f"{self.op} needs source=<a cache or the source input>")
+        model = resolve(model)  # every factory below reads the same specs
         if self.op == "ablate_frequencies":
             return ablate_frequencies_hooks(model, dict(self.selection), self.mode,
                                             side=self.side, per_position=self.per_position,
@@ -227,9 +230,11 @@ class Intervention:
         return permute_content_hooks(model, self.layer, list(self.perm), self.what)
 
     @contextmanager
-    def apply(self, model: HookedModel, **runtime: Any) -> Iterator[HookedModel]:
+    def apply(self, model: HookedModel | Resolved, **runtime: Any) -> Iterator[HookedModel]:
         """Context manager: the hooks of :meth:`hooks` attached inside the block, then removed."""
-        with model.hooks(fwd_hooks=self.hooks(model, **runtime)):
+        resolved = resolve(model)
+        model = resolved.model
+        with model.hooks(fwd_hooks=self.hooks(resolved, **runtime)):
             yield model
 
     # ---- saving -------------------------------------------------------------------------
@@ -255,16 +260,17 @@ class Intervention:
                 f"not an intervention: {dict(data)!r} (unknown fields {unknown}, or no 'op')")
         return cls(**data)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_json(cls, text: str) -> "Intervention":
-        return cls.from_dict(json.loads(text))
+    def to_json(self, path: str | Path | None = None) -> str:
+        """One line of JSON (also written to ``path`` when given); ``from_json`` reads it
+        back (JsonConfig)."""
+        text = json.dumps(self.to_dict())
+        if path is not None:
+            write_text_atomically(Path(path), text)
+        return text
 
 
 @dataclass(frozen=True)
-class InterventionSpec:
+class InterventionSpec(JsonConfig):
     """Interventions applied together, in order (their hooks are concatenated).
 
     ``InterventionSpec([Intervention(...), ...])``; iterate, index, ``print`` it (one line
@@ -278,7 +284,8 @@ class InterventionSpec:
         bad = [i for i in items if not isinstance(i, Intervention)]
         if bad:
             raise InvalidSelectionError(
-                f"an InterventionSpec holds Intervention objects, got {bad[0]!r}")
+                f"an InterventionSpec holds Intervention objects (interventions), got "
+                f"{bad[0]!r}; build each with Intervention(op, selection, ...)")
         object.__setattr__(self, "interventions", items)
 
     def __iter__(self) -> Iterator[Intervention]:
@@ -293,18 +300,21 @@ class InterventionSpec:
     def __str__(self) -> str:
         return "\n".join(str(i) for i in self.interventions) or "(no intervention)"
 
-    def hooks(self, model: HookedModel, **runtime: Any) -> FwdHooks:
+    def hooks(self, model: HookedModel | Resolved, **runtime: Any) -> FwdHooks:
         """Every intervention's hooks, in order (``runtime`` as in :meth:`Intervention.hooks`)."""
-        return [hook for item in self.interventions for hook in item.hooks(model, **runtime)]
+        resolved = resolve(model)
+        return [hook for item in self.interventions for hook in item.hooks(resolved, **runtime)]
 
     @contextmanager
-    def apply(self, model: HookedModel, **runtime: Any) -> Iterator[HookedModel]:
+    def apply(self, model: HookedModel | Resolved, **runtime: Any) -> Iterator[HookedModel]:
         """Context manager: every intervention attached inside the block, then removed."""
-        with model.hooks(fwd_hooks=self.hooks(model, **runtime)):
-            yield model
+        resolved = resolve(model)
+        with resolved.model.hooks(fwd_hooks=self.hooks(resolved, **runtime)):
+            yield resolved.model
 
-    def resolved(self, model: HookedModel) -> "InterventionSpec":
-        return InterventionSpec(tuple(i.resolved(model) for i in self.interventions))
+    def resolved(self, model: HookedModel | Resolved) -> "InterventionSpec":
+        resolved = resolve(model)
+        return InterventionSpec(tuple(i.resolved(resolved) for i in self.interventions))
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "interventions": [i.to_dict() for i in self.interventions]}
@@ -315,18 +325,10 @@ class InterventionSpec:
             raise InvalidSelectionError(
                 f"not a lens-possym intervention spec (format {data.get('format')!r}, "
                 f"expected {FORMAT!r})")
+        unknown = sorted(set(data) - {"format", "interventions"})
+        if unknown:
+            raise InvalidSelectionError(
+                f"an intervention spec holds 'format' and 'interventions', not {unknown}")
         return cls(tuple(Intervention.from_dict(d) for d in data.get("interventions", [])))
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1)
-        if path is not None:
-
-            write_text_atomically(Path(path), text)
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "InterventionSpec":
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            text = Path(text_or_path).read_text()
-        return cls.from_dict(json.loads(text))
+    # to_json(path) / from_json(text or path): JsonConfig (indented JSON)

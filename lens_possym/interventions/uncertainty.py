@@ -36,6 +36,7 @@ from torch import Tensor
 
 from .._checks import boundary
 from ..errors import InvalidSelectionError
+from ..results_io import ResultIO
 
 __all__ = ["Uncertainty", "standard_error", "bootstrap_interval", "uncertainty",
            "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES"]
@@ -95,8 +96,8 @@ def bootstrap_interval(values: Tensor, dim: int = -1, *, confidence: float = DEF
                         generator=derive_generator(seed, "bootstrap", "mean"))
 
 
-@dataclass(frozen=True)
-class Uncertainty:
+@dataclass(frozen=True, repr=False)
+class Uncertainty(ResultIO):
     """Mean over prompts, its standard error and a bootstrap interval, per cell.
 
     Attributes:
@@ -114,11 +115,40 @@ class Uncertainty:
     n_resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
 
+    FORMAT = "lens-possym/uncertainty@1"
+
+    def summary(self) -> dict[str, Any]:
+        """The cells and prompts, how the interval was drawn, and the median standard
+        error over the cells."""
+        return {"n_cells": self.mean.numel(), "n_prompts": self.n_prompts,
+                "confidence": self.confidence, "n_resamples": self.n_resamples,
+                "seed": self.seed, "median_se": float(self.se.double().nanmedian())}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON data (tensors stay tensors; :func:`lens_possym._json.dumps` writes them)."""
         return {"mean": self.mean, "se": self.se, "ci_low": self.low, "ci_high": self.high,
                 "n_prompts": self.n_prompts, "confidence": self.confidence,
                 "n_resamples": self.n_resamples, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Uncertainty":
+        return cls(mean=data["mean"], se=data["se"], low=data["ci_low"], high=data["ci_high"],
+                   n_prompts=int(data["n_prompts"]), confidence=float(data["confidence"]),
+                   n_resamples=int(data["n_resamples"]), seed=int(data["seed"]))
+
+    def _table(self):
+        """One row per cell: its index (``axis_0``, ``axis_1``, ...), ``mean``, ``se``,
+        ``ci_low``, ``ci_high``."""
+        import numpy as np
+        import pandas as pd
+
+        mean = self.mean.detach().double().cpu().numpy().reshape(self.mean.shape)
+        index = np.indices(mean.shape).reshape(mean.ndim, -1) if mean.ndim else np.zeros((0, 1), int)
+        frame = pd.DataFrame({f"axis_{i}": idx for i, idx in enumerate(index)})
+        for name, t in (("mean", self.mean), ("se", self.se), ("ci_low", self.low),
+                        ("ci_high", self.high)):
+            frame[name] = t.detach().double().cpu().numpy().reshape(-1)
+        return frame
 
     def item(self) -> dict[str, float]:
         """A one-cell uncertainty as floats: ``{mean, se, ci_low, ci_high}``."""

@@ -49,16 +49,18 @@ from einops import einsum
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from .._attention import visible_mask
 from .._inputs import ModelInput, as_heads, as_tokens
 from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
+from ..resolved import Resolved, resolve
+from ..results_io import ResultIO, head_frame
 from ..typing import HookedModel
 from ._bridge import keys_for_heads
 from .absolute import Absolute
-from .base import causal_visible
 from .bias import AdditiveBias
 from .mla import MLA, mla_parts
-from .detect import LayerScheme, schemes
+from .detect import LayerScheme
 from .nope import NoPE
 from .rope import Rope
 from ..rope import to_pairs
@@ -71,8 +73,8 @@ __all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TermMagnit
 TOLERANCE = 1e-6
 
 
-@dataclass
-class ToeplitzTerms:
+@dataclass(repr=False)
+class ToeplitzTerms(ResultIO):
     """A layer's logits split into named terms, each ``[batch, head_index, query_pos, key_pos]``.
 
     Attributes:
@@ -91,6 +93,24 @@ class ToeplitzTerms:
     terms: dict[str, Float[Tensor, "batch head_index query_pos key_pos"]]
     mask: Bool[Tensor, "query_pos key_pos"]
     max_abs_error: float = float("nan")
+
+    FORMAT = "lens-possym/toeplitz-terms@1"
+
+    def summary(self) -> dict[str, Any]:
+        """Where the terms come from, their names, each one's mean ``|term|`` over the heads
+        (:meth:`magnitudes`) and the check against the model."""
+        return {"layer": self.layer, "heads": list(self.heads), "scheme": self.scheme,
+                "magnitudes": {k: float(v.double().mean()) for k, v in self.magnitudes().items()},
+                "max_abs_error": self.max_abs_error}
+
+    def _table(self):
+        """Long format, one row per visible entry and term: ``batch``, ``head``,
+        ``query_pos``, ``key_pos``, ``score`` (the term) and ``value``."""
+        mask = self.mask.to(next(iter(self.terms.values())).device)
+        visible = {name: t.masked_fill(~mask, float("nan")) for name, t in self.terms.items()}
+        frame = head_frame(visible, None, heads=self.heads,
+                           dims=("batch", "head", "query_pos", "key_pos"), layer=self.layer)
+        return frame.drop(columns=["frequency", "angle"])
 
     def total(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
         return sum(self.terms.values())
@@ -184,7 +204,7 @@ def _mla_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[
     return {name: terms[:, :, i] for i, name in enumerate(names)}
 
 
-def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
+def toeplitz_terms(model: HookedModel | Resolved, input: ModelInput, layer: int = 0,
                    heads: int | Sequence[int] | None = None, *, check: bool = True
                    ) -> ToeplitzTerms:
     """Split ``layer``'s logits (all query rows) into content and position terms.
@@ -197,8 +217,10 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
         DecompositionMismatchError: ``check`` and the terms do not add up to the model's
             scores (or, where the family has no pre-softmax hook, pattern).
     """
+    resolved = resolve(model)
+    model = resolved.model
     tokens = as_tokens(model, input)
-    layers = schemes(model)
+    layers = resolved.schemes
     if not -len(layers) <= layer < len(layers):
         raise InvalidSelectionError(
             f"layer {layer} out of range: the model has {len(layers)} layers")
@@ -207,7 +229,8 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
     n_pos = tokens.shape[1]
     scheme = ls.scheme
     if isinstance(scheme, Rope):
-        inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=None)[ls.layer]
+        inputs = capture_attention_inputs(resolved, tokens, ls.layer,
+                                          query_positions=None)[ls.layer]
         per_freq = rope_hadamard_terms(inputs, heads)
         terms = {f"f{f}": per_freq[..., f] for f in range(per_freq.shape[-1])}
         mask = inputs.mask().cpu()
@@ -231,7 +254,8 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
     else:
         raise UnsupportedModelError(
             f"no Toeplitz split of a {scheme.name} layer read from a model yet")
-    mask = torch.stack([causal_visible(n, n_pos, scheme.window) for n in range(n_pos)])
+    positions = torch.arange(n_pos)
+    mask = visible_mask(positions, positions, scheme.window)
     result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
     if check:
         names = [ls.scores_hook or ls.pattern_hook]
@@ -288,8 +312,8 @@ def rope_hadamard_terms(inputs: Any, heads: list[int], dtype: torch.dtype = torc
     return terms
 
 
-@dataclass
-class TermMagnitudes:
+@dataclass(repr=False)
+class TermMagnitudes(ResultIO):
     """Mean ``|term|`` per layer and head: ``values[n_layers, n_heads, n_terms]`` (``nan`` where
     a layer has no split, e.g. an absolute-PE model past layer 0); ``names`` the terms."""
 
@@ -297,8 +321,22 @@ class TermMagnitudes:
     names: list[str]
     scheme: str
 
+    FORMAT = "lens-possym/term-magnitudes@1"
 
-def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
+    def summary(self) -> dict[str, Any]:
+        """The scheme and each term's mean ``|term|`` over the layers and heads it has."""
+        return {"scheme": self.scheme,
+                **{name: float(self.values[..., t].double().nanmean())
+                   for t, name in enumerate(self.names)}}
+
+    def _table(self):
+        """Long format: ``layer``, ``head``, ``score`` (the term) and ``value``."""
+        frame = head_frame({name: self.values[..., t] for t, name in enumerate(self.names)},
+                           None)
+        return frame.drop(columns=["frequency", "angle"])
+
+
+def toeplitz_magnitudes(model: HookedModel | Resolved, input: ModelInput,
                         layers: int | Sequence[int] | None = None) -> TermMagnitudes:
     """:meth:`ToeplitzTerms.magnitudes` of every layer that has a split, in one tensor.
 
@@ -306,14 +344,15 @@ def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
     for them explicitly raises, as :func:`toeplitz_terms` does).
     """
 
-    layer_schemes = schemes(model)
+    resolved = resolve(model)
+    layer_schemes = resolved.schemes
     asked = layers is not None
     chosen = as_layers(layers, len(layer_schemes))
     found: dict[int, dict[str, Tensor]] = {}
     for layer in chosen:
         if isinstance(layer_schemes[layer].scheme, Absolute) and layer > 0 and not asked:
             continue
-        found[layer] = toeplitz_terms(model, input, layer).magnitudes()
+        found[layer] = toeplitz_terms(resolved, input, layer).magnitudes()
     names = list(dict.fromkeys(name for terms in found.values() for name in terms))
     n_heads = max(ls.n_heads for ls in layer_schemes)
     values = torch.full((len(layer_schemes), n_heads, len(names)), float("nan"),

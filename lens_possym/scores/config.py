@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from typing import TYPE_CHECKING
 
-from .._json import JsonConfig
+from .._json import JsonConfig, check_field_types
 from ..errors import InvalidSelectionError
 from ..positions.kinds import SWAP_SITES
 
@@ -145,6 +145,8 @@ class ScoreConfig(JsonConfig):
         for name in ("per_frequency", "exclusion", "check"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidSelectionError(f"{name} must be True or False")
+        # what the checks above leave open: a value of another type
+        check_field_types(self)
 
     @property
     def torch_dtype(self) -> "torch.dtype":

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from .._checks import boundary
 from ..errors import InvalidSelectionError
+from ..results_io import ResultIO, head_frame
 from .config import MAX_ELEMENTS
 from .crosslogits import CrossLogitFactors
 from .swaps import (
@@ -48,8 +49,8 @@ __all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
 
 
-@dataclass
-class SwapScores:
+@dataclass(repr=False)
+class SwapScores(ResultIO):
     """Scores of one layer's query row, per prompt.
 
     Attributes:
@@ -62,6 +63,22 @@ class SwapScores:
     sym: Float[Tensor, "batch head_index"]
     pos_freq: Float[Tensor, "batch head_index freq"] | None = None
     sym_freq: Float[Tensor, "batch head_index freq"] | None = None
+
+    FORMAT = "lens-possym/swap-scores@1"
+
+    def summary(self) -> dict:
+        """The prompts and heads scored and each score's mean over them."""
+        return {"n_prompts": int(self.pos.shape[0]), "n_heads": int(self.pos.shape[1]),
+                "n_freqs": None if self.pos_freq is None else int(self.pos_freq.shape[-1]),
+                "mean_pos": float(self.pos.double().nanmean()),
+                "mean_sym": float(self.sym.double().nanmean())}
+
+    def _table(self):
+        """Long format: ``prompt``, ``head``, ``frequency`` (per-frequency scores),
+        ``score`` and ``value``."""
+        names = ("pos", "sym", "pos_freq", "sym_freq")
+        return head_frame({n: getattr(self, n) for n in names}, None,
+                          dims=("prompt", "head", "frequency"))
 
 
 def _log_mass(logits: Tensor) -> Tensor:

@@ -40,7 +40,7 @@ import torch
 
 from .._checks import boundary
 from .._inputs import resolve_device
-from .._json import JsonConfig, to_jsonable
+from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import TrainingError
 from ..results_io import ResultIO
 from .models import TrainableModel
@@ -107,6 +107,7 @@ class TrainConfig(JsonConfig):
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=TrainingError)
         for name in ("steps", "batch_size", "eval_every", "eval_size"):
             if int(getattr(self, name)) < 1:
                 raise TrainingError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -255,6 +256,15 @@ class TrainResult(ResultIO):
         if "answer_pos" in frame:
             frame["answer_pos"] = frame["answer_pos"].astype("Int64")
         return frame
+
+    def summary(self) -> dict:
+        """The task, the steps run, the final test accuracy and loss, when the target was
+        reached and the wall time."""
+        final = self.final if self.history else None
+        return {"task": self.task, "steps_run": self.steps_run,
+                "test_accuracy": None if final is None else final.test_accuracy,
+                "test_loss": None if final is None else final.test_loss,
+                "reached_target_at": self.reached_target_at, "train_time_s": self.train_time_s}
 
     def _headline(self) -> list[str]:
         return [f"test_accuracy={self.test_accuracy:.3g}" if self.history else "no evaluations"]

@@ -2,33 +2,25 @@
 
 from __future__ import annotations
 
+from ...cli._command import add_command
 from ...cli._output import check_output_dir, staged_dir
-from ...cli._toy_args import (
-    add_model_args,
-    add_task_args,
-    add_train_args,
-    make_task_from,
-    model_kwargs_from,
-    parse_ids,
-    train_config_from,
-    with_threads,
-)
+from ...cli._threads import with_threads
 from ...cli._types import freq_ids_text, int_list, non_negative_int
 from ...cli.profile import command_line
-from . import figures, report, sweeps, toy
+from . import _toy_args, figures, report, sweeps, toy
+
+
+HELP = "train one toy model per frequency id (or pair of ids) and compare"
+DESCRIPTION = ("Train one toy model per frequency id (or per pair: --pair-with ID) on a canonical "
+               "task and report test accuracy against frequency id and angle, accuracy by answer "
+               "position, and the trained heads' positional/symbolic scores. Writes sweep.json, "
+               "table.md, report.html, accuracy_vs_freq.png, accuracy_by_position.png and "
+               "scores_vs_freq.png to --out.")
 
 
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "sweep",
-        help="train one toy model per frequency id (or pair of ids) and compare",
-        description="Train one toy model per frequency id (or per pair: --pair-with ID) on a "
-        "canonical task and report test accuracy against frequency id and angle, accuracy by "
-        "answer position, and the trained heads' positional/symbolic scores. Writes "
-        "sweep.json, table.md, report.html, accuracy_vs_freq.png, accuracy_by_position.png and "
-        "scores_vs_freq.png to --out.",
-    )
-    add_task_args(parser)
+    parser = add_command(sub, "sweep", run, HELP, DESCRIPTION)
+    _toy_args.add_task_args(parser)
     parser.add_argument("--ids", default=None, metavar="IDS", type=freq_ids_text,
                         help="frequency ids to sweep: ids, half-open START:STOP ranges or "
                         "high/mid/low, comma-separated, e.g. '0,2,4,8,16' or '0:17' "
@@ -40,31 +32,32 @@ def register(sub) -> None:
                         help="comma-separated seeds (default 0)")
     parser.add_argument("--no-scores", action="store_true",
                         help="skip the positional/symbolic scores of the trained heads")
-    add_model_args(parser)
-    add_train_args(parser)
+    _toy_args.add_toy_model_args(parser)
+    _toy_args.add_train_args(parser)
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    parser.set_defaults(func=run)
 
 
 @with_threads
 def run(args) -> int:
-    task = make_task_from(args)
-    model_kwargs = model_kwargs_from(args)
+    task = _toy_args.task_from_args(args)
+    model_kwargs = _toy_args.toy_model_kwargs(args)
     check_output_dir(args.out)
     config = toy.toy_config_for(task, **model_kwargs)
-    ids = parse_ids(args.ids, config) or list(range(config.n_freqs))
+    ids = _toy_args.parse_ids(args.ids, config) or list(range(config.n_freqs))
     if args.pair_with is not None:
-        parse_ids(str(args.pair_with), config)  # in range, before any run starts
+        _toy_args.parse_ids(str(args.pair_with), config)  # in range, before any run starts
     sets = (sweeps.pairs_with(args.pair_with, ids) if args.pair_with is not None
             else sweeps.single_ids(ids))
     seeds = args.seeds
     print(f"task: {task.describe()}; {len(sets)} frequency set(s) × {len(seeds)} seed(s)")
     with staged_dir(args.out) as stage:
-        result = sweeps.sweep(task, sets, seeds=seeds, train_config=train_config_from(args),
-                       model_kwargs=model_kwargs, scores=not args.no_scores, out_dir=stage,
-                       log=print)
+        result = sweeps.frequency_sweep(task, sets, seeds=seeds,
+                              train_config=_toy_args.train_config_from(args),
+                              model_kwargs=model_kwargs, scores=not args.no_scores,
+                              out_dir=stage, log=print)
         paths = figures.save_sweep_figures(result, stage)
-        report.toy_sweep_report(result, paths, command=command_line(args)).save(stage / "report.html")
+        report.toy_sweep_report(result, paths, command=command_line(args)).save(
+            stage / "report.html")
     print()
     print(result.table())
     print(f"\nwall time {result.wall_time_s:.1f} s; wrote {args.out}/sweep.json, table.md, "

@@ -3,49 +3,41 @@
 from __future__ import annotations
 
 from ... import report, training
+from ...cli._command import add_command
 from ...cli._output import check_output_dir, staged_dir
-from ...cli._toy_args import (
-    add_model_args,
-    add_task_args,
-    add_train_args,
-    make_task_from,
-    model_kwargs_from,
-    parse_ids,
-    train_config_from,
-    with_threads,
-)
+from ...cli._threads import with_threads
 from ...cli._types import freq_ids_text
 from ...cli.profile import command_line
-from . import toy
+from . import _toy_args, toy
+
+
+HELP = "train a toy RoPE model on index / retrieval / partial-induction"
+DESCRIPTION = ("Train a one-layer, one-head, attention-only toy RoPE model whose head may use only"
+               " the given frequency ids, on a canonical task. Writes metrics.json (accuracy "
+               "overall and by answer position at every evaluation) and model.pt to --out.")
 
 
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "train",
-        help="train a toy RoPE model on index / retrieval / partial-induction",
-        description="Train a one-layer, one-head, attention-only toy RoPE model whose head may "
-        "use only the given frequency ids, on a canonical task. Writes metrics.json (accuracy "
-        "overall and by answer position at every evaluation) and model.pt to --out.",
-    )
-    add_task_args(parser)
+    parser = add_command(sub, "train", run, HELP, DESCRIPTION)
+    _toy_args.add_task_args(parser)
     parser.add_argument("--freq-ids", default=None, metavar="IDS", type=freq_ids_text,
                         help="frequency ids the head may use: ids, half-open START:STOP ranges "
                         "or high/mid/low, comma-separated, e.g. '3', '16,4' or '0:4' "
                         "(default: all). Id 0 is the fastest rotation; the last id is the "
                         "θ=0 (NoPE) tail")
-    add_model_args(parser)
-    add_train_args(parser)
+    _toy_args.add_toy_model_args(parser)
+    _toy_args.add_train_args(parser)
     parser.add_argument("--seed", type=int, default=0, help="weights and data seed")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    parser.set_defaults(func=run)
 
 
 @with_threads
 def run(args) -> int:
     check_output_dir(args.out)
-    task = make_task_from(args)
-    model = toy.ToyTransformer(toy.toy_config_for(task, seed=args.seed, **model_kwargs_from(args)))
-    ids = parse_ids(args.freq_ids, model.cfg)
+    task = _toy_args.task_from_args(args)
+    model = toy.ToyTransformer(toy.toy_config_for(task, seed=args.seed,
+                                                  **_toy_args.toy_model_kwargs(args)))
+    ids = _toy_args.parse_ids(args.freq_ids, model.cfg)
     model.set_frequencies(ids)
     angles = model.angles
     print(f"task: {task.describe()}")
@@ -53,11 +45,12 @@ def run(args) -> int:
     print("head may use: " + ("all frequencies" if ids is None else ", ".join(
         f"id {f} (θ={float(angles[f]):.4g})" for f in ids)))
     with staged_dir(args.out) as stage:
-        config = train_config_from(args, seed=args.seed, out_dir=str(stage))
+        config = _toy_args.train_config_from(args, seed=args.seed, out_dir=str(stage))
         result = training.train(model, task, config, log=print if args.verbose_train else None)
         result.train_config["out_dir"] = str(args.out)  # where the files end up
         result.save(stage / "metrics.json")
-        report.train_report(result, command=command_line(args), freq_ids=ids).save(stage / "report.html")
+        report.train_report(result, command=command_line(args), freq_ids=ids).save(
+            stage / "report.html")
     print(f"test accuracy {result.test_accuracy:.4f} after {result.steps_run} steps "
           f"({result.train_time_s:.1f} s on {next(model.parameters()).device})")
     print("by answer position: " + " ".join(

@@ -50,7 +50,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ..._checks import boundary
-from ..._json import JsonConfig
+from ..._json import JsonConfig, check_field_types
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
 from ...training.models import batched_token_ids
@@ -114,6 +114,7 @@ class ToyConfig(JsonConfig, FrequencyIds):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=ToyConfigError)
         for name in ("d_vocab", "n_ctx", "n_layers", "n_heads", "d_head"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

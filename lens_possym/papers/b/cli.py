@@ -7,8 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ... import training
+from ...cli._command import add_command
 from ...cli._output import check_output_dir, staged_dir
-from ...cli._toy_args import with_threads
+from ...cli._threads import with_threads
 from ...cli._types import ArgumentValueError, non_negative_int, positive_int
 from ...errors import InvalidSelectionError
 from . import experiments
@@ -23,16 +24,16 @@ def scheme_text(text: str) -> str:
     return text
 
 
+HELP = "train / evaluate / ablate one of paper B's scheme encoders"
+DESCRIPTION = ("Train a bidirectional encoder with one positional scheme on paper B's distance or "
+               "count task (through the shared training loop), then report its test accuracy and, "
+               "with --ablate, the accuracy with each head ablated (the deposit pattern). With "
+               "--load DIR an earlier run is evaluated instead of training. Writes metrics.json, "
+               "model.pt and analysis.json to --out.")
+
+
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "encoder",
-        help="train / evaluate / ablate one of paper B's scheme encoders",
-        description="Train a bidirectional encoder with one positional scheme on paper B's "
-        "distance or count task (through the shared training loop), then report its test "
-        "accuracy and, with --ablate, the accuracy with each head ablated (the deposit "
-        "pattern). With --load DIR an earlier run is evaluated instead of training. Writes "
-        "metrics.json, model.pt and analysis.json to --out.",
-    )
+    parser = add_command(sub, "encoder", run, HELP, DESCRIPTION)
     parser.add_argument("--task", required=True, choices=["distance", "count"])
     parser.add_argument("--scheme", required=True, type=scheme_text, metavar="SCHEME",
                         help="nope, sinusoidal, learned, alibi, t5, rope, mla, hybrid, or "
@@ -54,7 +55,6 @@ def register(sub) -> None:
     parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="torch CPU threads (default 1); 0 keeps torch's default")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    parser.set_defaults(func=run)
 
 
 @with_threads

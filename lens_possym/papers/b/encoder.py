@@ -87,7 +87,7 @@ from torch.nn import functional as F
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ..._json import JsonConfig
+from ..._json import JsonConfig, check_field_types
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...positions import (
     MLA,
@@ -220,6 +220,7 @@ class EncoderConfig(JsonConfig):
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=ToyConfigError)
         for name in ("d_vocab", "n_classes", "n_ctx", "n_layers", "n_heads", "d_model",
                      "d_head", "d_ff", "t5_buckets", "t5_max_distance"):
             value = getattr(self, name)

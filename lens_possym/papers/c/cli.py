@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ... import training
 from ...cli._output import check_output_dir
-from ...cli._toy_args import with_threads
+from ...cli._threads import with_threads
 from ...cli._types import (checked_number, non_negative_int, positive_float, positive_int,
                           positive_int_list)
 from ...errors import TrainingError

@@ -32,7 +32,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from ..._json import JsonConfig
+from ..._json import JsonConfig, check_field_types
 from ...errors import ToyConfigError
 from ...models.loading import from_hf
 from ...models.tiny import tiny_tokenizer
@@ -74,6 +74,7 @@ class GPTJTaskConfig(JsonConfig):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=ToyConfigError)
         for name in ("d_vocab", "n_ctx", "n_layers", "n_heads", "d_model"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

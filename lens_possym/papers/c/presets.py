@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..._json import JsonConfig
+from ..._json import JsonConfig, check_field_types
 from ...errors import TrainingError
 from .gptj import GPTJTaskConfig, GPTJTaskModel
 from ...training.runs import latest_checkpoint
@@ -59,6 +59,7 @@ class MultiHopPreset(JsonConfig):
     task: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_field_types(self, error=TrainingError)
         if not self.name:
             raise TrainingError("a preset needs a name")
         # ``betas`` as a tuple whether given in code or read from JSON (a round trip is equal)

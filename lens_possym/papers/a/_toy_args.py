@@ -1,14 +1,12 @@
-"""Arguments shared by ``lens-possym train`` and ``lens-possym sweep``."""
+"""Options shared by paper A's commands ``lens-possym train`` and ``lens-possym sweep``: the
+canonical task, the toy model's frequencies, the training settings."""
 
 from __future__ import annotations
 
 import argparse
-import functools
-from contextlib import contextmanager
-from typing import Callable
 
-from .. import interventions, training
-from ._types import non_negative_int, positive_float, positive_int
+from ... import interventions, training
+from ...cli._types import non_negative_int, positive_float, positive_int
 
 
 def add_task_args(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +21,7 @@ def add_task_args(parser: argparse.ArgumentParser) -> None:
                         "induction: number of entities (default 8)")
 
 
-def make_task_from(args):
+def task_from_args(args):
     kwargs = {}
     if args.task == "index":
         if args.length is not None:
@@ -38,14 +36,14 @@ def make_task_from(args):
     return training.make_task(args.task, **kwargs)
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
+def add_toy_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-freqs", type=positive_int, default=16,
                         help="rotating frequency ids on the standard schedule (default 16); "
                         "the θ=0 tail is id N")
     parser.add_argument("--rope-base", type=positive_float, default=10000.0)
 
 
-def model_kwargs_from(args) -> dict:
+def toy_model_kwargs(args) -> dict:
     return {"n_freqs": args.n_freqs, "rope_base": args.rope_base}
 
 
@@ -64,29 +62,6 @@ def add_train_args(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads for this command (default 1: toy models are too "
                         "small to gain from more, and extra threads slow down on a busy "
                         "machine); 0 keeps torch's default")
-
-
-@contextmanager
-def apply_threads(args):
-    """Use ``--threads`` torch CPU threads while the command runs, then restore the count."""
-    import torch
-
-    before = torch.get_num_threads()
-    if args.threads and args.threads > 0:
-        torch.set_num_threads(args.threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command's ``run(args)`` under :func:`apply_threads` (``train`` and ``sweep``)."""
-    @functools.wraps(run)
-    def threaded(args: argparse.Namespace) -> int:
-        with apply_threads(args):
-            return run(args)
-    return threaded
 
 
 def train_config_from(args, **overrides):
