@@ -150,7 +150,7 @@ def score_layers(model: HookedModel | Resolved, input: ModelInput, config: Score
     _check_per_frequency(described, chosen, config)
     with_factors = [layer for layer in chosen if _has_factors(described[layer])]
     captured = capture_attention_inputs(
-        resolved.model, input if tokens is None else tokens, with_factors,
+        resolved, input if tokens is None else tokens, with_factors,
         query_positions=config.query_position) if with_factors else {}
     results = [score_layer(resolved, tokens, described[layer], captured.get(layer),
                            as_heads(heads, described[layer].n_heads, layer), config)

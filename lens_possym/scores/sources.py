@@ -170,7 +170,7 @@ def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerSc
     if refusal is not None:
         raise InvalidSelectionError(refusal)
     if isinstance(ls.scheme, Rope):
-        inputs = capture_attention_inputs(model_of(model), tokens, ls.layer,
+        inputs = capture_attention_inputs(model, tokens, ls.layer,
                                           query_positions=qpos)[ls.layer]
         return cross_logit_factors(inputs, heads, dtype=dtype).head_full()
     return matrix_source(model, tokens, ls, heads, qpos, site, dtype).head_full()
