@@ -101,7 +101,8 @@ class ImportanceConfig(JsonConfig):
         positions: ablate only at these positions (negatives count from the end);
             ``None`` = every position.
         per_position: ``mode="mean"``: one mean per position instead of pooled.
-        layers: layers to sweep (``None`` = all); heads of other layers are ``nan``.
+        layers: layers whose heads are ablated (``None`` = all); heads of other layers are
+            ``nan``.
         heads_per_pass: ablations batched into one forward pass.
         last_token_only: on bridges, compute only the last position's logits.
         higher_is_better: direction of the metric; ``None`` = the built-in metric's own
@@ -219,7 +220,7 @@ class HeadImportance(ResultIO):
         ablated: ``[n_layers, n_heads]`` the metric with that head ablated (``nan``: not
             swept).
         n_prompts: prompts evaluated.
-        seconds, n_passes: wall time of the sweep and forward passes it took.
+        seconds, n_passes: wall time of the ablations and the forward passes they took.
         info: free-form description (model, task, seed) kept in the JSON.
         per_prompt: ``[n_layers, n_heads, n_prompts]`` the ablated metric per prompt, and
         baseline_per_prompt: ``[n_prompts]`` the clean one, when the metric gives one value
@@ -457,7 +458,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-# ---- the sweep -------------------------------------------------------------------------------
+# ---- each head ablated alone -----------------------------------------------------------------
 
 
 def _values(value: Any, name: str, n_prompts: int) -> tuple[float, Tensor | None]:
