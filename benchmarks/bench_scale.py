@@ -149,7 +149,7 @@ def sweep(args, ray: bool) -> dict:
         executor.start()
     try:
         start = time.perf_counter()
-        result = paper_a.sweep("index", paper_a.single_ids(range(16)), seeds=(0,),
+        result = paper_a.frequency_sweep("index", paper_a.single_ids(range(16)), seeds=(0,),
                            train_config=training.TrainConfig(device="cpu"), executor=executor)
         wall = time.perf_counter() - start
     finally:

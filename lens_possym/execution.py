@@ -1,7 +1,7 @@
 """Where the work that fans out runs: in this process (the default) or on a Ray cluster.
 
-Toy-model sweeps (:func:`lens_possym.papers.a.sweeps.sweep`), checkpoint trajectories
-(:func:`lens_possym.training.trajectories.checkpoint_scores`) and dataset profiles
+Toy-model frequency sweeps (:func:`lens_possym.papers.a.sweeps.frequency_sweep`), checkpoint
+trajectories (:func:`lens_possym.training.trajectories.checkpoint_scores`) and dataset profiles
 (:func:`lens_possym.scores.dataset_profile`, one task per shard of prompts) are lists of
 independent tasks. They take an ``executor=``:
 

@@ -50,7 +50,8 @@ class Resolved:
 
     @cached_property
     def schemes(self) -> list[LayerScheme]:
-        return schemes(self.model)
+        # a RoPE model's schemes are views of its specs: read them once, here
+        return schemes(self.model, specs=lambda: self.specs)
 
     @cached_property
     def all_rope(self) -> bool:

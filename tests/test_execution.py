@@ -17,7 +17,7 @@ from lens_possym.execution import InProcess, RayExecutor, resolve_executor
 from lens_possym.models import tiny_model
 from lens_possym.scores.dataset import dataset_profile
 from lens_possym.training.trajectories import checkpoint_scores
-from lens_possym.papers.a.sweeps import sweep
+from lens_possym.papers.a.sweeps import frequency_sweep
 from lens_possym.papers.a.tasks import IndexTask
 from lens_possym.training.loop import TrainConfig, train
 from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
@@ -117,14 +117,14 @@ QUICK = TrainConfig(steps=30, eval_every=15, eval_size=64, batch_size=32)
 @pytest.mark.enable_socket
 def test_a_toy_sweep_on_ray_equals_the_in_process_one(cluster):
     kw = dict(seeds=(0, 1), train_config=QUICK, model_kwargs={"n_freqs": 3}, score_prompts=8)
-    here = sweep(TASK, [0, 2], **kw)
-    there = sweep(TASK, [0, 2], executor=cluster, **kw)
+    here = frequency_sweep(TASK, [0, 2], **kw)
+    there = frequency_sweep(TASK, [0, 2], executor=cluster, **kw)
     assert torch.equal(here.accuracy(), there.accuracy())
     assert [r.accuracy_history for r in here.runs] == [r.accuracy_history for r in there.runs]
     assert [(r.pos_score, r.sym_score, r.pos_freq) for r in here.runs] == [
         (r.pos_score, r.sym_score, r.pos_freq) for r in there.runs]
     with pytest.raises(TrainingError, match="callbacks_for runs callbacks in this process"):
-        sweep(TASK, [0], executor=cluster, callbacks_for=lambda s, seed: [], **kw)
+        frequency_sweep(TASK, [0], executor=cluster, callbacks_for=lambda s, seed: [], **kw)
 
 
 @pytest.mark.enable_socket

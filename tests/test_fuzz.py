@@ -199,7 +199,7 @@ CASES: dict[str, Callable[[dict], tuple]] = {
     "plot_swap_attention": lambda w: ((w["model"], w["tokens"], {"a": (1, 0)}), {}, "close"),
     "top_swap_attention": lambda w: ((w["inputs"], [0]), {}, None),
     "pick_example_heads": lambda w: ((w["scores"],), {}, None),
-    "head_profile_figure": lambda w: ((w["scores"], 1, 0), {}, None),
+    "frequency_profile_figure": lambda w: ((w["scores"], 1, 0), {}, None),
     "atlas_figure": lambda w: ((w["scores"],), {}, None),
     "plot_effects": lambda w: ((["a", "b"], torch.tensor([0.1, -0.2])), {}, "close"),
     "compare_with_random_heads": lambda w: (
@@ -236,8 +236,8 @@ EXEMPT = {
                     "TransformerLens patching grids"),
     # training and toy constructions (paper code, moving to lens_possym/papers): configs
     # are driven through TrainConfig/ToyConfig/make_task in test_error_contract.py
-    **dict.fromkeys(["train", "sweep", "evaluate", "checkpoint_scores", "head_scores",
-                     "build_index_head", "build_partial_induction_head",
+    **dict.fromkeys(["train", "sweep", "frequency_sweep", "evaluate", "checkpoint_scores",
+                     "head_scores", "build_index_head", "build_partial_induction_head",
                      "build_retrieval_head", "w_max_by_position", "toy_config_for"],
                     "paper training code; its configs are driven elsewhere"),
     # a real model by name or memory: slow, and their inputs are driven in test_loading.py

@@ -189,16 +189,16 @@ def _checkpoint_scores(ctx):
 
 
 def _toy_sweep(ctx):
-    from lens_possym.papers.a.sweeps import SweepResult, SweepRun
+    from lens_possym.papers.a.sweeps import FrequencySweep, FrequencySweepRun
 
-    return SweepResult(
+    return FrequencySweep(
         task="index", task_config={"n": 8}, model_config={}, train_config={},
         angles=[1.0, 0.1, 0.0], answer_positions=[1, 2],
-        runs=[SweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
+        runs=[FrequencySweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
                        accuracy_by_position=[0.25, math.nan], steps_run=10, train_time_s=0.1,
                        pos_score=0.9, sym_score=0.1, pos_freq=[0.9, 0.5, 0.2],
                        sym_freq=[0.1, 0.4, 0.8]),
-              SweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
+              FrequencySweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
                        accuracy_by_position=[0.5, 1.0], steps_run=10, train_time_s=0.1)])
 
 
@@ -350,7 +350,7 @@ RESULTS = {
     "lens_possym.scores.exact.SwapScores": _swap_scores,
     "lens_possym.positions.toeplitz.ToeplitzTerms": _toeplitz_terms,
     "lens_possym.positions.toeplitz.TermMagnitudes": _term_magnitudes,
-    "lens_possym.papers.a.sweeps.SweepResult": _toy_sweep,
+    "lens_possym.papers.a.sweeps.FrequencySweep": _toy_sweep,
     "lens_possym.papers.c.chain.ChainLens": _chain_lens,
     "lens_possym.papers.c.chain.ChainPatching": _chain_patching,
     "lens_possym.papers.c.discrepancy.LayerGaps": _layer_gaps,

@@ -19,7 +19,7 @@ from lens_possym.decompose import frequency_norms
 from lens_possym.interventions import compare_with_random_heads
 from lens_possym.errors import ResultsFileError
 from lens_possym.results_io import LONG_COLUMNS
-from lens_possym.papers.a.sweeps import SweepResult, SweepRun
+from lens_possym.papers.a.sweeps import FrequencySweep, FrequencySweepRun
 
 PROMPTS = ["the cat sat on the mat and the dog sat on the log", "one two three four five six "
            "seven eight nine ten eleven twelve"]
@@ -34,14 +34,14 @@ def results():
     model = lp.tiny_model("llama")
     tokens = model.to_tokens(PROMPTS)[:, :10]
     metric = {"mean_logit": _last_logit}
-    toy = SweepResult(
+    toy = FrequencySweep(
         task="index", task_config={"n": 8}, model_config={}, train_config={},
         angles=[1.0, 0.1, 0.0], answer_positions=[1, 2],
-        runs=[SweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
+        runs=[FrequencySweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
                        accuracy_by_position=[0.25, math.nan], steps_run=10, train_time_s=0.1,
                        pos_score=0.9, sym_score=0.1, pos_freq=[0.9, 0.5, 0.2],
                        sym_freq=[0.1, 0.4, 0.8]),
-              SweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
+              FrequencySweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
                        accuracy_by_position=[0.5, 1.0], steps_run=10, train_time_s=0.1)])
     return {
         "scores": lp.swap_scores(model, tokens),
@@ -168,4 +168,4 @@ def test_train_table_has_every_evaluation(results):
 def test_old_toy_sweep_files_without_a_format_still_load(results, tmp_path):
     toy = results["toy_sweep"]
     (tmp_path / "old.json").write_text(dumps(toy.to_dict()))  # as written before the tag
-    assert dumps(SweepResult.load(tmp_path / "old.json").to_dict()) == dumps(toy.to_dict())
+    assert dumps(FrequencySweep.load(tmp_path / "old.json").to_dict()) == dumps(toy.to_dict())

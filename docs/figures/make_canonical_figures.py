@@ -17,13 +17,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lens_possym.papers import a as paper_a  # noqa: E402
-from lens_possym.papers.a.sweeps import SweepResult  # noqa: E402
+from lens_possym.papers.a.sweeps import FrequencySweep  # noqa: E402
 
 HERE = Path(__file__).parent
 
 
 def main(runs: Path) -> None:
-    load = {name: SweepResult.load(runs / name / "sweep.json")
+    load = {name: FrequencySweep.load(runs / name / "sweep.json")
             for name in ("index", "retrieval", "pi_single", "pi_pairs")}
     fig, axes = plt.subplots(1, 2, figsize=(13, 4), constrained_layout=True)
     paper_a.plot_accuracy_vs_freq(load["index"], ax=axes[0], label="Index (positional)",

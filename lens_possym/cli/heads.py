@@ -51,7 +51,7 @@ def register(sub) -> None:
                         help="default logit_diff for the tasks, loss for --prompts")
     parser.add_argument("--mode", default="zero", choices=["zero", "mean"])
     parser.add_argument("--layers", type=layers_text,
-                        help="layers to sweep: ids and half-open START:STOP ranges, "
+                        help="layers whose heads are ablated: ids and half-open START:STOP ranges, "
                         "comma-separated (e.g. 0:4,7); default all")
     parser.add_argument("--positions", type=positions_text,
                         help="ablate only at these positions (e.g. -1 for the last; ids and "

@@ -94,7 +94,7 @@ class _Recorder(BaseHTTPRequestHandler):
         pass
 
 
-def _chromium_args(browser: str, proxy_port: int, profile: str) -> list[str]:
+def _chromium_args(browser: str, proxy_port: int, user_data_dir: str) -> list[str]:
     return [
         browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
         "--no-first-run", "--no-default-browser-check", "--disable-extensions",
@@ -103,7 +103,7 @@ def _chromium_args(browser: str, proxy_port: int, profile: str) -> list[str]:
         "--component-updater=disable", "--no-pings",
         "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,"
         "Translate,AutofillServerCommunication",
-        f"--user-data-dir={profile}",
+        f"--user-data-dir={user_data_dir}",
         f"--proxy-server=http://127.0.0.1:{proxy_port}", "--proxy-bypass-list=<-loopback>",
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         "--virtual-time-budget=5000",
@@ -131,8 +131,8 @@ def render_offline(html_path: str | Path, *, screenshot: str | Path | None = Non
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with tempfile.TemporaryDirectory() as profile:
-            args = _chromium_args(browser, server.server_address[1], profile)
+        with tempfile.TemporaryDirectory() as user_data_dir:  # a fresh browser profile
+            args = _chromium_args(browser, server.server_address[1], user_data_dir)
             shot = None
             extra = ["--dump-dom"] if dom else []
             if screenshot is not None:

@@ -193,7 +193,7 @@ def add_explorer(report, scores: PosSymScores, share: Tensor, attention: dict[st
     report.raw("<h3>Selected head</h3><p id='explore-head' class='caption'></p>"
                f"<p class='caption'>Jump to: {buttons}</p>")
     if scores.pos_freq is not None:
-        report.plotly(interactive.head_profile_figure(scores, layer, head, share=share),
+        report.plotly(interactive.frequency_profile_figure(scores, layer, head, share=share),
                       div_id="explore-profile", caption=(
                           "s_POS and s_SYM of each frequency id scored as a 2-D head of its own "
                           "(lines), and that frequency's share of the head's logit row (bars, "

@@ -108,8 +108,8 @@ differs), 800 AdamW steps each (the CLI default is 2000).
 ("code", r"""
 short = training.TrainConfig(steps=800)
 t0 = time.perf_counter()
-index_sweep = paper_a.sweep(index, [0, 2, 4, 6, 16], train_config=short, log=print)
-retrieval_sweep = paper_a.sweep(retrieval, [0, 2, 4, 16], train_config=short, log=print)
+index_sweep = paper_a.frequency_sweep(index, [0, 2, 4, 6, 16], train_config=short, log=print)
+retrieval_sweep = paper_a.frequency_sweep(retrieval, [0, 2, 4, 16], train_config=short, log=print)
 print(f"{time.perf_counter() - t0:.0f} s")
 """),
 ("code", r"""
@@ -151,8 +151,8 @@ most recent match) solves it. Here with 16 pairs per prompt, single ids against 
 pi = tasks["partial-induction"]
 t0 = time.perf_counter()
 pi_budget = training.TrainConfig(steps=1000)
-pi_single = paper_a.sweep(pi, [5], train_config=pi_budget, scores=False, log=print)
-pi_pairs = paper_a.sweep(pi, paper_a.pairs_with(NOPE, [2, 5, 9]), train_config=pi_budget, scores=False, log=print)
+pi_single = paper_a.frequency_sweep(pi, [5], train_config=pi_budget, scores=False, log=print)
+pi_pairs = paper_a.frequency_sweep(pi, paper_a.pairs_with(NOPE, [2, 5, 9]), train_config=pi_budget, scores=False, log=print)
 print(f"{time.perf_counter() - t0:.0f} s")
 fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
 paper_a.plot_accuracy_vs_freq(pi_pairs, ax=ax, label="ids {16 (θ=0), k}", color="tab:blue")

@@ -20,7 +20,7 @@ from lens_possym.training.runs import (
     read_checkpoint,
     save_checkpoint,
 )
-from lens_possym.papers.a.sweeps import sweep
+from lens_possym.papers.a.sweeps import frequency_sweep
 from lens_possym.papers.a.tasks import IndexTask
 from lens_possym.training.loop import TrainConfig, resume, train
 
@@ -150,15 +150,15 @@ def test_a_resumed_sweep_reads_finished_runs_back(tmp_path):
     config = TrainConfig(steps=20, eval_every=10, eval_size=64, batch_size=32)
     kw = dict(seeds=(0,), train_config=config, model_kwargs={"n_freqs": 3}, scores=False,
               out_dir=tmp_path)
-    first = sweep(TASK, [1, 3], **kw)
+    first = frequency_sweep(TASK, [1, 3], **kw)
     evaluations = []
-    again = sweep(TASK, [1, 3], resume=True, **kw,
+    again = frequency_sweep(TASK, [1, 3], resume=True, **kw,
                   callbacks_for=lambda ids, seed: [lambda s, m: evaluations.append(s)])
     assert evaluations == []                                        # nothing trained again
     assert torch.equal(first.accuracy(), again.accuracy())
     assert [r.accuracy_history for r in again.runs] == [r.accuracy_history for r in first.runs]
     with pytest.raises(TrainingError, match="needs out_dir"):
-        sweep(TASK, [1], seeds=(0,), train_config=config, resume=True)
+        frequency_sweep(TASK, [1], seeds=(0,), train_config=config, resume=True)
 
 
 # ---- a model the loop has never heard of ---------------------------------------------------

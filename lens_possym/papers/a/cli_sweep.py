@@ -51,7 +51,7 @@ def run(args) -> int:
     seeds = args.seeds
     print(f"task: {task.describe()}; {len(sets)} frequency set(s) × {len(seeds)} seed(s)")
     with staged_dir(args.out) as stage:
-        result = sweeps.sweep(task, sets, seeds=seeds,
+        result = sweeps.frequency_sweep(task, sets, seeds=seeds,
                               train_config=_toy_args.train_config_from(args),
                               model_kwargs=model_kwargs, scores=not args.no_scores,
                               out_dir=stage, log=print)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...report.builder import Report
-from .sweeps import SweepResult
+from .sweeps import FrequencySweep
 
 __all__ = ["toy_sweep_report"]
 
@@ -20,7 +20,7 @@ _CAPTIONS = {
 }
 
 
-def toy_sweep_report(result: SweepResult, figures: Sequence[Path] = (), *,
+def toy_sweep_report(result: FrequencySweep, figures: Sequence[Path] = (), *,
                      command: str = "") -> Report:
     """The sweep's table, settings and figures (``figures``: PNGs from
     :func:`~lens_possym.viz.save_sweep_figures`)."""

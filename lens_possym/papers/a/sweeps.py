@@ -35,6 +35,10 @@ from ...training.loop import TrainConfig, TrainResult, train
 from ..._files import write_text_atomically
 
 __all__ = [
+    "FrequencySweepRun",
+    "FrequencySweep",
+    "frequency_sweep",
+    # the old names, kept for now (docs/names.md)
     "SweepRun",
     "SweepResult",
     "sweep",
@@ -56,7 +60,7 @@ def pairs_with(fixed: int, ids: Sequence[int]) -> list[tuple[int, ...]]:
 
 
 @dataclass
-class SweepRun:
+class FrequencySweepRun:
     """One trained model of a sweep."""
 
     freq_ids: list[int]
@@ -80,7 +84,7 @@ class SweepRun:
 
 
 @dataclass(repr=False)
-class SweepResult(ResultIO):
+class FrequencySweep(ResultIO):
     """All runs of a :func:`sweep`, with tables and arrays over frequency sets × seeds.
 
     Attributes:
@@ -88,7 +92,7 @@ class SweepResult(ResultIO):
         model_config, train_config: shared settings (per-run seeds differ).
         angles: angle of every frequency id of the model (the θ = 0 tail last).
         answer_positions: positions of ``accuracy_by_position``.
-        runs: one :class:`SweepRun` per (frequency set, seed), in sweep order.
+        runs: one :class:`FrequencySweepRun` per (frequency set, seed), in sweep order.
     """
 
     task: str
@@ -97,7 +101,7 @@ class SweepResult(ResultIO):
     train_config: dict
     angles: list[float]
     answer_positions: list[int]
-    runs: list[SweepRun]
+    runs: list[FrequencySweepRun]
     wall_time_s: float = 0.0
 
     FORMAT = "lens-possym/toy-sweep@1"
@@ -111,7 +115,7 @@ class SweepResult(ResultIO):
     def seeds(self) -> list[int]:
         return list(dict.fromkeys(r.seed for r in self.runs))
 
-    def _grid(self, value: Callable[[SweepRun], Any]) -> Tensor:
+    def _grid(self, value: Callable[[FrequencySweepRun], Any]) -> Tensor:
         sets, seeds = self.freq_sets, self.seeds
         index = {(tuple(r.freq_ids), r.seed): r for r in self.runs}
         rows = []
@@ -184,14 +188,14 @@ class SweepResult(ResultIO):
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SweepResult":
+    def from_dict(cls, data: dict) -> "FrequencySweep":
         data = {k: v for k, v in data.items() if k != "format"}
         runs = []
         for r in data.pop("runs"):
             r = dict(r)
             r["accuracy_by_position"] = [float("nan") if a is None else a
                                          for a in r["accuracy_by_position"]]
-            runs.append(SweepRun(**r))
+            runs.append(FrequencySweepRun(**r))
         return cls(runs=runs, **data)
 
     def _table(self):
@@ -255,7 +259,7 @@ class _SweepTask:
     resume: bool
     callbacks_for: Callable[[tuple[int, ...], int], Sequence[Callable]] | None = None
 
-    def __call__(self, item: tuple[tuple[int, ...], int]) -> SweepRun:
+    def __call__(self, item: tuple[tuple[int, ...], int]) -> FrequencySweepRun:
         s, seed = item
         config, task = self.config, self.task
         model = ToyTransformer(toy_config_for(task, seed=int(seed), **self.model_kwargs))
@@ -265,7 +269,7 @@ class _SweepTask:
                       checkpoint_every=config.checkpoint_every if run_dir else None)
         callbacks = list(self.callbacks_for(s, seed)) if self.callbacks_for else []
         result: TrainResult = train(model, task, cfg, callbacks=callbacks, resume=self.resume)
-        run = SweepRun(
+        run = FrequencySweepRun(
             freq_ids=list(s), angles=[self.angles[f] for f in s], seed=int(seed),
             test_accuracy=result.test_accuracy,
             accuracy_by_position=result.test_accuracy_by_position,
@@ -286,7 +290,7 @@ def _fmt_angle(theta: float) -> str:
     return f"{theta:.3g}"
 
 
-def sweep(
+def frequency_sweep(
     task: Task | str,
     freq_sets: Sequence[Sequence[int] | int] | None = None,
     *,
@@ -300,7 +304,7 @@ def sweep(
     log: Callable[[str], None] | None = None,
     resume: bool = False,
     executor: "Executor | str | None" = None,
-) -> SweepResult:
+) -> FrequencySweep:
     """Train one toy model per frequency set and seed on ``task``; gather accuracies and scores.
 
     Args:
@@ -326,7 +330,7 @@ def sweep(
             ``"ray"`` trains them in parallel on a Ray cluster, with the same results).
 
     Returns:
-        :class:`SweepResult`.
+        :class:`FrequencySweep`.
     """
     if isinstance(task, str):
         task = make_task(task)
@@ -358,7 +362,7 @@ def sweep(
     one = _SweepTask(task, config, model_kwargs, probe, angles, str(out) if out else None,
                      resume, callbacks_for)
     start = time.perf_counter()
-    runs: list[SweepRun] = []
+    runs: list[FrequencySweepRun] = []
     for run in runner.imap(one, [(s, int(seed)) for s in sets for seed in seeds]):
         runs.append(run)
         if log:
@@ -367,7 +371,7 @@ def sweep(
             log(f"{task.name} ids {run.label:>6} seed {run.seed}: test acc "
                 f"{run.test_accuracy:.3f} ({run.steps_run} steps, "
                 f"{run.train_time_s:.1f}s){extra}")
-    result = SweepResult(
+    result = FrequencySweep(
         task=task.name, task_config=task.config(), model_config=base.to_dict(),
         train_config=asdict(config), angles=angles, answer_positions=task.answer_positions,
         runs=runs, wall_time_s=time.perf_counter() - start,
@@ -377,3 +381,10 @@ def sweep(
 
         write_text_atomically(out / "table.md", result.table() + "\n")
     return result
+
+
+#: the old names (docs/names.md): a *frequency* sweep trains models; a *band* sweep
+#: (:func:`lens_possym.interventions.band_sweep`) ablates a trained one
+sweep = frequency_sweep
+SweepResult = FrequencySweep
+SweepRun = FrequencySweepRun

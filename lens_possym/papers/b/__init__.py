@@ -25,7 +25,7 @@ _EXPORTS = {
     "encoder": ["EncoderConfig", "SchemeEncoder", "SCHEMES", "VARIANTS", "encoder_config_for"],
     "experiments": ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task",
                     "train_cell", "analyse_cell",
-                    "ablation_grid", "deposit_summary", "positional_probe", "head_profile"],
+                    "ablation_grid", "deposit_summary", "positional_probe", "encoder_profile"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

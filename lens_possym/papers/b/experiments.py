@@ -15,7 +15,7 @@ its own folder, or loads it when that folder already holds the finished run;
   The **deposit pattern** is read from the drops ``baseline − grid``
   (:func:`deposit_summary`);
 * the **positional probe** (:func:`positional_probe`), for models with an input encoding;
-* the **positional/symbolic profile** of every head (:func:`head_profile`), through
+* the **positional/symbolic profile** of every head (:func:`encoder_profile`), through
   :func:`lens_possym.swap_scores`.
 
 Presets (:data:`ENCODER_PRESETS`; a preset's task: :func:`preset_task`): ``"cpu"`` (3
@@ -87,7 +87,7 @@ from ..._files import write_text_atomically
 
 __all__ = ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task", "make_model",
            "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",
-           "positional_probe", "head_profile", "TASK_NAMES", "PROBE_SCHEMES"]
+           "positional_probe", "encoder_profile", "TASK_NAMES", "PROBE_SCHEMES"]
 
 TASK_NAMES = ("distance", "count")
 #: schemes with an encoding added at the input, where the probe has something to read
@@ -445,7 +445,7 @@ def positional_probe(model: SchemeEncoder, tokens: Tensor, *, rank: int | None =
 
 
 def profile_site(model: SchemeEncoder) -> tuple[str, str]:
-    """``(swap_site, method)`` at which :func:`head_profile` scores a model.
+    """``(swap_site, method)`` at which :func:`encoder_profile` scores a model.
 
     Definition 2 swaps contents and keeps positions. Intended models whose position enters
     inside the head: rows of each layer's input, in closed form (``"layer"``, ``"exact"``;
@@ -459,7 +459,7 @@ def profile_site(model: SchemeEncoder) -> tuple[str, str]:
     return "layer", "rerun" if cfg.scheme == "mla" else "exact"
 
 
-def head_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
+def encoder_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
     """``s_POS`` and ``s_SYM`` ``[n_layers, n_heads]`` of every head for the query at the last
     position (block swaps, 8 blocks; :func:`lens_possym.swap_scores`), at
     :func:`profile_site`'s site."""
@@ -499,7 +499,7 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
         "ablation_heads": (ablation_grid(model, task, batch, official=False).tolist()
                            if model.cfg.scheme == "mla" and model.cfg.faithful else None),
         "probe": positional_probe(model, batch.tokens[:256]),
-        "profile": head_profile(model, prompts) if profile else None,
+        "profile": encoder_profile(model, prompts) if profile else None,
         "history": [[h.step, h.test_accuracy] for h in result.history],
     }
 

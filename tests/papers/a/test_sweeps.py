@@ -10,7 +10,7 @@ import torch
 
 from lens_possym.errors import TrainingError
 from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
-from lens_possym.papers.a.sweeps import SweepResult, pairs_with, single_ids, sweep
+from lens_possym.papers.a.sweeps import FrequencySweep, frequency_sweep, pairs_with, single_ids
 from lens_possym.papers.a.tasks import IndexTask
 from lens_possym.training.loop import TrainConfig
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tiny_sweep():
-    return sweep(TINY, [0, 3, (4, 0)], seeds=(0, 1), train_config=QUICK, model_kwargs=MODEL,
+    return frequency_sweep(TINY, [0, 3, (4, 0)], seeds=(0, 1), train_config=QUICK, model_kwargs=MODEL,
                  score_prompts=8)
 
 
@@ -60,14 +60,14 @@ def test_each_run_is_gated_and_seeded_like_a_single_training(tiny_sweep):
 
 
 def test_sweep_writes_and_reloads(tmp_path, tiny_sweep):
-    r = sweep(TINY, [1], train_config=QUICK, model_kwargs=MODEL, scores=False, out_dir=tmp_path)
+    r = frequency_sweep(TINY, [1], train_config=QUICK, model_kwargs=MODEL, scores=False, out_dir=tmp_path)
     assert (tmp_path / "sweep.json").is_file() and (tmp_path / "table.md").is_file()
     assert (tmp_path / "runs" / "1_seed0" / "model.pt").is_file()
-    back = SweepResult.load(tmp_path / "sweep.json")
+    back = FrequencySweep.load(tmp_path / "sweep.json")
     assert back.table() == r.table()
     assert torch.equal(back.accuracy(), r.accuracy())
     path = tiny_sweep.save(tmp_path / "x.json")
-    again = SweepResult.load(path)
+    again = FrequencySweep.load(path)
     assert torch.allclose(again.accuracy_by_position(), tiny_sweep.accuracy_by_position(),
                           equal_nan=True)
 
@@ -85,6 +85,6 @@ def test_frequency_set_helpers_and_errors():
     assert single_ids([3, 1]) == [(3,), (1,)]
     assert pairs_with(16, [0, 16, 4]) == [(16, 0), (16, 4)]
     with pytest.raises(TrainingError, match="out of range"):
-        sweep(TINY, [9], train_config=QUICK, model_kwargs=MODEL)
+        frequency_sweep(TINY, [9], train_config=QUICK, model_kwargs=MODEL)
     with pytest.raises(TrainingError, match="seeds is empty"):
-        sweep(TINY, [0], seeds=(), train_config=QUICK, model_kwargs=MODEL)
+        frequency_sweep(TINY, [0], seeds=(), train_config=QUICK, model_kwargs=MODEL)
