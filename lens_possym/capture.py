@@ -30,10 +30,10 @@ from torch import Tensor
 from ._inputs import ModelInput, as_layers, as_positions, as_tokens, is_activation_cache
 from ._hooks import forward_failed
 from .errors import InvalidSelectionError, LensPossymError, UnsupportedModelError
-from .rope import RopeSpec, heads_view, rope_specs, visible_keys
+from .resolved import Resolved, resolve
+from .rope import RopeSpec, heads_view, rotate, visible_keys
 from .typing import HookedModel, HookFn
 from ._hooks import attached_hooks, partial_key_edits
-from .rope import rotate
 
 __all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names", "run_capturing"]
 
@@ -149,7 +149,7 @@ class AttentionInputs:
 
 
 def capture_attention_inputs(
-    model: HookedModel,
+    model: HookedModel | Resolved,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,
@@ -161,7 +161,8 @@ def capture_attention_inputs(
 
     Args:
         model: a bridge from :func:`lens_possym.load_model` (or any model whose
-            ``rope_specs`` can be read).
+            ``rope_specs`` can be read), or a :class:`~lens_possym.resolved.Resolved` one
+            (a caller that resolved it passes that: the geometry is not read again).
         input: a prompt, a list of prompts of equal token length, tokens ``[batch, pos]``,
             or a ``transformer_lens.ActivationCache`` (``model.run_with_cache(tokens)``; any
             mapping of hook names to tensors) of the run to analyse: then nothing is run, and
@@ -183,20 +184,22 @@ def capture_attention_inputs(
         (so ``fwd_hooks`` on later hook points do not run). Hooks are removed when the pass
         ends, also on error.
     """
+    resolved = resolve(model)
+    model = resolved.model
     if is_activation_cache(input):
         if fwd_hooks:
             raise InvalidSelectionError(
                 "fwd_hooks cannot act on an activation cache (nothing is run); pass the tokens "
                 "instead, or cache a run made under those hooks")
-        specs = rope_specs(model)
+        specs = resolved.specs
         chosen = as_layers(layers, len(specs))
         return _inputs_from_cache(input, [specs[layer] for layer in chosen], query_positions,
                                   model_scores)
     tokens = as_tokens(model, input)
     n_pos = tokens.shape[1]
-    # Resolved right before the pass: dynamic NTK's angles depend on the rotary module's
-    # state, which only the pass itself changes.
-    specs = [spec.at_length(n_pos) for spec in rope_specs(model)]
+    # This input's angles, taken right before the pass (the specs may have been read
+    # earlier): dynamic NTK's depend on the rotary module's state, which passes change.
+    specs = [spec.at_length(n_pos) for spec in resolved.specs]
     chosen = as_layers(layers, len(specs))
     qpos = as_positions(query_positions, n_pos).to(tokens.device)
     last = specs[max(chosen)]
@@ -288,14 +291,14 @@ def _recomputed_logits(inputs: AttentionInputs, heads: list[int]) -> Tensor:
     return logits.masked_fill(~inputs.mask().to(logits.device), float("-inf"))
 
 
-def cache_hook_names(model: HookedModel, layers: int | Sequence[int] | None = None, *,
+def cache_hook_names(model: HookedModel | Resolved, layers: int | Sequence[int] | None = None, *,
                      model_scores: bool = True) -> list[str]:
     """The hook names an activation cache needs for :func:`capture_attention_inputs`.
 
     Use as ``model.run_with_cache(tokens, names_filter=cache_hook_names(model))`` to cache
     only what the analyses read.
     """
-    specs = rope_specs(model)
+    specs = resolve(model).specs
     names = []
     for layer in as_layers(layers, len(specs)):
         spec = specs[layer]

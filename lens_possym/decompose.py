@@ -50,7 +50,8 @@ from ._precision import compute_dtype, model_tolerance
 from .capture import AttentionInputs, capture_attention_inputs
 from .errors import DecompositionMismatchError, InvalidSelectionError
 from .results_io import ResultIO, head_frame
-from .rope import RopeSpec, cos_sin, rope_specs, rotate_pairs, to_pairs
+from .resolved import Resolved, resolve
+from .rope import RopeSpec, cos_sin, rotate_pairs, to_pairs
 from .typing import HookedModel
 
 __all__ = [
@@ -322,7 +323,7 @@ def _attach_check(result: FrequencyLogits, inputs: AttentionInputs, heads: list[
 
 
 def frequency_logits(
-    model: HookedModel,
+    model: HookedModel | Resolved,
     input: ModelInput,
     layer: int,
     *,
@@ -360,16 +361,16 @@ def frequency_logits(
         fl.terms.shape          # [1, 4, 1, 6, 128]
         fl.max_abs_error        # ~1e-6: the terms add up to the model's scores
     """
-    n_layers = len(rope_specs(model))
-    layer = as_layer(layer, n_layers)
+    resolved = resolve(model)
+    layer = as_layer(layer, len(resolved.specs))
     return frequency_logits_all(
-        model, input, [layer], heads=heads, query_positions=query_positions,
+        resolved, input, [layer], heads=heads, query_positions=query_positions,
         relative=relative, check=check, dtype=dtype,
     )[layer]
 
 
 def frequency_logits_all(
-    model: HookedModel,
+    model: HookedModel | Resolved,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,
@@ -455,7 +456,7 @@ def _pair_norms(x: Tensor, spec: RopeSpec) -> Tensor:
 
 
 def frequency_norms(
-    model: HookedModel,
+    model: HookedModel | Resolved,
     input: ModelInput,
     layers: int | Sequence[int] | None = None,
     *,

@@ -19,7 +19,7 @@ from .._inputs import ModelInput, as_tokens
 from .._json import JsonConfig, check_field_types, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO
-from ..rope import rope_specs
+from ..resolved import Resolved, resolve
 from ..typing import HookedModel
 from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
 from .metrics import Metric, as_metrics, evaluate_metrics
@@ -201,7 +201,7 @@ class HeadSetComparison(ResultIO):
 
 @boundary
 def compare_with_random_heads(
-    model: HookedModel,
+    model: HookedModel | Resolved,
     input: ModelInput,
     metric: Metric | Mapping[str, Metric],
     heads: Any,
@@ -232,7 +232,8 @@ def compare_with_random_heads(
 
     config = HeadSetConfig.coerce(config, **settings)
     metrics = as_metrics(metric)
-    specs = rope_specs(model)
+    resolved = resolve(model)
+    model, specs = resolved.model, resolved.specs
     chosen = parse_heads(heads, specs)
     candidates = parse_heads(config.pool, specs)
     if config.n_random and len(candidates) < len(chosen):
@@ -243,14 +244,14 @@ def compare_with_random_heads(
     draws = [sorted(rng.sample(candidates, len(chosen))) for _ in range(config.n_random)]
     tokens = as_tokens(model, input)
     layers = sorted({layer for layer, _ in chosen} | {layer for d in draws for layer, _ in d})
-    means = means_for(config.modes, model, layers, means=means,
+    means = means_for(config.modes, resolved, layers, means=means,
                       reference=tokens if reference is None else reference,
                       per_position=config.per_position)
     kwargs = last_token_kwargs(model, config.last_token_only)
 
     def run(head_set, band, mode):
         hooks = [] if head_set is None else ablate_frequencies_hooks(
-            model, {h: band for h in head_set}, mode, means=means)
+            resolved, {h: band for h in head_set}, mode, means=means)
         with torch.no_grad():
             logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
         return evaluate_metrics(metrics, logits)

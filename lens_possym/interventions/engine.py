@@ -36,6 +36,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from .._attention import visible_mask
 from .._hooks import declare_hook, declare_partial_keys, hook_effect
 from .._precision import compute_dtype, model_tolerance
 from ..decompose import apply_softcap
@@ -139,10 +140,7 @@ def attend(spec: RopeSpec, q: Float[Tensor, "batch pos head_index d_head"],
     scores = einsum(qr, kr, "batch query_pos head_index d_head, batch key_pos head_index d_head"
                     " -> batch head_index query_pos key_pos") * spec.scale
     scores = apply_softcap(scores, spec.softcap)
-    qp, kp = positions[:, None], positions[None, :]
-    allowed = kp <= qp
-    if spec.window:
-        allowed &= (qp - kp) < spec.window
+    allowed = visible_mask(positions, positions, spec.window or None)
     scores = scores.masked_fill(~allowed, float("-inf"))
     pattern = torch.softmax(scores, dim=-1)
     z = einsum(pattern, v.to(dtype), "batch head_index query_pos key_pos, "

@@ -57,7 +57,8 @@ from torch import Tensor, nn
 from .._inputs import ModelInput, as_layers
 from ..capture import capture_attention_inputs
 from ..errors import InvalidSelectionError
-from ..rope import RopeSpec, rope_specs
+from ..resolved import Resolved, resolve
+from ..rope import RopeSpec
 from ..typing import FwdHooks, HookedModel, HookFn
 from .edits import replace_edit, unrotate_edit, zero_edit
 from .engine import PairEdit, bphd, compile_selection, edit_hook
@@ -140,7 +141,7 @@ class FrequencyMeans:
             )
 
 
-def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Tensor],
+def frequency_means(model: HookedModel | Resolved, reference: ModelInput | Mapping[str, Tensor],
                     layers: int | Sequence[int] | None = None, *, per_position: bool = False
                     ) -> FrequencyMeans:
     """Mean un-rotated q and k of each layer over ``reference`` (for ``mode="mean"``).
@@ -152,7 +153,9 @@ def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Ten
         per_position: keep one mean per position (a run may then be at most as long as
             the reference); by default means are pooled over prompts and positions 1..
     """
-    specs = rope_specs(model)
+    resolved = resolve(model)
+    model = resolved.model
+    specs = resolved.specs
     chosen = as_layers(layers, len(specs))
     qs: dict[int, Tensor] = {}
     ks: dict[int, Tensor] = {}
@@ -168,7 +171,7 @@ def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Ten
                     "or pass the reference prompts"
                 ) from None
     else:
-        captured = capture_attention_inputs(model, reference, chosen, query_positions=None,
+        captured = capture_attention_inputs(resolved, reference, chosen, query_positions=None,
                                             model_scores=False)
         for layer in chosen:
             qs[layer], ks[layer] = captured[layer].q, captured[layer].k
@@ -190,7 +193,7 @@ def frequency_means(model: HookedModel, reference: ModelInput | Mapping[str, Ten
                                          or ""))
 
 
-def means_for(modes: Sequence[str], model: HookedModel, layers: Sequence[int], *,
+def means_for(modes: Sequence[str], model: HookedModel | Resolved, layers: Sequence[int], *,
               means: FrequencyMeans | None, reference: Any, per_position: bool = False
               ) -> FrequencyMeans | None:
     """The reference means ``modes`` need: ``means`` if given, else taken over ``reference``.
@@ -207,7 +210,8 @@ def means_for(modes: Sequence[str], model: HookedModel, layers: Sequence[int], *
             raise InvalidSelectionError(
                 f"means must be a FrequencyMeans (frequency_means(model, reference)), got "
                 f"{type(means).__name__}")
-        means.check_model(model, rope_specs(model))
+        resolved = resolve(model)
+        means.check_model(resolved.model, resolved.specs)
         return means
     if reference is None:
         raise InvalidSelectionError(
@@ -260,8 +264,9 @@ def ablate_frequencies_hook(spec: RopeSpec, heads: int | Sequence[int], freqs: F
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
 
 
-def ablate_frequencies_hooks(model: HookedModel, selection: Any, mode: AblationMode = "zero", *,
-                             freqs: FreqsLike = None, side: Side | None = None,
+def ablate_frequencies_hooks(model: HookedModel | Resolved, selection: Any,
+                             mode: AblationMode = "zero", *, freqs: FreqsLike = None,
+                             side: Side | None = None,
                              reference: Any = None, per_position: bool = False,
                              means: FrequencyMeans | None = None) -> FwdHooks:
     """Forward hooks that ablate chosen frequencies of chosen heads, GQA-safely.
@@ -283,9 +288,10 @@ def ablate_frequencies_hooks(model: HookedModel, selection: Any, mode: AblationM
     """
     check_mode(mode)
     side = resolve_side(mode, side)
-    specs = rope_specs(model)
+    resolved = resolve(model)
+    specs = resolved.specs
     chosen: Selection = parse_selection(selection, specs, freqs)
-    means = means_for([mode], model, list(chosen), means=means, reference=reference,
+    means = means_for([mode], resolved, list(chosen), means=means, reference=reference,
                       per_position=per_position)
     return compile_selection(specs, chosen, side,
                              lambda spec, ids, which: _edit_for(mode, spec, ids, which, means))
@@ -405,9 +411,9 @@ class FrequencyGates(nn.ModuleDict):
     (when they share a shape); ``gates.parameters()`` go to an optimizer.
     """
 
-    def __init__(self, model: HookedModel, layers: int | Sequence[int] | None = None, **gate_kwargs: Any
-                 ) -> None:
-        specs = rope_specs(model)
+    def __init__(self, model: HookedModel | Resolved, layers: int | Sequence[int] | None = None,
+                 **gate_kwargs: Any) -> None:
+        specs = resolve(model).specs
         chosen = as_layers(layers, len(specs))
         super().__init__({str(layer): FrequencyGate(specs[layer], **gate_kwargs) for layer in chosen})
 

@@ -55,7 +55,7 @@ from ..typing import HookedModel
 from ._passes import blocks_from, fresh_cache, layer_list, prefix_cache
 from .uncertainty import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Uncertainty,
                           bootstrap_interval, standard_error, uncertainty)
-from ..rope import rope_specs
+from ..resolved import Resolved, resolve
 from .patching import frequency_index_df, frequency_patch_setter, qk_activation_name
 from .._ids import check_ids_text
 from .selection import freqs_label
@@ -98,12 +98,11 @@ _POSITIONAL = frozenset({"z", "q", "k", "v", "rot_q", "rot_k", "result", "resid_
 _AXES = frozenset({"layer", "head", "head_index", "pos", "freq"})
 
 
-def spec_window(model: HookedModel) -> list[int]:
+def spec_window(model: HookedModel | Resolved) -> list[int]:
     """Sliding windows of the model's layers (their HF caches keep only the window, which
     the prefix reuse does not handle); ``[]`` when none is known."""
     try:
-
-        return [int(s.window) for s in rope_specs(model) if s.window]
+        return [int(s.window) for s in resolve(model).specs if s.window]
     except Exception:  # noqa: BLE001 - a model lens-possym cannot read: no windows known
         return []
 
@@ -111,13 +110,14 @@ def spec_window(model: HookedModel) -> list[int]:
 # ---- the engine ------------------------------------------------------------------------------
 
 
-def _index_rows(model: HookedModel, tokens: Tensor, activation_name: str,
+def _index_rows(resolved: Resolved, tokens: Tensor, activation_name: str,
                 index_axis_names: Sequence[str] | None, index_df: Any
                 ) -> tuple[list[tuple[int, ...]], list[str], tuple[int, ...]]:
     """The cells to patch, the axis names and the grid shape (TransformerLens's rules: the
     cartesian product of the named axes, or the rows of ``index_df``; layer first)."""
     if (index_axis_names is None) == (index_df is None):
         raise InvalidSelectionError("give index_axis_names or index_df (exactly one)")
+    model = resolved.model
     n_heads = int(model.cfg.n_heads)
     kv = getattr(model.cfg, "n_key_value_heads", None)
     if activation_name in ("k", "v", "rot_k") and kv:
@@ -133,8 +133,7 @@ def _index_rows(model: HookedModel, tokens: Tensor, activation_name: str,
         if not names or names[0] != "layer":
             raise InvalidSelectionError(f"index_df's first column must be 'layer', got {names}")
         if "freq" in names:
-
-            ranges["freq"] = max(spec.n_freqs for spec in rope_specs(model))
+            ranges["freq"] = max(spec.n_freqs for spec in resolved.specs)
         # a dense grid: the model's full range of each known axis (cells not listed: nan)
         shape = tuple(max(ranges.get(name, 0), max(r[i] for r in rows) + 1)
                       for i, name in enumerate(names))
@@ -161,7 +160,7 @@ def _per_prompt(value: Any, n: int, name: str) -> Tensor:
     return value.detach().float().cpu()
 
 
-def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch pos"],
+def generic_patch_grid(model: HookedModel | Resolved, corrupted_tokens: Int[Tensor, "batch pos"],
                        clean_cache: Mapping[str, Tensor],
                        patching_metric: Callable[[Tensor], Tensor],
                        patch_setter: PatchSetter, activation_name: str,
@@ -207,8 +206,10 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
             or patches_per_pass < 1:
         raise InvalidSelectionError(
             f"patches_per_pass must be a positive integer, got {patches_per_pass!r}")
+    resolved = resolve(model)
+    model = resolved.model
     tokens = as_tokens(model, corrupted_tokens)
-    rows, axis_names, shape = _index_rows(model, tokens, activation_name, index_axis_names,
+    rows, axis_names, shape = _index_rows(resolved, tokens, activation_name, index_axis_names,
                                           index_df)
     n_layers = int(model.cfg.n_layers)
     bad = sorted({r[0] for r in rows if not 0 <= r[0] < n_layers})
@@ -319,7 +320,7 @@ def generic_patch_grid(model: HookedModel, corrupted_tokens: Int[Tensor, "batch 
                 else:
                     first_changed = 0
             if reuse_prefix and 0 < first_changed < n_pos and active and \
-                    not any(spec_window(model)) and layer_list(model) is not None:
+                    not any(spec_window(resolved)) and layer_list(model) is not None:
                 prefix = first_changed
             del cache
         bar = tqdm(total=len(rows), desc=f"patching {activation_name}", disable=not progress)
@@ -432,11 +433,11 @@ def patch_frequencies_grid(model, corrupted_tokens, clean_cache, patching_metric
                            **kwargs) -> PatchingGrid:
     """Pair ``f`` of head ``h``'s un-rotated query (or key: KV heads, ``side="k"``) patched
     alone, for every chosen layer, head and frequency id: ``[layer, head, frequency]``."""
-
-    index_df = frequency_index_df(model, layers, heads, freqs, side=side)
-    return generic_patch_grid(model, corrupted_tokens, clean_cache, patching_metric,
-                              frequency_patch_setter(model), qk_activation_name(model, side),
-                              index_df=index_df, **kwargs)
+    resolved = resolve(model)
+    index_df = frequency_index_df(resolved, layers, heads, freqs, side=side)
+    return generic_patch_grid(resolved, corrupted_tokens, clean_cache, patching_metric,
+                              frequency_patch_setter(resolved),
+                              qk_activation_name(resolved, side), index_df=index_df, **kwargs)
 
 
 # ---- the whole experiment -----------------------------------------------------------------
@@ -534,7 +535,7 @@ def _heads_index_df(model: HookedModel, layers, heads, n_pos: int | None):
     return pd.DataFrame(rows, columns=columns)
 
 
-def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = None, *,
+def patch_grid(model: HookedModel | Resolved, pairs: Any, config: PatchGridConfig | None = None, *,
                metric: Callable[[Tensor], Tensor] | None = None, progress: bool = False,
                **settings: Any) -> "PatchingGrid":
     """A whole patching experiment on counterfactual pairs.
@@ -558,6 +559,8 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
     from transformer_lens.utilities import get_act_name
 
     config = PatchGridConfig.coerce(config, **settings)
+    resolved = resolve(model)
+    model = resolved.model
     if metric is None:
         metric = pairs.metric(model, per_prompt=config.per_prompt_normalization)
     clean, corrupted = pairs.clean_tokens, pairs.corrupted_tokens
@@ -569,8 +572,7 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
                               "last_token_only": config.last_token_only, "progress": progress,
                               "config": config, "info": {"pairs": pairs.describe()}}
     if config.site == "frequencies":
-
-        name = qk_activation_name(model, config.side)
+        name = qk_activation_name(resolved, config.side)
     else:
         name = {"heads": "z"}.get(config.site, config.site)
     hooks = [get_act_name(name, layer) for layer in layers]
@@ -585,10 +587,10 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
                                    n_pos if config.per_position else None)
         setter = (tl.layer_pos_head_vector_patch_setter if config.per_position
                   else tl.layer_head_vector_patch_setter)
-        return generic_patch_grid(model, run, cache, metric, setter, "z", index_df=index_df,
+        return generic_patch_grid(resolved, run, cache, metric, setter, "z", index_df=index_df,
                                   **kwargs)
     if config.site == "frequencies":
-        return patch_frequencies_grid(model, run, cache, metric, layers=layers,
+        return patch_frequencies_grid(resolved, run, cache, metric, layers=layers,
                                       heads=list(config.heads) if config.heads else None,
                                       freqs=config.freqs, side=config.side, **kwargs)
     import pandas as pd
@@ -596,10 +598,10 @@ def patch_grid(model: HookedModel, pairs: Any, config: PatchGridConfig | None = 
     if config.per_position:
         index_df = pd.DataFrame([(layer, pos) for layer in layers for pos in range(n_pos)],
                                 columns=["layer", "pos"])
-        return generic_patch_grid(model, run, cache, metric, tl.layer_pos_patch_setter,
+        return generic_patch_grid(resolved, run, cache, metric, tl.layer_pos_patch_setter,
                                   config.site, index_df=index_df, **kwargs)
     index_df = pd.DataFrame([(layer,) for layer in layers], columns=["layer"])
-    return generic_patch_grid(model, run, cache, metric, layer_vector_patch_setter,
+    return generic_patch_grid(resolved, run, cache, metric, layer_vector_patch_setter,
                               config.site, index_df=index_df, **kwargs)
 
 

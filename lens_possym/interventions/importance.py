@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
 from .._checks import boundary
@@ -60,6 +60,7 @@ from .._inputs import ModelInput, as_positions, as_tokens
 from .._json import JsonConfig, check_field_types, tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, head_frame, number
+from ..tasks.binding import ImportanceBatch
 from ..typing import HookedModel, HookFn
 from .heads import HeadMeans, check_head_mode, head_counts, head_means, z_hook_names
 from .uncertainty import Uncertainty, standard_error, uncertainty
@@ -156,59 +157,6 @@ class ImportanceConfig(JsonConfig):
 
 
 # ---- what is measured ------------------------------------------------------------------------
-
-
-@dataclass
-class ImportanceBatch:
-    """Prompts of equal length and what the built-in metrics compare at the last position.
-
-    Attributes:
-        tokens: ``[batch, pos]``.
-        answers: ``[batch]`` the correct next token (accuracy, logit_diff, loss).
-        distractors: ``[batch]`` or ``[batch, n_distractors]`` tokens the answer is compared
-            with by ``logit_diff`` (their mean logit).
-        name: what the prompts are (for reports).
-    """
-
-    tokens: Int[Tensor, "batch pos"]
-    answers: Int[Tensor, "batch"] | None = None
-    distractors: Int[Tensor, "batch"] | Int[Tensor, "batch n_distractors"] | None = None
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        tokens = self.tokens
-        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
-            raise InvalidSelectionError("ImportanceBatch.tokens must be integer ids [batch, pos]")
-        n = self.tokens.shape[0]
-        if self.answers is not None:
-            self.answers = torch.as_tensor(self.answers).reshape(-1)
-            if self.answers.shape[0] != n:
-                raise InvalidSelectionError(
-                    f"{self.answers.shape[0]} answers for {n} prompts; give one per prompt")
-        if self.distractors is not None:
-            d = torch.as_tensor(self.distractors)
-            d = d[:, None] if d.ndim == 1 else d
-            if d.ndim != 2 or d.shape[0] != n or d.shape[1] == 0:
-                raise InvalidSelectionError(
-                    f"distractors must be [batch] or [batch, k] with batch {n}, got "
-                    f"{tuple(torch.as_tensor(self.distractors).shape)}")
-            self.distractors = d
-
-    @property
-    def n_prompts(self) -> int:
-        return self.tokens.shape[0]
-
-    @classmethod
-    def from_binding(cls, task: Any) -> "ImportanceBatch":
-        """A binding task's prompts; distractors are the prompt's other attributes, so that
-        ``logit_diff`` equals :func:`~lens_possym.tasks.binding_logit_diff` (distinct
-        attributes)."""
-        keep = torch.ones_like(task.attribute_ids, dtype=torch.bool)
-        keep.scatter_(1, task.query_pair[:, None], False)
-        others = task.attribute_ids[keep].reshape(task.n_prompts, task.n_pairs - 1)
-        return cls(tokens=task.tokens, answers=task.answers,
-                   distractors=others if task.n_pairs > 1 else None,
-                   name=f"binding ({task.n_pairs} pairs)")
 
 
 def _last(logits: Tensor) -> Float[Tensor, "batch d_vocab"]:

@@ -36,7 +36,8 @@ from .._checks import boundary
 from .._ids import read_ids
 from .._inputs import as_positions, as_tokens
 from ..errors import InvalidSelectionError, UnsupportedModelError
-from ..rope import RopeSpec, rope_specs
+from ..resolved import Resolved, model_of, resolve
+from ..rope import RopeSpec
 from ..typing import FwdHooks, HookedModel, HookFn
 from .edits import replace_edit
 from .engine import PairEdit, bphd, compile_selection, edit_hook, z_hook_name
@@ -69,13 +70,14 @@ def _is_cache(source: Any) -> bool:
 
 
 @boundary
-def source_activations(model: HookedModel, source: Any, names: Sequence[str]
+def source_activations(model: HookedModel | Resolved, source: Any, names: Sequence[str]
                        ) -> dict[str, Tensor]:
     """The tensors ``names`` of the source run: read from a cache, or computed by one pass.
 
     Raises:
         InvalidSelectionError: a cache lacking one of ``names``.
     """
+    model = model_of(model)
     names = list(dict.fromkeys(names))
     if _is_cache(source):
         out = {}
@@ -146,15 +148,16 @@ def patch_heads_hook(source_z: Float[Tensor, "batch pos head_index d_head"],
     return hook
 
 
-def patch_heads_hooks(model: HookedModel, source: Any, heads: HeadsLike,
+def patch_heads_hooks(model: HookedModel | Resolved, source: Any, heads: HeadsLike,
                       positions: int | Sequence[int] | Tensor | None = None) -> FwdHooks:
     """Hooks patching query ``heads`` (e.g. ``"12.0,13.1"``) at ``hook_z`` from ``source``."""
-    specs = rope_specs(model)
+    resolved = resolve(model)
+    specs = resolved.specs
     by_layer: dict[int, list[int]] = {}
     for layer, head in parse_heads(heads, specs):
         by_layer.setdefault(layer, []).append(head)
     names = {layer: z_hook_name(specs[layer]) for layer in by_layer}
-    acts = source_activations(model, source, list(names.values()))
+    acts = source_activations(resolved.model, source, list(names.values()))
     return [(names[layer], patch_heads_hook(acts[names[layer]], hs, positions))
             for layer, hs in by_layer.items()]
 
@@ -196,7 +199,7 @@ def patch_frequencies_hook(spec: RopeSpec, source: Tensor, heads: int | Sequence
     return edit_hook(spec, side, {h: edit for h in head_list} if ids else {})
 
 
-def patch_frequencies_hooks(model: HookedModel, source: Any, selection: Any, *,
+def patch_frequencies_hooks(model: HookedModel | Resolved, source: Any, selection: Any, *,
                             freqs: FreqsLike = None, side: Literal["q", "k", "qk"] = "q"
                             ) -> FwdHooks:
     """Hooks patching chosen frequencies of chosen heads from ``source``, GQA-safely.
@@ -207,7 +210,8 @@ def patch_frequencies_hooks(model: HookedModel, source: Any, selection: Any, *,
         side: patch the query pairs (``"q"``), the key pairs (``"k"``) or both.
     """
     check_side(side)
-    specs = rope_specs(model)
+    resolved = resolve(model)
+    specs = resolved.specs
     chosen = parse_selection(selection, specs, freqs)
     names = []
     for layer in chosen:
@@ -215,7 +219,7 @@ def patch_frequencies_hooks(model: HookedModel, source: Any, selection: Any, *,
             names.append(specs[layer].q_hook)
         if "k" in side:
             names.append(specs[layer].k_hook)
-    acts = source_activations(model, source, names)
+    acts = source_activations(resolved.model, source, names)
 
     def from_source(spec: RopeSpec, ids: tuple[int, ...], which: str) -> PairEdit:
         hook = spec.q_hook if which == "q" else spec.k_hook
@@ -237,7 +241,7 @@ def patch_frequencies(model: HookedModel, source: Any, selection: Any, *,
 # ---- transformer_lens.patching -------------------------------------------------------------
 
 
-def qk_activation_name(model: HookedModel, side: Literal["q", "k"] = "q") -> str:
+def qk_activation_name(model: HookedModel | Resolved, side: Literal["q", "k"] = "q") -> str:
     """The ``activation_name`` under which every layer's q (or k) pairs can be patched.
 
     ``"q"``/``"k"`` where ``hook_q``/``hook_k`` are the un-rotated vectors lens-possym
@@ -246,7 +250,7 @@ def qk_activation_name(model: HookedModel, side: Literal["q", "k"] = "q") -> str
     the same as patching the un-rotated one.
     """
     check_side(side, ("q", "k"))
-    specs = rope_specs(model)
+    specs = resolve(model).specs
     if all(getattr(s, f"{side}_hook").endswith(f".hook_{side}") for s in specs):
         return side
     if all(s.rot_hooks for s in specs):
@@ -257,14 +261,15 @@ def qk_activation_name(model: HookedModel, side: Literal["q", "k"] = "q") -> str
     )
 
 
-def frequency_patch_setter(model: HookedModel) -> Callable[[Tensor, Sequence[int], Tensor], Tensor]:
+def frequency_patch_setter(model: HookedModel | Resolved
+                           ) -> Callable[[Tensor, Sequence[int], Tensor], Tensor]:
     """A ``patch_setter`` for ``generic_activation_patch`` over ``index = [layer, head, freq]``.
 
     Use with ``activation_name=qk_activation_name(model, side)`` and
     ``index_df=frequency_index_df(model, ...)``; for keys the head index is a KV head
     (as TransformerLens counts heads for ``"k"``).
     """
-    specs = rope_specs(model)
+    specs = resolve(model).specs
 
     def setter(corrupted: Tensor, index: Sequence[int], clean: Tensor) -> Tensor:
         if len(index) != 3:
@@ -280,14 +285,13 @@ def frequency_patch_setter(model: HookedModel) -> Callable[[Tensor, Sequence[int
 
 
 @boundary
-def frequency_index_df(model: HookedModel, layers: int | Sequence[int] | None = None,
+def frequency_index_df(model: HookedModel | Resolved, layers: int | Sequence[int] | None = None,
                        heads: int | Sequence[int] | None = None,
                        freqs: FreqsLike = None, *, side: Literal["q", "k"] = "q") -> "pd.DataFrame":
     """A pandas dataframe of ``[layer, head_index, freq]`` rows for ``generic_activation_patch``."""
     import pandas as pd
 
-
-    specs = rope_specs(model)
+    specs = resolve(model).specs
     rows = []
     for layer in as_layers(layers, len(specs)):
         spec = specs[layer]

@@ -35,8 +35,9 @@ from jaxtyping import Int
 from torch import Tensor
 
 from .._checks import boundary
+from .._inputs import as_layer
 from ..errors import InvalidSelectionError
-from ..rope import rope_spec
+from ..resolved import Resolved, resolve
 from ..typing import FwdHooks, HookedModel, HookFn
 from .engine import v_hook_name
 
@@ -95,11 +96,12 @@ def permute_content_hook(perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | S
     return hook
 
 
-def permute_content_hooks(model: HookedModel, layer: int,
+def permute_content_hooks(model: HookedModel | Resolved, layer: int,
                           perm: Int[Tensor, "pos"] | Int[Tensor, "batch pos"] | Sequence[int],
                           what: What = "resid") -> FwdHooks:
     """Hooks that move content between positions at ``layer`` (see the module docstring)."""
-    spec = rope_spec(model, layer)
+    specs = resolve(model).specs
+    spec = specs[as_layer(layer, len(specs))]
     if what == "resid":
         return [(f"blocks.{spec.layer}.hook_resid_pre", permute_content_hook(perm))]
     if what not in ("kv", "k"):

@@ -40,7 +40,7 @@ from typing import Any, Iterator, Mapping
 
 from .._json import JsonConfig, check_field_types
 from ..errors import InvalidSelectionError
-from ..rope import rope_specs
+from ..resolved import Resolved, resolve
 from ..typing import FwdHooks, HookedModel
 from .modes import check_side, resolve_side
 from .selection import freqs_label, heads_label, parse_selection
@@ -193,7 +193,7 @@ class Intervention(JsonConfig):
             return f"{head}: {self.heads}"
         return f"{head}: " + "; ".join(f"{heads} ← {ids}" for heads, ids in self.selection)
 
-    def resolved(self, model: HookedModel) -> "Intervention":
+    def resolved(self, model: HookedModel | Resolved) -> "Intervention":
         """The same intervention with explicit frequency ids of ``model`` for every head.
 
         Band names and open ranges (``"low"``, ``"8:"``) depend on the model's number of
@@ -201,12 +201,12 @@ class Intervention(JsonConfig):
         """
         if self.op in ("permute_content", "patch_heads"):
             return self
-        chosen = parse_selection(dict(self.selection), rope_specs(model))
+        chosen = parse_selection(dict(self.selection), resolve(model).specs)
         return dataclasses.replace(self, selection=chosen)
 
     # ---- hooks --------------------------------------------------------------------------
 
-    def hooks(self, model: HookedModel, *, source: Any = None, reference: Any = None,
+    def hooks(self, model: HookedModel | Resolved, *, source: Any = None, reference: Any = None,
               means: Any = None) -> FwdHooks:
         """``[(hook name, hook fn)]`` for ``model``, from the op's hook factory.
 
@@ -218,6 +218,7 @@ class Intervention(JsonConfig):
 
         if self.op.startswith("patch") and source is None:
             raise InvalidSelectionError(f"{self.op} needs source=<a cache or the source input>")
+        model = resolve(model)  # every factory below reads the same specs
         if self.op == "ablate_frequencies":
             return ablate_frequencies_hooks(model, dict(self.selection), self.mode,
                                             side=self.side, per_position=self.per_position,
@@ -229,9 +230,11 @@ class Intervention(JsonConfig):
         return permute_content_hooks(model, self.layer, list(self.perm), self.what)
 
     @contextmanager
-    def apply(self, model: HookedModel, **runtime: Any) -> Iterator[HookedModel]:
+    def apply(self, model: HookedModel | Resolved, **runtime: Any) -> Iterator[HookedModel]:
         """Context manager: the hooks of :meth:`hooks` attached inside the block, then removed."""
-        with model.hooks(fwd_hooks=self.hooks(model, **runtime)):
+        resolved = resolve(model)
+        model = resolved.model
+        with model.hooks(fwd_hooks=self.hooks(resolved, **runtime)):
             yield model
 
     # ---- saving -------------------------------------------------------------------------
@@ -297,18 +300,21 @@ class InterventionSpec(JsonConfig):
     def __str__(self) -> str:
         return "\n".join(str(i) for i in self.interventions) or "(no intervention)"
 
-    def hooks(self, model: HookedModel, **runtime: Any) -> FwdHooks:
+    def hooks(self, model: HookedModel | Resolved, **runtime: Any) -> FwdHooks:
         """Every intervention's hooks, in order (``runtime`` as in :meth:`Intervention.hooks`)."""
-        return [hook for item in self.interventions for hook in item.hooks(model, **runtime)]
+        resolved = resolve(model)
+        return [hook for item in self.interventions for hook in item.hooks(resolved, **runtime)]
 
     @contextmanager
-    def apply(self, model: HookedModel, **runtime: Any) -> Iterator[HookedModel]:
+    def apply(self, model: HookedModel | Resolved, **runtime: Any) -> Iterator[HookedModel]:
         """Context manager: every intervention attached inside the block, then removed."""
-        with model.hooks(fwd_hooks=self.hooks(model, **runtime)):
-            yield model
+        resolved = resolve(model)
+        with resolved.model.hooks(fwd_hooks=self.hooks(resolved, **runtime)):
+            yield resolved.model
 
-    def resolved(self, model: HookedModel) -> "InterventionSpec":
-        return InterventionSpec(tuple(i.resolved(model) for i in self.interventions))
+    def resolved(self, model: HookedModel | Resolved) -> "InterventionSpec":
+        resolved = resolve(model)
+        return InterventionSpec(tuple(i.resolved(resolved) for i in self.interventions))
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "interventions": [i.to_dict() for i in self.interventions]}

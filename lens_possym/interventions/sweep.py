@@ -32,7 +32,8 @@ from .._json import JsonConfig, check_field_types, to_jsonable
 from ..results_io import ResultIO, head_frame, number
 from ..bands import BAND_NAMES, band_partition
 from ..errors import InvalidSelectionError
-from ..rope import RopeSpec, rope_specs
+from ..resolved import Resolved, resolve
+from ..rope import RopeSpec
 from ..typing import HookedModel
 from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
 from .metrics import Metric, as_metrics, evaluate_metrics_per_prompt
@@ -312,7 +313,7 @@ def _head_lists(specs: Sequence[RopeSpec], layers: list[int],
     return {layer: as_heads(heads, specs[layer].n_heads, layer) for layer in layers}
 
 
-def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[str, Metric],
+def band_sweep(model: HookedModel | Resolved, input: ModelInput, metric: Metric | Mapping[str, Metric],
                config: BandSweepConfig | None = None, *, reference: Any = None,
                means: FrequencyMeans | None = None, progress: bool = True, **settings: Any
                ) -> BandSweep:
@@ -337,7 +338,8 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
 
     config = BandSweepConfig.coerce(config, **settings)
     metrics = as_metrics(metric)
-    specs = rope_specs(model)
+    resolved = resolve(model)
+    model, specs = resolved.model, resolved.specs
     chosen = as_layers(config.layers, len(specs))
     tokens = as_tokens(model, input)
     band_ids: dict[int, list[list[int]]] = {}
@@ -348,7 +350,7 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
             raise InvalidSelectionError("every layer needs the same bands")
         band_names = names
     head_lists = _head_lists(specs, chosen, config.heads)
-    means = means_for([config.mode], model, chosen, means=means,
+    means = means_for([config.mode], resolved, chosen, means=means,
                       reference=tokens if reference is None else reference,
                       per_position=config.per_position)
 
@@ -374,8 +376,9 @@ def band_sweep(model: HookedModel, input: ModelInput, metric: Metric | Mapping[s
             for layer in chosen:
                 for head in head_lists[layer]:
                     for b, ids in enumerate(band_ids[layer]):
-                        hooks = ablate_frequencies_hooks(model, {(layer, head): ids}, config.mode,
-                                                         side=config.side, means=means)
+                        hooks = ablate_frequencies_hooks(resolved, {(layer, head): ids},
+                                                         config.mode, side=config.side,
+                                                         means=means)
                         if bridge:
                             out = model.run_with_hooks(starts[layer], start_at_layer=layer,
                                                        fwd_hooks=hooks, **kwargs)

@@ -8,11 +8,12 @@ from typing import Sequence
 
 from torch import Tensor
 
+from .._attention import kv_heads
+
 __all__ = ["keys_for_heads"]
 
 
 def keys_for_heads(k: Tensor, heads: Sequence[int], n_heads: int) -> Tensor:
     """Keys ``[batch, pos, kv_head, d_head]`` picked for query ``heads`` (multi-query and
     grouped-query attention: query head ``h`` reads KV head ``h // (n_heads // n_kv)``)."""
-    group = n_heads // k.shape[2]
-    return k[:, :, [h // group for h in heads]]
+    return k[:, :, kv_heads(heads, n_heads, k.shape[2])]

@@ -24,6 +24,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._attention import visible_mask
 from .._checks import boundary
 from ..errors import NoFrequenciesError
 from .kinds import SWAP_SITES, Site, SwapSite  # noqa: F401 - re-exported
@@ -36,11 +37,7 @@ __all__ = ["PositionalScheme", "Site", "SwapSite", "causal_visible"]
 def causal_visible(query_position: int, n_pos: int, window: int | None = None
                    ) -> Bool[Tensor, "pos"]:
     """Keys ``m`` the query at ``n`` sees: ``m <= n`` and, with a window, ``n - m < window``."""
-    m = torch.arange(n_pos)
-    visible = m <= query_position
-    if window is not None:
-        visible &= query_position - m < window
-    return visible
+    return visible_mask(torch.tensor([query_position]), torch.arange(n_pos), window)[0]
 
 
 class PositionalScheme:

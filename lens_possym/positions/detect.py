@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from .._inputs import as_layer
 from ..errors import NotRopeModelError, UnsupportedModelError
@@ -24,7 +24,7 @@ from .absolute import Absolute
 from .base import PositionalScheme
 from .bias import AdditiveBias, alibi_slopes
 from .rope import Rope
-from ..rope import rope_specs
+from ..rope import RopeSpec, rope_specs
 from .mla import MLA
 
 __all__ = ["LayerScheme", "schemes", "positional_scheme", "ABSOLUTE_FAMILIES", "ALIBI_FAMILIES",
@@ -65,8 +65,14 @@ def _bridge_layer(layer: int, scheme: PositionalScheme, n_heads: int, d_head: in
                        f"{attn}.hook_pattern", f"{attn}.hook_attn_scores" if pre_softmax else None)
 
 
-def schemes(model: HookedModel) -> list[LayerScheme]:
+def schemes(model: HookedModel, *,
+            specs: Callable[[], Sequence[RopeSpec]] | None = None) -> list[LayerScheme]:
     """The :class:`LayerScheme` of every layer of ``model``.
+
+    Args:
+        specs: what gives the model's RoPE specs if it turns out to be a RoPE model
+            (:class:`~lens_possym.resolved.Resolved` passes its own, so they are read
+            once); :func:`~lens_possym.rope.rope_specs` by default.
 
     Raises:
         UnsupportedModelError: MLA with angles other than default RoPE's.
@@ -98,7 +104,7 @@ def schemes(model: HookedModel) -> list[LayerScheme]:
         return out
 
     try:
-        specs = rope_specs(model)
+        layers = list(specs()) if specs is not None else rope_specs(model)
     except NotRopeModelError as error:
         raise NotRopeModelError(
             f"{error}; lens-possym knows the schemes of RoPE models, "
@@ -106,7 +112,7 @@ def schemes(model: HookedModel) -> list[LayerScheme]:
             f"{', '.join(sorted(ALIBI_FAMILIES))} (ALiBi; Falcon with alibi=True) and "
             f"{', '.join(sorted(MLA_FAMILIES))} (MLA)") from None
     return [LayerScheme(s.layer, Rope(spec=s), s.n_heads, s.d_head, s.q_hook, s.k_hook,
-                        s.pattern_hook, s.scores_hook) for s in specs]
+                        s.pattern_hook, s.scores_hook) for s in layers]
 
 
 def _mla_layers(model: HookedModel, config: Any, pairing: str) -> list[LayerScheme]:

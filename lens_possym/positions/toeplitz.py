@@ -49,17 +49,18 @@ from einops import einsum
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from .._attention import visible_mask
 from .._inputs import ModelInput, as_heads, as_tokens
 from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
+from ..resolved import Resolved, resolve
 from ..results_io import ResultIO, head_frame
 from ..typing import HookedModel
 from ._bridge import keys_for_heads
 from .absolute import Absolute
-from .base import causal_visible
 from .bias import AdditiveBias
 from .mla import MLA, mla_parts
-from .detect import LayerScheme, schemes
+from .detect import LayerScheme
 from .nope import NoPE
 from .rope import Rope
 from ..rope import to_pairs
@@ -203,7 +204,7 @@ def _mla_terms(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[
     return {name: terms[:, :, i] for i, name in enumerate(names)}
 
 
-def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
+def toeplitz_terms(model: HookedModel | Resolved, input: ModelInput, layer: int = 0,
                    heads: int | Sequence[int] | None = None, *, check: bool = True
                    ) -> ToeplitzTerms:
     """Split ``layer``'s logits (all query rows) into content and position terms.
@@ -216,8 +217,10 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
         DecompositionMismatchError: ``check`` and the terms do not add up to the model's
             scores (or, where the family has no pre-softmax hook, pattern).
     """
+    resolved = resolve(model)
+    model = resolved.model
     tokens = as_tokens(model, input)
-    layers = schemes(model)
+    layers = resolved.schemes
     if not -len(layers) <= layer < len(layers):
         raise InvalidSelectionError(
             f"layer {layer} out of range: the model has {len(layers)} layers")
@@ -226,7 +229,8 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
     n_pos = tokens.shape[1]
     scheme = ls.scheme
     if isinstance(scheme, Rope):
-        inputs = capture_attention_inputs(model, tokens, ls.layer, query_positions=None)[ls.layer]
+        inputs = capture_attention_inputs(resolved, tokens, ls.layer,
+                                          query_positions=None)[ls.layer]
         per_freq = rope_hadamard_terms(inputs, heads)
         terms = {f"f{f}": per_freq[..., f] for f in range(per_freq.shape[-1])}
         mask = inputs.mask().cpu()
@@ -250,7 +254,8 @@ def toeplitz_terms(model: HookedModel, input: ModelInput, layer: int = 0,
     else:
         raise UnsupportedModelError(
             f"no Toeplitz split of a {scheme.name} layer read from a model yet")
-    mask = torch.stack([causal_visible(n, n_pos, scheme.window) for n in range(n_pos)])
+    positions = torch.arange(n_pos)
+    mask = visible_mask(positions, positions, scheme.window)
     result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
     if check:
         names = [ls.scores_hook or ls.pattern_hook]
@@ -331,7 +336,7 @@ class TermMagnitudes(ResultIO):
         return frame.drop(columns=["frequency", "angle"])
 
 
-def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
+def toeplitz_magnitudes(model: HookedModel | Resolved, input: ModelInput,
                         layers: int | Sequence[int] | None = None) -> TermMagnitudes:
     """:meth:`ToeplitzTerms.magnitudes` of every layer that has a split, in one tensor.
 
@@ -339,14 +344,15 @@ def toeplitz_magnitudes(model: HookedModel, input: ModelInput,
     for them explicitly raises, as :func:`toeplitz_terms` does).
     """
 
-    layer_schemes = schemes(model)
+    resolved = resolve(model)
+    layer_schemes = resolved.schemes
     asked = layers is not None
     chosen = as_layers(layers, len(layer_schemes))
     found: dict[int, dict[str, Tensor]] = {}
     for layer in chosen:
         if isinstance(layer_schemes[layer].scheme, Absolute) and layer > 0 and not asked:
             continue
-        found[layer] = toeplitz_terms(model, input, layer).magnitudes()
+        found[layer] = toeplitz_terms(resolved, input, layer).magnitudes()
     names = list(dict.fromkeys(name for terms in found.values() for name in terms))
     n_heads = max(ls.n_heads for ls in layer_schemes)
     values = torch.full((len(layer_schemes), n_heads, len(names)), float("nan"),

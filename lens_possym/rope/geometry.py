@@ -38,6 +38,7 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .._attention import kv_heads, visible_mask
 from ..errors import InvalidSelectionError
 
 __all__ = [
@@ -185,12 +186,11 @@ class RopeSpec(FrequencyIds):
 
     def kv_head(self, head: int) -> int:
         """The KV head that query head ``head`` reads (HF ``repeat_kv`` ordering)."""
-        return head // self.group_size
+        return int(kv_heads([head], self.n_heads, self.n_kv_heads)[0])
 
     def kv_index(self, heads: Tensor | list[int] | None = None) -> Tensor:
         """KV head of each query head in ``heads`` (all heads by default) as a long tensor."""
-        heads_t = torch.arange(self.n_heads) if heads is None else torch.as_tensor(heads)
-        return heads_t // self.group_size
+        return kv_heads(heads, self.n_heads, self.n_kv_heads)
 
     def dims_of(self, freq: int) -> list[int]:
         """Indices into ``d_head`` of frequency id ``freq`` (two dims, or the whole tail)."""
@@ -253,12 +253,7 @@ def heads_view(tensor: Tensor, spec: RopeSpec) -> Float[Tensor, "batch pos head_
 def visible_keys(spec: RopeSpec, query_positions: Int[Tensor, "query_pos"],
                  key_positions: Int[Tensor, "key_pos"]) -> Bool[Tensor, "query_pos key_pos"]:
     """Keys each query may attend to: causal, and inside the layer's sliding window."""
-    qp = query_positions.to(key_positions.device)[:, None]
-    kp = key_positions[None, :]
-    allowed = kp <= qp
-    if spec.window:
-        allowed &= (qp - kp) < spec.window
-    return allowed
+    return visible_mask(query_positions, key_positions, spec.window or None)
 
 
 def _estimate_base(inv_freq: Tensor, rotary_dim: int) -> float:

@@ -11,7 +11,7 @@ from .._lazy import lazy_attributes
 # imported on first use (lens_possym._lazy), so importing a light submodule of this
 # package (a command line's choices) imports nothing heavy
 _EXPORTS = {
-    "binding": ["BINDING_TEMPLATES", "BindingResult", "BindingTask", "BindingTemplate",
+    "binding": ["BINDING_TEMPLATES", "ImportanceBatch", "BindingResult", "BindingTask", "BindingTemplate",
         "binding_logit_diff", "WordCheck", "binding_task", "check_words", "evaluate_binding",
         "random_token_prompts"],
     "counterfactual": ["CORRUPTIONS", "CounterfactualPairs", "NormalizedLogitDiff",
@@ -43,4 +43,6 @@ __all__ = [
     "binding_pairs",
     "word_distance_pairs",
     "prompt_pairs",
+    # prompts with answers, as head_importance reads them
+    "ImportanceBatch",
 ]

@@ -75,6 +75,7 @@ __all__ = [
     "BindingTemplate",
     "BindingTask",
     "BindingResult",
+    "ImportanceBatch",
     "WordCheck",
     "binding_task",
     "binding_task_from",
@@ -379,6 +380,63 @@ def single_token_words(tokenizer: Any, words: Sequence[str], contexts: Sequence[
         else:
             ok.append(word)
     return ok
+
+
+@dataclass
+class ImportanceBatch:
+    """Prompts of equal length and what the built-in metrics compare at the last position.
+
+    A prompt set, not an intervention: the tasks build one (:meth:`from_binding`,
+    :meth:`~lens_possym.tasks.WordDistanceTask.importance_batch`) and
+    :func:`~lens_possym.interventions.head_importance` reads it.
+
+    Attributes:
+        tokens: ``[batch, pos]``.
+        answers: ``[batch]`` the correct next token (accuracy, logit_diff, loss).
+        distractors: ``[batch]`` or ``[batch, n_distractors]`` tokens the answer is compared
+            with by ``logit_diff`` (their mean logit).
+        name: what the prompts are (for reports).
+    """
+
+    tokens: Int[Tensor, "batch pos"]
+    answers: Int[Tensor, "batch"] | None = None
+    distractors: Int[Tensor, "batch"] | Int[Tensor, "batch n_distractors"] | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        tokens = self.tokens
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            raise InvalidSelectionError("ImportanceBatch.tokens must be integer ids [batch, pos]")
+        n = self.tokens.shape[0]
+        if self.answers is not None:
+            self.answers = torch.as_tensor(self.answers).reshape(-1)
+            if self.answers.shape[0] != n:
+                raise InvalidSelectionError(
+                    f"{self.answers.shape[0]} answers for {n} prompts; give one per prompt")
+        if self.distractors is not None:
+            d = torch.as_tensor(self.distractors)
+            d = d[:, None] if d.ndim == 1 else d
+            if d.ndim != 2 or d.shape[0] != n or d.shape[1] == 0:
+                raise InvalidSelectionError(
+                    f"distractors must be [batch] or [batch, k] with batch {n}, got "
+                    f"{tuple(torch.as_tensor(self.distractors).shape)}")
+            self.distractors = d
+
+    @property
+    def n_prompts(self) -> int:
+        return self.tokens.shape[0]
+
+    @classmethod
+    def from_binding(cls, task: Any) -> "ImportanceBatch":
+        """A binding task's prompts; distractors are the prompt's other attributes, so that
+        ``logit_diff`` equals :func:`~lens_possym.tasks.binding_logit_diff` (distinct
+        attributes)."""
+        keep = torch.ones_like(task.attribute_ids, dtype=torch.bool)
+        keep.scatter_(1, task.query_pair[:, None], False)
+        others = task.attribute_ids[keep].reshape(task.n_prompts, task.n_pairs - 1)
+        return cls(tokens=task.tokens, answers=task.answers,
+                   distractors=others if task.n_pairs > 1 else None,
+                   name=f"binding ({task.n_pairs} pairs)")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 from jaxtyping import Int
@@ -43,10 +43,7 @@ from .._inputs import as_tokens
 from ..errors import TaskConfigError
 from ..results_io import ResultIO
 from ..typing import HookedModel
-from .binding import last_position_logits, single_token_words
-
-if TYPE_CHECKING:
-    from ..interventions.importance import ImportanceBatch
+from .binding import ImportanceBatch, last_position_logits, single_token_words
 
 __all__ = ["DEFAULT_WORDS", "WordDistanceTask", "WordDistanceResult", "word_distance_task",
            "word_distance_task_from", "evaluate_word_distance"]
@@ -103,10 +100,8 @@ class WordDistanceTask:
         """Accuracy of a uniform guess among the list words."""
         return 1.0 / self.n_words
 
-    def importance_batch(self) -> "ImportanceBatch":
-        """The prompts as an :class:`~lens_possym.interventions.ImportanceBatch`."""
-        from ..interventions.importance import ImportanceBatch
-
+    def importance_batch(self) -> ImportanceBatch:
+        """The prompts as an :class:`~lens_possym.tasks.ImportanceBatch`."""
         return ImportanceBatch(tokens=self.tokens, answers=self.answers,
                                distractors=self.distractors,
                                name=f"word distance {self.distance:+d} ({self.n_words} words, "

@@ -10,7 +10,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .._checks import boundary
-from .._ids import head_name
+from .._ids import head_name, read_ids
 from ..decompose import FrequencyLogits, FrequencyNorms
 from ..errors import InvalidSelectionError
 from ._axes import angle_label, axes_or_new, to_numpy
@@ -83,8 +83,6 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
         heads: which of ``fl.heads`` to draw (all by default).
         share: divide by the sum over frequencies.
     """
-    from .._ids import read_ids
-
     batch = read_ids(batch, fl.terms.shape[0], what="batch row", from_end=True)[0]
     query = read_ids(query, fl.terms.shape[2], what="query row", from_end=True)[0]
     chosen = fl.heads if heads is None else read_ids(heads, max(fl.heads) + 1, what="head")
@@ -109,8 +107,6 @@ def plot_logit_norms(fl: FrequencyLogits, *, heads: Sequence[int] | None = None,
 def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None = None,
                which: str = "q", ax=None, logy: bool = False) -> "Axes":
     """Per-frequency query (``which="q"``) or key norms of some heads of one layer."""
-    from .._ids import read_ids
-
     if layer not in norms.layers:
         raise InvalidSelectionError(
             f"layer {layer} is not in these norms; they hold layers {norms.layers}")

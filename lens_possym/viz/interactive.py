@@ -21,6 +21,7 @@ from ..errors import InvalidSelectionError
 from ..scores.results import PosSymScores
 from ._axes import angle_label, to_numpy
 from .atlas import ATLAS_VIEWS, atlas_values
+from .scores import scored_head
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -172,9 +173,7 @@ def frequency_profile_figure(scores: PosSymScores, layer: int, head: int, *,
                              share: Float[Tensor, "layer head_index freq"] | None = None,
                              height: int = 300) -> "go.Figure":
     """One head's s_POS and s_SYM per frequency id (and its logit share on a second axis)."""
-    from .scores import _scored_head
-
-    layer, head = _scored_head(scores, layer, head)
+    layer, head = scored_head(scores, layer, head)
     go = _go()
     n_freqs = scores.pos_freq.shape[-1]
     theta = [angle_label(float(t)) for t in scores.angles[layer]]

@@ -16,11 +16,13 @@ from torch import Tensor
 from .._checks import boundary
 from .._ids import as_int, head_name
 from ..errors import InvalidSelectionError
+from ..interventions.selection import parse_heads
+from ..resolved import Resolved, resolve
 from ..scores.results import PosSymScores
 from ..typing import HookedModel
 from ._axes import axes_or_new, to_numpy
 from .frequency import plot_frequency_profile
-from .._inputs import as_tokens
+from .._inputs import as_heads, as_tokens
 from ..capture import capture_attention_inputs
 from ..scores.profile import resolve_exclude_bos
 from ..scores.crosslogits import cross_logit_factors
@@ -108,7 +110,7 @@ def plot_score_heatmaps(scores: PosSymScores, *, axes: Sequence[Any] | None = No
     return axes
 
 
-def _scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]:
+def scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]:
     """``(layer, head)`` checked against what ``scores`` holds (per frequency)."""
     if scores.pos_freq is None:
         raise InvalidSelectionError("these scores have no per-frequency part "
@@ -126,7 +128,7 @@ def _scored_head(scores: PosSymScores, layer: Any, head: Any) -> tuple[int, int]
 
 def plot_frequency_scores(scores: PosSymScores, layer: int, head: int, *, ax=None) -> "Axes":
     """s_POS and s_SYM of each frequency id of one head (Figure 1C), angles on top."""
-    layer, head = _scored_head(scores, layer, head)
+    layer, head = scored_head(scores, layer, head)
     ax = axes_or_new(ax, (7, 3.5))
     angles = scores.angles[layer]
     keep = angles.isfinite()
@@ -145,7 +147,7 @@ def plot_frequency_plane(scores: PosSymScores, layer: int, head: int, *, ax=None
     """Each frequency id of one head as a point on the plane, coloured by id (Figure 1F)."""
     import matplotlib.pyplot as plt
 
-    layer, head = _scored_head(scores, layer, head)
+    layer, head = scored_head(scores, layer, head)
     ax = axes_or_new(ax, (5, 4.5))
     pos, sym = scores.pos_freq[layer, head], scores.sym_freq[layer, head]
     keep = pos.isfinite()
@@ -179,7 +181,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
 
 
 @boundary
-def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
+def plot_swap_attention(model: HookedModel | Resolved, tokens: torch.Tensor, heads: dict[str, tuple[int, int]], *,
                         swap: str = "token", n_blocks: int = 8, exclude_bos: bool | str = "auto",
                         axes: Sequence[Any] | None = None) -> "Sequence[Axes]":
     """The query row's attention before and after the swap that weighs most (Figure 1E).
@@ -191,17 +193,15 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
     """
     import matplotlib.pyplot as plt
 
-
+    resolved = resolve(model)
+    model = resolved.model
     tokens = as_tokens(model, tokens)[:1]
     drop_bos = resolve_exclude_bos(model, tokens, exclude_bos)
     if not isinstance(heads, dict) or not heads:
         raise InvalidSelectionError(
             f"heads must be {{name: (layer, head)}} (e.g. pick_example_heads(scores)), got "
             f"{heads!r}")
-    from ..interventions.selection import parse_heads
-    from ..rope import rope_specs
-
-    specs = rope_specs(model)
+    specs = resolved.specs
     for label, pair in heads.items():
         if not (isinstance(pair, tuple) and len(pair) == 2 and pair[1] is not None
                 and len(parse_heads([pair], specs)) == 1):
@@ -209,7 +209,7 @@ def plot_swap_attention(model: HookedModel, tokens: torch.Tensor, heads: dict[st
                 f"heads[{label!r}] must be one (layer, head) pair of this model, got {pair!r}")
     heads = {label: parse_heads([pair], specs)[0] for label, pair in heads.items()}
     layers = sorted({layer for layer, _ in heads.values()})
-    captured = capture_attention_inputs(model, tokens, layers)
+    captured = capture_attention_inputs(resolved, tokens, layers)
     if axes is None:
         _, axes = plt.subplots(len(heads), 1, figsize=(9, 1.9 * len(heads)),
                                constrained_layout=True, squeeze=False)
@@ -250,9 +250,6 @@ def top_swap_attention(inputs, heads: Sequence[int], *, swap: str = "token", n_b
         ``{head: (before [key_pos], after [key_pos], first, second)}``: the clean and swapped
         attention rows and the key positions of the two swapped groups.
     """
-
-    from .._inputs import as_heads
-
     heads = as_heads(heads, inputs.spec.n_heads, inputs.spec.layer)
     factors = cross_logit_factors(inputs, list(heads))
     swaps = swap_set(swap, factors.query_position, factors.visible, exclude_bos=exclude_bos,

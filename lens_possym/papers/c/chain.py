@@ -228,7 +228,6 @@ def chain_patching(model, task: MultiHopTask, batch: TaskBatch, *, seed: int = 0
                    ) -> ChainPatching:
     """Patch the clean residual stream at each stop, after each number of blocks, into
     runs whose answer value was changed (module docstring)."""
-
     hops, path = _paths(task, batch)
     names = residual_names(model)
     H, rows = task.max_hops, torch.arange(len(batch))
