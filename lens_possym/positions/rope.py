@@ -83,7 +83,8 @@ class Rope(PositionalScheme):
         visible = causal_visible(query_position, k.shape[1], self.window).to(terms.device)
         return terms.masked_fill(~visible[:, None], float("-inf"))
 
-    def _factors(self, q: Tensor, k: Tensor, query_position: int, dtype: torch.dtype):
+    def _factors(self, q: Tensor, k: Tensor, query_position: int, dtype: torch.dtype
+                 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         position = torch.tensor([query_position], device=k.device)
         return cross_factors(q, k, self.spec, position, dtype)
 

@@ -50,6 +50,7 @@ from .inputs import cache_positions, guard_hooks, resolve_for_input
 from .layer import LayerScores, assemble
 from .matrix import frequency_matrix_swap_scores, matrix_swap_scores
 from .rerun import rerun_site_scores, rerun_swap_scores
+from .results import PosSymScores
 from .sources import (CrossLogitSource, check_against_model, closed_form_refusal, layer_visible,
                       matrix_source)
 from .swaps import SwapSet, swap_set
@@ -149,7 +150,7 @@ def score_layers(model: HookedModel | Resolved, input: ModelInput, config: Score
     _check_per_frequency(described, chosen, config)
     with_factors = [layer for layer in chosen if _has_factors(described[layer])]
     captured = capture_attention_inputs(
-        resolved.model, input if tokens is None else tokens, with_factors,
+        resolved, input if tokens is None else tokens, with_factors,
         query_positions=config.query_position) if with_factors else {}
     results = [score_layer(resolved, tokens, described[layer], captured.get(layer),
                            as_heads(heads, described[layer].n_heads, layer), config)
@@ -161,7 +162,8 @@ def score_layers(model: HookedModel | Resolved, input: ModelInput, config: Score
 
 def score_model(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig,
                 layers: int | Sequence[int] | None = None,
-                heads: int | Sequence[int] | None = None, progress: bool = False):
+                heads: int | Sequence[int] | None = None, progress: bool = False
+                ) -> PosSymScores:
     """:func:`score_layers`, assembled into a :class:`~lens_possym.scores.PosSymScores`."""
     resolved = resolve(model)
     tokens, config, results = score_layers(resolved, input, config, layers, heads, progress)

@@ -236,11 +236,10 @@ def exclusion_by_enumeration(model: HookedModel | Resolved, tokens: Tensor, laye
     """
     resolved = resolve(model)
     layer = as_layer(layer, len(resolved.specs))
-    model = resolved.model
     n = len(positions)
     if n > 6:
         raise InvalidSelectionError(f"enumeration over {n}! permutations is too slow; use N <= 6")
-    clean, residual = capture_with_layer_input(model, tokens, layer, query_position)
+    clean, residual = capture_with_layer_input(resolved, tokens, layer, query_position)
     _check_keys(positions, int(clean.query_positions[0]))
     n_pos = tokens.shape[1]
     perms = list(itertools.permutations(range(n)))
@@ -248,7 +247,7 @@ def exclusion_by_enumeration(model: HookedModel | Resolved, tokens: Tensor, laye
     index = torch.tensor(perms)
     rows[:, positions] = positions[index]        # position K[j] gets content K[π(j)]
 
-    permuted = capture_with_rows(model, tokens, layer, query_position, residual, rows)
+    permuted = capture_with_rows(resolved, tokens, layer, query_position, residual, rows)
 
     def logits(inputs) -> tuple[Tensor, Tensor]:
         terms = decompose_inputs(inputs, heads, dtype=torch.float64).terms[:, :, 0]  # [b,h,p,f]

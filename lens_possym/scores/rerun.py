@@ -66,7 +66,7 @@ def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, T
     return attention[..., first].mean(-1), attention[..., second].mean(-1)
 
 
-def capture_with_layer_input(model: HookedModel, tokens: Tensor, layer: int, query_position: int
+def capture_with_layer_input(model: HookedModel | Resolved, tokens: Tensor, layer: int, query_position: int
                              ) -> tuple[AttentionInputs, Tensor]:
     """The layer's captured inputs on ``tokens`` (``[1, pos]``) and its input residual."""
     store: dict[str, Tensor] = {}
@@ -80,7 +80,7 @@ def capture_with_layer_input(model: HookedModel, tokens: Tensor, layer: int, que
     return inputs[layer], store["resid"]
 
 
-def capture_with_rows(model: HookedModel, tokens: Tensor, layer: int, query_position: int,
+def capture_with_rows(model: HookedModel | Resolved, tokens: Tensor, layer: int, query_position: int,
                       residual: Tensor, rows: Tensor) -> AttentionInputs:
     """Re-run ``layer`` with its input rows reordered: copy ``b``'s position ``p`` holds
     row ``rows[b, p]`` of ``residual`` (``[1, pos, d_model]``); positions are unchanged."""
@@ -117,13 +117,12 @@ def rerun_swap_scores(model: HookedModel | Resolved, tokens: Tensor, layer: int,
     check_tau(tau)
     resolved = resolve(model)
     layer = as_layer(layer, len(resolved.specs))
-    model = resolved.model
     if tokens.shape[0] != 1:
         raise InvalidSelectionError(
             "rerun_swap_scores takes one prompt at a time; pass tokens[i:i+1]")
     scale_free = cosine == "scale_free"
     qpos = swaps.query_position
-    clean, residual = capture_with_layer_input(model, tokens, layer, qpos)
+    clean, residual = capture_with_layer_input(resolved, tokens, layer, qpos)
     a = clean.model_pattern[:, heads, 0].double()                  # [1, h, p]
     lam = _head_logits(clean, heads) if scale_free else None
     lam_freq = _freq_logits(clean, heads) if per_frequency else None
@@ -131,7 +130,7 @@ def rerun_swap_scores(model: HookedModel | Resolved, tokens: Tensor, layer: int,
 
     acc, acc_f = WeightedCosines(), WeightedCosines()
     for sl, perms in _swap_batches(swaps, tokens.shape[1], batch_size):
-        swapped = capture_with_rows(model, tokens, layer, qpos, residual, perms)
+        swapped = capture_with_rows(resolved, tokens, layer, qpos, residual, perms)
         after = (_head_logits(swapped, heads) if scale_free
                  else swapped.model_pattern[:, heads, 0].double())  # [swaps, h, p]
         _add(acc, after.transpose(0, 1)[None], a, lam, swaps, sl, tau)  # [1, h, swaps, p]

@@ -121,7 +121,8 @@ def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerSche
     return full.masked_fill(~visible[:, None], float("-inf"))
 
 
-def _mla_inputs(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int):
+def _mla_inputs(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int
+                ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
     return mla_parts(got[ls.q_hook][:, heads], got[ls.k_hook][:, heads], ls.d_content,
                      ls.scheme, qpos)
@@ -169,7 +170,7 @@ def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerSc
     if refusal is not None:
         raise InvalidSelectionError(refusal)
     if isinstance(ls.scheme, Rope):
-        inputs = capture_attention_inputs(model_of(model), tokens, ls.layer,
+        inputs = capture_attention_inputs(model, tokens, ls.layer,
                                           query_positions=qpos)[ls.layer]
         return cross_logit_factors(inputs, heads, dtype=dtype).head_full()
     return matrix_source(model, tokens, ls, heads, qpos, site, dtype).head_full()
