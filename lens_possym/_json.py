@@ -9,6 +9,7 @@ back into a float64 tensor with ``null`` as ``nan``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import numbers
@@ -70,7 +71,7 @@ def check_field_types(config: Any, skip: tuple[str, ...] = (),
     ``TypeError`` from inside (``error``: the config's own error class, a
     :class:`~lens_possym.errors.LensPossymError`). A list stands for a tuple (JSON has no
     tuples)."""
-    hints = typing.get_type_hints(type(config))
+    hints = _hints(type(config))
     for f in dataclasses.fields(config):
         hint = hints.get(f.name)
         if not f.init or f.name in skip or hint is None:
@@ -79,6 +80,12 @@ def check_field_types(config: Any, skip: tuple[str, ...] = (),
         if not _fits(value, hint):
             raise _wrong_type(error, f"{type(config).__name__}: {f.name} must be "
                               f"{_type_text(hint)}, got {value!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """The class's resolved annotations (read once: configs are built in loops)."""
+    return typing.get_type_hints(cls)
 
 
 def _wrong_type(error: type[LensPossymError], message: str) -> LensPossymError:

@@ -275,34 +275,18 @@ class ResultIO:
     def __repr__(self) -> str:
         # tensors of one shape and dtype share an entry (``pos/sym=[18, 4] float32``), and
         # a headline item that repeats a field is left out: one line, a few hundred characters
-        parts: list[str | list[str]] = []
-        groups: dict[str, list[str]] = {}
+        entries: dict[str, tuple[list[str], str]] = {}
         fields = dataclasses.fields(self) if dataclasses.is_dataclass(self) else []
         for f in fields:
-            if not f.repr:
-                continue
             value = getattr(self, f.name)
-            text = _short(value)
-            if text is None:
-                continue
-            if isinstance(value, Tensor):
-                if text not in groups:
-                    groups[text] = []
-                    parts.append(groups[text])
-                groups[text].append(f.name)
-            else:
-                parts.append(f"{f.name}={text}")
+            text = _short(value) if f.repr else None
+            if text is not None:
+                key = f"tensor {text}" if isinstance(value, Tensor) else f"field {f.name}"
+                entries.setdefault(key, ([], text))[0].append(f.name)
+        parts = ["/".join(names) + "=" + text for names, text in entries.values()]
         shown = {f.name for f in fields}
         parts += [h for h in self._headline() if h.split("=")[0] not in shown]
-        texts = [p if isinstance(p, str) else "/".join(p) + "=" + shape
-                 for p, shape in zip(parts, _shapes(parts, groups))]
-        return f"{type(self).__name__}(" + ", ".join(texts) + ")"
-
-
-def _shapes(parts: list, groups: dict[str, list[str]]) -> list[str | None]:
-    """The shape text of each group in ``parts`` (``None`` for plain parts)."""
-    by_id = {id(names): shape for shape, names in groups.items()}
-    return [None if isinstance(p, str) else by_id[id(p)] for p in parts]
+        return f"{type(self).__name__}(" + ", ".join(parts) + ")"
 
 
 def _short(value: Any) -> str | None:

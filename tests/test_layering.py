@@ -7,7 +7,8 @@
 * the papers are plug-ins: nothing outside ``lens_possym/papers`` imports them, and
   ``import lens_possym`` imports none of them;
 * the model is resolved at the public boundary: ``rope_specs(`` and ``schemes(`` are
-  called only from :data:`READERS` (at most 5 places).
+  called only from :data:`READERS` (at most 5 places);
+* no module imports a private name (``_name``) of another module.
 """
 
 from __future__ import annotations
@@ -292,3 +293,31 @@ def test_the_readers_are_at_most_five_and_all_there():
     assert len(READERS) <= 5
     there = {(path, where) for path, where, _ in _reader_calls()}
     assert not set(READERS) - there, f"READERS lists calls that are gone: {set(READERS) - there}"
+
+
+# ---- (f) no private name crosses a module -----------------------------------------------------
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """``from .x import _name``: make the name public or move it (a private module, ``from ..
+    import _ids``, is fine: its names are the package's own)."""
+    found = []
+    for name, (path, tree) in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                     .startswith("lens_possym")):
+                private = [a.name for a in node.names if a.name.startswith("_")
+                           and not a.name.startswith("__")
+                           and not (PACKAGE.parent / _file_of(name, node, a.name)).exists()]
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in private]
+    assert not found, f"private names imported from another module: {found}"
+
+
+def _file_of(importer: str, node: ast.ImportFrom, name: str) -> Path:
+    """Where the module ``from <node.module> import <name>`` would be, if it is one."""
+    path, _ = _sources()[importer]
+    package = importer.split(".") if path.name == "__init__.py" else importer.split(".")[:-1]
+    base = (package[:len(package) - node.level + 1] if node.level else []) + (
+        node.module.split(".") if node.module else [])
+    module = Path(*base, name)
+    return module.with_suffix(".py") if not (PACKAGE.parent / module).is_dir() else module

@@ -47,7 +47,7 @@ from ...errors import InvalidSelectionError, ToyConfigError
 from .toy import ToyTransformer
 from .tasks import IndexTask, PartialInductionTask, RetrievalTask
 from ...training.tasks import Task, TaskBatch
-from .tasks import _PairTask
+from .tasks import PairTask
 
 __all__ = [
     "HeadConstruction",
@@ -220,7 +220,7 @@ def _entity_phase(e: int, n_entities: int) -> float:
     return 2 * math.pi * e / n_entities
 
 
-def _write_symbolic_channel(model: ToyTransformer, task: _PairTask, layer: int, head: int,
+def _write_symbolic_channel(model: ToyTransformer, task: PairTask, layer: int, head: int,
                             dims: list[int], theta: float, A: float, center: float) -> None:
     """Entity phases on one pair; query phase centred so ``λ_match(i) = A cos((i - c)θ)``."""
     r = radius_for(model, A)
@@ -237,7 +237,7 @@ def _write_symbolic_channel(model: ToyTransformer, task: _PairTask, layer: int, 
                       complex(r * math.cos(q_phase), r * math.sin(q_phase)))
 
 
-def _attribute_sources(task: _PairTask) -> dict[int, int]:
+def _attribute_sources(task: PairTask) -> dict[int, int]:
     return {int(task.pair_token(torch.tensor(e), torch.tensor(a))):
             int(task.answer_token(torch.tensor(a)))
             for e in range(task.n_entities) for a in range(task.n_attributes)}

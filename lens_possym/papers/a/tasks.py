@@ -95,7 +95,7 @@ class IndexTask(SyntheticTask):
         return tokens[torch.arange(len(tokens)), j], j
 
 
-class _PairTask(SyntheticTask):
+class PairTask(SyntheticTask):
     """Shared vocabulary of Retrieval and Partial Induction.
 
     Token ids: pair ``(e, a)`` = ``e·n_attributes + a``; query ``e?`` =
@@ -150,7 +150,7 @@ class _PairTask(SyntheticTask):
         return entity, attribute, query
 
 
-class RetrievalTask(_PairTask):
+class RetrievalTask(PairTask):
     """Retrieval (``f_SYM``): ``(e_0 a_0) … (e_{n-1} a_{n-1}) e_q?`` → ``a_q``.
 
     Entities are distinct within a prompt (``n_pairs <= n_entities``), attributes i.i.d.
@@ -188,7 +188,7 @@ class RetrievalTask(_PairTask):
         return self.answer_token(attribute[torch.arange(len(tokens)), p]), p
 
 
-class PartialInductionTask(_PairTask):
+class PartialInductionTask(PairTask):
     """Partial Induction (``f_MIX``): the attribute bound to the **last** occurrence of ``e_q``.
 
     ``e_q`` occurs ``2..max_occurrences`` times; its last occurrence is at a uniform
