@@ -8,7 +8,8 @@ Time-to-99%: a default Index model (16 symbols, 16 positions, one head gated to 
 id 2, default TrainConfig) evaluated on its 2048-prompt test set every 50 steps, stopped at
 the first evaluation with test accuracy >= 0.99; one run per seed. Target: < 60 s on a
 2-core CPU. Full sweep: the same setup for every frequency id (17 runs, default 2000 steps,
-scores of the trained heads included), the wall time of :func:`lens_possym.papers.a.frequency_sweep`.
+scores of the trained heads included), the wall time of
+:func:`lens_possym.papers.a.frequency_sweep`.
 The machine's load average is printed with the results: the numbers are only comparable
 between runs on an otherwise idle machine.
 """
@@ -82,7 +83,8 @@ def main() -> None:
         print(f"\nfull sweep: {task.describe()}, every frequency id, one seed, default "
               "TrainConfig, scores included")
         start = time.perf_counter()
-        result = paper_a.frequency_sweep(task, train_config=training.TrainConfig(device=str(device)))
+        result = paper_a.frequency_sweep(
+            task, train_config=training.TrainConfig(device=str(device)))
         wall = time.perf_counter() - start
         train_s = sum(r.train_time_s for r in result.runs)
         print(f"  {len(result.runs)} models in {wall:.1f} s wall ({train_s:.1f} s training, "

@@ -4,10 +4,12 @@ Every public function that takes a ``model`` turns it into a :class:`Resolved` f
 (``resolve(model)``) and passes that down; the layers below read ``.specs`` (every layer's
 :class:`~lens_possym.rope.RopeSpec`) and ``.schemes`` (every layer's
 :class:`~lens_possym.positions.LayerScheme`) from it instead of reading the model again.
-That is the one place that calls :func:`~lens_possym.rope.rope_specs` and
-:func:`~lens_possym.positions.schemes` on a raw model (``tests/test_layering.py`` counts
-them). Each is read on first use, then kept: a function that needs only the schemes of an
-ALiBi model never asks for RoPE specs (which would raise).
+Besides the readers' own one-layer forms (``rope_spec``, ``positional_scheme``), this is
+the one place that calls :func:`~lens_possym.rope.rope_specs` and
+:func:`~lens_possym.positions.schemes` on a model (``READERS`` in
+``tests/test_layering.py`` lists them). Each is read on first use, then kept: a function
+that needs only the schemes of an ALiBi model never asks for RoPE specs (which would
+raise), and a RoPE model's schemes are made from the specs read here.
 
 ``resolve`` of a :class:`Resolved` is itself, so a public function calling another passes
 what it resolved and nothing is read twice. A ``Resolved`` belongs to one call: hooks or

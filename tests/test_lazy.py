@@ -26,7 +26,8 @@ def test_naming_a_submodule_imports_nothing_until_it_is_used():
         "print(sorted(m for m in sys.modules if m in ('torch', 'lens_possym._ids', "
         "'lens_possym.decompose', 'lens_possym.interventions.importance', "
         "'lens_possym.report.patching', 'matplotlib')))\n"
-        "print(callable(_ids.read_ids), 'lens_possym._ids' in sys.modules, 'torch' in sys.modules)\n"
+        "print(callable(_ids.read_ids), 'lens_possym._ids' in sys.modules,\n"
+        "      'torch' in sys.modules)\n"
         "print(_ids.read_ids is sys.modules['lens_possym._ids'].read_ids)")
     assert out.splitlines() == ["[]", "True True True", "True"]
 

@@ -64,7 +64,8 @@ def positive_int_list(text: str) -> list[int]:
     return values
 
 
-def checked_number(text: str, kind: type, test: Callable[[float], bool], need: str):
+def checked_number(text: str, kind: type, test: Callable[[float], bool],
+                   need: str) -> int | float:
     """``text`` read as ``kind`` (int or float), finite and passing ``test``; otherwise an
     :class:`ArgumentValueError` saying what was expected (``need``)."""
     try:

@@ -122,8 +122,8 @@ def _task(model, args):
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     info = {"name": "binding", "n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
             "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
-    return (task.tokens, interventions.binding_metrics(task, per_prompt=True), "logit_diff", header, info,
-            reference)
+    return (task.tokens, interventions.binding_metrics(task, per_prompt=True), "logit_diff",
+            header, info, reference)
 
 
 def run(args) -> int:
@@ -141,8 +141,8 @@ def run(args) -> int:
     if args.sweep is None:
         specs = resolved.resolve(model).specs
         selection = interventions.parse_selection(args.heads, specs, args.freqs)
-        spec = interventions.Intervention("ablate_frequencies", selection, mode=args.mode, side=args.side,
-                            per_position=per_position)
+        spec = interventions.Intervention("ablate_frequencies", selection, mode=args.mode,
+                                          side=args.side, per_position=per_position)
         with torch.no_grad():
             before, before_prompts = interventions.metrics.evaluate_metrics_per_prompt(
                 metrics, model(tokens))

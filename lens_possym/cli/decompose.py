@@ -39,7 +39,8 @@ def run(args) -> int:
     if args.json:
         check_output_file(args.json)
     model = load_from_args(args)
-    fl = decompose.frequency_logits(model, args.prompt, args.layer, heads=[args.head], relative=True)
+    fl = decompose.frequency_logits(model, args.prompt, args.layer, heads=[args.head],
+                                    relative=True)
     norms = decompose.frequency_norms(model, args.prompt, args.layer)
     spec = fl.spec
     tokens = model.to_str_tokens(args.prompt)

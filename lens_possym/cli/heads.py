@@ -76,7 +76,9 @@ def register(sub) -> None:
 def _batch(args, model, seed: int, n_prompts: int):
     if args.prompts:
         full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
-        return interventions.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1], name="prompts"), (
+        batch = interventions.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1],
+                                              name="prompts")
+        return batch, (
             f"{full.shape[0]} prompts from {args.prompts}, cut to {n} tokens: the last one "
             f"predicted from the {n - 1} before it")
     if args.task == "binding":
@@ -85,7 +87,7 @@ def _batch(args, model, seed: int, n_prompts: int):
             f"binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
             f"{task.tokens.shape[1]} tokens")
     task = tasks.word_distance_task(model, n_prompts=n_prompts, n_words=args.n_words,
-                              n_cue=args.n_cue, distance=args.distance, seed=seed)
+                                    n_cue=args.n_cue, distance=args.distance, seed=seed)
     return task.importance_batch(), (
         f"word-distance task: {task.n_prompts} prompts, {task.n_words} words, cue "
         f"{task.n_cue}, distance {task.distance:+d}, {task.tokens.shape[1]} tokens "
@@ -113,8 +115,8 @@ def run(args) -> int:
     if args.mode == "mean":  # your prompts: the means over them
         reference = batch.tokens if args.prompts else _batch(
             args, model, args.seed + 1000, args.reference_prompts)[0].tokens
-    result = interventions.head_importance(model, batch, args.metric, config=config, reference=reference,
-                             progress=not args.no_progress)
+    result = interventions.head_importance(model, batch, args.metric, config=config,
+                                           reference=reference, progress=not args.no_progress)
     result.info.update({"model": args.model, "task": "prompts" if args.prompts else args.task,
                         "seed": args.seed, "description": header})
     print(f"{args.model} · {header} (seed {args.seed})")
@@ -134,7 +136,8 @@ def run(args) -> int:
 
         n_layers, n_heads = result.ablated.shape
         fig = Figure(figsize=(2.2 + 0.6 * n_heads, 1.6 + 0.32 * n_layers), constrained_layout=True)
-        viz.importance.plot_head_importance(result, ax=fig.subplots(), title=f"{args.model}, {args.task}")
+        viz.importance.plot_head_importance(result, ax=fig.subplots(),
+                                            title=f"{args.model}, {args.task}")
         top = _top_figure(result, args.top) if result.per_prompt is not None else None
         with staged_dir(out) as stage:  # every file, or none
             (stage / "heads.json").write_text(result.to_json(indent=1, allow_nan=False))

@@ -108,11 +108,13 @@ def _pairs(model, args):
     if args.prompts:
         return _read_pairs(model, args.prompts)
     if args.task == "binding":
-        return tasks.binding_pairs(model, None, args.corruption, corruption_seed=args.corruption_seed,
-                             n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
-    return tasks.word_distance_pairs(model, None, args.corruption, corruption_seed=args.corruption_seed,
-                               n_prompts=args.n_prompts, n_words=args.n_words, n_cue=args.n_cue,
-                               distance=args.distance, seed=args.seed)
+        return tasks.binding_pairs(model, None, args.corruption,
+                                   corruption_seed=args.corruption_seed, n_prompts=args.n_prompts,
+                                   n_pairs=args.n_pairs, seed=args.seed)
+    return tasks.word_distance_pairs(model, None, args.corruption,
+                                     corruption_seed=args.corruption_seed,
+                                     n_prompts=args.n_prompts, n_words=args.n_words,
+                                     n_cue=args.n_cue, distance=args.distance, seed=args.seed)
 
 
 def run(args) -> int:

@@ -57,7 +57,8 @@ def _prompts(model, args):
                             "n_tokens": lengths[0] if len(lengths) == 1 else
                             f"{lengths[0]}-{lengths[-1]}"}
     if args.task == "binding":
-        task = tasks.binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
+        task = tasks.binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs,
+                                  seed=args.seed)
         result = tasks.evaluate_binding(model, task)
         info = {"name": "binding", "n_pairs": args.n_pairs, "seed": args.seed, **result.as_dict()}
         return task.tokens, task.prompts[0], info

@@ -19,18 +19,18 @@ its own folder, or loads it when that folder already holds the finished run;
   :func:`lens_possym.swap_scores`.
 
 Presets (:data:`ENCODER_PRESETS`; a preset's task: :func:`preset_task`): ``"cpu"`` (3
-layers × 8 heads, ``d_model`` 64, 1,000 steps of 64 sentences; distance on 32 positions with gaps up to 16, count on 64 positions with up to
-48 triggers: a harder count than the official 101 classes on 120 words, scaled down, so
-that schemes can separate), ``"paper-length"`` (the ``cpu`` model on the paper's task
-lengths: 128 positions, distance gaps up to 70, count up to 100 of 30 triggers in 120
-words; :data:`PAPER_LENGTH_STEPS` (2,400 distance, 4,800 count) steps of 32 fresh sentences
-at lr 2e-3; faithful cells with the
-official initialisation; the schemes the claims name, :data:`CLAIM_GRID`) and
+layers × 8 heads, ``d_model`` 64, 1,000 steps of 64 sentences; distance on 32 positions
+with gaps up to 16, count on 64 positions with up to 48 triggers: a harder count than the
+official 101 classes on 120 words, scaled down, so that schemes can separate),
+``"paper-length"`` (the ``cpu`` model on the paper's task lengths: 128 positions, distance
+gaps up to 70, count up to 100 of 30 triggers in 120 words; :data:`PAPER_LENGTH_STEPS`
+(2,400 distance, 4,800 count) steps of 32 fresh sentences at lr 2e-3; faithful cells with
+the official initialisation; the schemes the claims name, :data:`CLAIM_GRID`) and
 ``"paper"`` (6 × 16, ``d_model`` 256, ``d_head`` 16, ``d_ff`` 512, the official lengths,
 AdamW lr 1e-4 with betas (0.98, 0.9), weight decay 1e-5, 6 % warm-up then cosine, no
-clipping, batch 512 for 100 epochs of the official 70 % split of 100,000 / 50,000 sentences;
-MLA: batch 1024, 150 epochs), for GPU users. :func:`with_data` switches a preset between
-the fresh stream and the official fixed set.
+clipping, batch 512 for 100 epochs of the official 70 % split of 100,000 / 50,000
+sentences; MLA: batch 1024, 150 epochs), for GPU users. :func:`with_data` switches a preset
+between the fresh stream and the official fixed set.
 
 **Verdicts.** The rules are those of ``docs/paper_b_rules.md`` (dated, written before the
 ``paper-length`` grid ran); :data:`CLAIMS` holds each claim's text, the paper's number, the

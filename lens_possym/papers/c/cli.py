@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from ... import training
+from ...cli._command import add_command
 from ...cli._output import check_output_dir
 from ...cli._threads import with_threads
 from ...cli._types import (checked_number, non_negative_int, positive_float, positive_int,
@@ -38,9 +39,9 @@ def register(sub) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    train = actions.add_parser("train", help="train (or resume) one run",
-                               description="Train GPT-J on a multi-hop task; checkpoints go to "
-                               "--out and a run that stopped resumes from its last one.")
+    train = add_command(actions, "train", run_train, "train (or resume) one run",
+                        "Train GPT-J on a multi-hop task; checkpoints go to --out and a run "
+                        "that stopped resumes from its last one.")
     train.add_argument("--task", required=True, choices=["number", "letter"])
     train.add_argument("--preset", default="cpu", choices=["cpu", "paper", "tiny"])
     train.add_argument("--steps", type=positive_int, default=None,
@@ -49,10 +50,9 @@ def register(sub) -> None:
     train.add_argument("--device", default="auto")
     train.add_argument("--out", required=True, metavar="DIR")
     _threads(train)
-    train.set_defaults(func=run_train)
 
-    dyn = actions.add_parser("dynamics", help="scores, entropy and accuracy per hop at every "
-                             "checkpoint; pure heads")
+    dyn = add_command(actions, "dynamics", run_dynamics, "scores, entropy and accuracy per hop "
+                      "at every checkpoint; pure heads")
     dyn.add_argument("run", metavar="RUN_DIR")
     dyn.add_argument("--prompts", type=positive_int, default=100)
     dyn.add_argument("--gamma", type=_gamma, default=0.1,
@@ -61,9 +61,9 @@ def register(sub) -> None:
     dyn.add_argument("--method", choices=["exact", "rerun"], default="exact")
     dyn.add_argument("--json", metavar="FILE", default=None, help="also write the trajectory")
     _threads(dyn)
-    dyn.set_defaults(func=run_dynamics)
 
-    by_length = actions.add_parser("lengths", help="accuracy against length (extra target tokens)")
+    by_length = add_command(actions, "lengths", run_lengths,
+                            "accuracy against length (extra target tokens)")
     by_length.add_argument("run", metavar="RUN_DIR")
     by_length.add_argument("--lengths", type=positive_int_list, default=[17, 50, 100, 300],
                            help="input lengths, comma-separated (default 17,50,100,300)")
@@ -71,13 +71,12 @@ def register(sub) -> None:
     by_length.add_argument("--filler", choices=FILLER_CHOICES, default=None,
                            help="what the extra tokens are (default: the run's task's, 'target')")
     _threads(by_length)
-    by_length.set_defaults(func=run_lengths)
 
-    disc = actions.add_parser("discrepancy", help="T_Index's discrepancy against Theorem 3.2")
+    disc = add_command(actions, "discrepancy", run_discrepancy,
+                       "T_Index's discrepancy against Theorem 3.2")
     disc.add_argument("--theta", type=positive_float, default=0.8)
     disc.add_argument("--lengths", type=positive_int_list, default=[8, 17, 50, 100, 300, 850],
                       help="lengths n, comma-separated (default 8,17,50,100,300,850)")
-    disc.set_defaults(func=run_discrepancy)
 
 
 def _threads(parser) -> None:

@@ -70,7 +70,8 @@ def build_t_index(model: ToyTransformer, task: NumberTask, freq: int = 0, *,
     r = radius_for(model, A)
     reset_to_head(model, layer, 0, [freq])
     _t_index_qk(model.blocks[layer].attn, task, dims, r, theta)
-    write_copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens, readout)
+    write_copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens,
+                    readout)
     return HeadConstruction(model, "positional", layer, 0, [freq], [theta], {freq: A},
                             None if amplitude is not None else margin)
 
@@ -114,7 +115,8 @@ def build_t_retrieval(model: ToyTransformer, task: LetterTask, freq: int = 0, *,
     r = radius_for(model, A)
     reset_to_head(model, layer, 0, [freq])
     _t_retrieval_qk(model.blocks[layer].attn, task, dims, r)
-    write_copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens, readout)
+    write_copy_path(model, layer, 0, {s: s for s in task.answer_tokens}, task.answer_tokens,
+                    readout)
     return HeadConstruction(model, "symbolic", layer, 0, [freq], [theta], {freq: A},
                             None if amplitude is not None else margin)
 

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tiny_sweep():
-    return frequency_sweep(TINY, [0, 3, (4, 0)], seeds=(0, 1), train_config=QUICK, model_kwargs=MODEL,
-                 score_prompts=8)
+    return frequency_sweep(TINY, [0, 3, (4, 0)], seeds=(0, 1), train_config=QUICK,
+                           model_kwargs=MODEL, score_prompts=8)
 
 
 def test_sweep_shapes_and_bookkeeping(tiny_sweep):
@@ -60,7 +60,8 @@ def test_each_run_is_gated_and_seeded_like_a_single_training(tiny_sweep):
 
 
 def test_sweep_writes_and_reloads(tmp_path, tiny_sweep):
-    r = frequency_sweep(TINY, [1], train_config=QUICK, model_kwargs=MODEL, scores=False, out_dir=tmp_path)
+    r = frequency_sweep(TINY, [1], train_config=QUICK, model_kwargs=MODEL, scores=False,
+                        out_dir=tmp_path)
     assert (tmp_path / "sweep.json").is_file() and (tmp_path / "table.md").is_file()
     assert (tmp_path / "runs" / "1_seed0" / "model.pt").is_file()
     back = FrequencySweep.load(tmp_path / "sweep.json")

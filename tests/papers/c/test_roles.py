@@ -63,6 +63,27 @@ def test_roles_of_a_trained_model_are_well_formed(tiny_multihop_run):
     assert not torch.isnan(causal.restore[3]).any()
 
 
+def test_the_ablation_is_each_head_mean_ablated_alone(tiny_multihop_run):
+    """causal_roles' ablated accuracies (through the core's head_importance) equal the
+    written-out loop: one head mean-ablated per position over the same prompts."""
+    from lens_possym.interventions import ablate_heads
+
+    _, model, task = tiny_multihop_run
+    batch = task.test_set(48)
+    bridge = model.bridge()
+    hops, _ = task.hop_path(batch.tokens)
+    expected = torch.zeros(2, 1, task.max_hops)
+    for layer in range(2):
+        with ablate_heads(bridge, f"{layer}.0", mode="mean", reference=batch.tokens,
+                          per_position=True):
+            ok = (bridge(batch.tokens)[:, -1].argmax(-1) == batch.answers).float()
+        expected[layer, 0] = torch.tensor([
+            float(ok[hops == h].mean()) if (hops == h).any() else float("nan")
+            for h in range(1, task.max_hops + 1)])
+    got = causal_roles(bridge, task, batch).ablated_accuracy_by_hops
+    assert torch.equal(got.nan_to_num(-1), expected.nan_to_num(-1))
+
+
 @pytest.mark.parametrize("task", [NumberTask(), LetterTask()], ids=lambda t: t.name)
 def test_corruption_changes_only_the_answer_value(task):
     batch = task.test_set(64)
