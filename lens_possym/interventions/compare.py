@@ -194,6 +194,11 @@ class HeadSetComparison(ResultIO):
         return to_jsonable({"heads": [f"{layer}.{head}" for layer, head in self.heads],
                             "n_random": len(self.random_heads), "rows": self.rows()})
 
+    def describe(self) -> str:
+        """The heads, then :meth:`table` (every condition; random sets as mean ± sd)."""
+        heads = ", ".join(f"{layer}.{head}" for layer, head in self.heads)
+        return f"heads {heads}; {len(self.random_heads)} random sets\n{self.table()}"
+
     def _headline(self) -> list[str]:
         return [f"n_heads={len(self.heads)}", f"n_random={len(self.random_heads)}",
                 f"conditions={len(self.chosen)}"]
