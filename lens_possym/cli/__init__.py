@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         # while the command runs, Ctrl-C is a KeyboardInterrupt (staged outputs are removed
         # on the way out); before (imports) and after (shutdown) it ends the process with
         # one line and exit 130 (lens_possym._interrupt)
+        _import_torch_first(argv)
         interrupt_raises()
         try:
             code = _run(argv, debug, as_program)
@@ -104,6 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         return code
     return _run(argv, debug, as_program)
+
+
+#: arguments that end the command before any model code runs
+_NO_MODEL = ("-h", "--help", "--version")
+
+
+def _import_torch_first(argv: list[str]) -> None:
+    """Import torch while Ctrl-C still ends the process with one line (the handler
+    :func:`lens_possym._interrupt.install_if_command` set), for a command that will load
+    it anyway: a ``KeyboardInterrupt`` raised inside torch's extension initialisation
+    aborts the interpreter (exit -6) instead of reaching :func:`main`. ``--help``,
+    ``--version`` and ``models`` import no torch and skip this."""
+    if argv and argv[0] != "models" and not any(arg in _NO_MODEL for arg in argv):
+        importlib.import_module("torch")
 
 
 def _interrupted(as_program: bool) -> int:

@@ -115,6 +115,22 @@ def _check_per_frequency(described: list[Layer], chosen: list[int], config: Scor
             f"RoPE on some heads (method='exact'); pass per_frequency=False")
 
 
+def _check_cosine(described: list[Layer], chosen: list[int], config: ScoreConfig) -> None:
+    """The scale-free cosine is written for RoPE's factors (and RoPE's re-run at the layer
+    site); the matrix path and the site re-runs compare masses with the clamped one, so
+    asking for it there is refused rather than silently ignored."""
+    if config.cosine != "scale_free":
+        return
+    for layer in chosen:
+        if not (_has_factors(described[layer])
+                and (config.method == "exact" or config.swap_site == "layer")):
+            raise InvalidSelectionError(
+                f"cosine='scale_free' is computed for RoPE layers only (the closed form, or "
+                f"the re-run at swap_site='layer'); layer {layer} ({_scheme(described[layer]).name}"
+                f", method={config.method!r}, swap_site={config.swap_site!r}) would use the "
+                f"clamped cosine: pass cosine='clamped'")
+
+
 def layer_grid(model: HookedModel | Resolved) -> dict[str, int]:
     """The ``[n_layers, n_heads, n_freqs]`` grid every layer's scores are placed in (the
     largest layer's heads and frequencies; smaller layers are padded with ``nan``)."""
@@ -148,6 +164,7 @@ def score_layers(model: HookedModel | Resolved, input: ModelInput, config: Score
     if tokens is not None:  # a cache: nothing runs, so hooks on the model change nothing
         guard_hooks(resolved, described, chosen, config)
     _check_per_frequency(described, chosen, config)
+    _check_cosine(described, chosen, config)
     with_factors = [layer for layer in chosen if _has_factors(described[layer])]
     captured = capture_attention_inputs(
         resolved, input if tokens is None else tokens, with_factors,

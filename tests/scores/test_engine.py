@@ -158,3 +158,14 @@ def test_mla_exclusion_per_frequency_holds_the_bound_and_its_content_part_is_sym
     assert bool((ratio <= 1 + 1e-9).all())
     assert torch.allclose(scores.balance_freq[..., -1], torch.zeros_like(ratio[..., -1]),
                           atol=1e-12)
+
+
+def test_the_scale_free_cosine_is_refused_where_it_would_be_ignored():
+    # ALiBi layers are scored from a matrix with the clamped cosine: asking for the
+    # scale-free one there is an error naming the fix, not a silently different result
+    model = tiny_scheme_model("bloom")
+    tokens = torch.randint(1, 50, (1, 10), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(InvalidSelectionError, match="cosine='clamped'"):
+        lp.swap_scores(model, tokens, cosine="scale_free", per_frequency=False)
+    clamped = lp.swap_scores(model, tokens, cosine="clamped", per_frequency=False)
+    assert torch.isfinite(clamped.pos).all()
