@@ -34,31 +34,20 @@ from pathlib import Path
 
 import torch
 
+from _timing import cost_clock
 from lens_possym.papers.b import experiments as pb
 from lens_possym.training.loop import TrainConfig, evaluate, train
 
 LABELS = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k2", "mla", "hybrid"]
 
 
-def _clock(device: torch.device):
-    """The clock a grid's cost is counted on: the process's CPU time on a CPU (what a
-    shared machine spends), synchronised wall time on an accelerator."""
-    if device.type == "cpu":
-        return time.process_time
-
-    def wall() -> float:
-        torch.cuda.synchronize(device)
-        return time.perf_counter()
-    return wall
-
-
 def time_variant(preset: pb.Preset, task_name: str, label: str, variant: str, steps: int,
                  device: str = "cpu") -> dict[str, float]:
-    """Seconds per training step (wall, and on the cost clock: :func:`_clock`), a forward
-    pass of 64, and the cost of one evaluation on ``eval_size`` and on ``analysis_size``
+    """Seconds per training step (wall, and on the cost clock: :func:`_timing.cost_clock`),
+    a forward pass of 64, and the cost of one evaluation on ``eval_size`` and on ``analysis_size``
     sentences. The step uses the cell's own batch size (MLA's may differ)."""
     dev = torch.device(device)
-    clock = _clock(dev)
+    clock = cost_clock(dev)
     task = pb.preset_task(preset, task_name)
     model = pb.make_model(preset, task, label, variant)
     scheme = pb.parse_label(label)[0]

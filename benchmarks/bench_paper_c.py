@@ -17,27 +17,17 @@ Times depend on the machine and its load; compare numbers from one run only.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
+from _timing import cost_clock
 from lens_possym.papers.c.presets import build_run, preset
 from lens_possym.training.loop import evaluate, train
 
 
-def _clock(device: torch.device):
-    if device.type == "cpu":
-        return time.process_time
-
-    def wall() -> float:
-        torch.cuda.synchronize(device)
-        return time.perf_counter()
-    return wall
-
-
 def time_run(preset_name: str, task_name: str, steps: int, device: str) -> dict[str, float]:
     """Cost-clock seconds per training step and per evaluation of ``preset_name``'s run."""
-    clock = _clock(torch.device(device))
+    clock = cost_clock(torch.device(device))
     p = preset(preset_name)
     model, task, config = build_run(task_name, preset_name, device=device, steps=5,
                                     eval_every=5, eval_size=64)
