@@ -266,22 +266,22 @@ def _rule_3(num: RunAnalyses, let: RunAnalyses) -> RuleResult:
                       {"letter": tl, "number": tn})
 
 
-def _end_counts(run: RunAnalyses) -> tuple[list[int], list[int]] | None:
+def _end_counts(run: RunAnalyses) -> tuple[int, list[int], int, list[int]] | None:
+    """The pure heads at the last checkpoint: ``(n_positional, their layers, n_symbolic,
+    their layers)``, or ``None`` without scores."""
     if run.pos is None or run.sym is None:
         return None
     state = _pure_state(run.pos, run.sym)[-1]
     pos_layers = sorted({int(i) for i in (state == 1).nonzero()[:, 0]})
     sym_layers = sorted({int(i) for i in (state == -1).nonzero()[:, 0]})
-    return pos_layers, sym_layers
+    return int((state == 1).sum()), pos_layers, int((state == -1).sum()), sym_layers
 
 
 def _rule_4(num: RunAnalyses) -> RuleResult:
     c = _end_counts(num)
     if c is None:
         return _missing("4", "Number's scores at every checkpoint")
-    p, s = c
-    state = _pure_state(num.pos, num.sym)[-1]
-    n_p, n_s = int((state == 1).sum()), int((state == -1).sum())
+    n_p, p, n_s, s = c
     holds = n_p >= 2 and all(x <= 3 for x in p) and n_s >= 6 and all(x >= 4 for x in s)
     return RuleResult("4", holds, f"{n_p} positional (L{p}), {n_s} symbolic (L{s})",
                       {"positional": p, "symbolic": s})
@@ -291,9 +291,7 @@ def _rule_5(let: RunAnalyses) -> RuleResult:
     c = _end_counts(let)
     if c is None:
         return _missing("5", "Letter's scores at every checkpoint")
-    p, s = c
-    state = _pure_state(let.pos, let.sym)[-1]
-    n_p, n_s = int((state == 1).sum()), int((state == -1).sum())
+    n_p, p, n_s, s = c
     return RuleResult("5", n_p == 0 and n_s >= 9, f"{n_p} positional (L{p}), {n_s} symbolic "
                       f"(L{s})", {"positional": p, "symbolic": s})
 
