@@ -24,6 +24,8 @@ import pytest
 import torch
 
 import lens_possym as lp
+
+from .helpers import toy_frequency_sweep
 from lens_possym._json import JsonConfig, dumps, to_jsonable
 from lens_possym.errors import LensPossymError
 from lens_possym.results_io import ResultIO
@@ -189,17 +191,7 @@ def _checkpoint_scores(ctx):
 
 
 def _toy_sweep(ctx):
-    from lens_possym.papers.a.sweeps import FrequencySweep, FrequencySweepRun
-
-    return FrequencySweep(
-        task="index", task_config={"n": 8}, model_config={}, train_config={},
-        angles=[1.0, 0.1, 0.0], answer_positions=[1, 2],
-        runs=[FrequencySweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
-                       accuracy_by_position=[0.25, math.nan], steps_run=10, train_time_s=0.1,
-                       pos_score=0.9, sym_score=0.1, pos_freq=[0.9, 0.5, 0.2],
-                       sym_freq=[0.1, 0.4, 0.8]),
-              FrequencySweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
-                       accuracy_by_position=[0.5, 1.0], steps_run=10, train_time_s=0.1)])
+    return toy_frequency_sweep()
 
 
 def _hops_tensor(n_hops=2, n_layers=3, seed=0):

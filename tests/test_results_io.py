@@ -7,7 +7,6 @@ entries (a pandas pivot gives the tensor back), and a file of another type is re
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 import pytest
@@ -19,7 +18,9 @@ from lens_possym.decompose import frequency_norms
 from lens_possym.interventions import compare_with_random_heads
 from lens_possym.errors import ResultsFileError
 from lens_possym.results_io import LONG_COLUMNS
-from lens_possym.papers.a.sweeps import FrequencySweep, FrequencySweepRun
+from lens_possym.papers.a.sweeps import FrequencySweep
+
+from .helpers import toy_frequency_sweep
 
 PROMPTS = ["the cat sat on the mat and the dog sat on the log", "one two three four five six "
            "seven eight nine ten eleven twelve"]
@@ -34,15 +35,7 @@ def results():
     model = lp.tiny_model("llama")
     tokens = model.to_tokens(PROMPTS)[:, :10]
     metric = {"mean_logit": _last_logit}
-    toy = FrequencySweep(
-        task="index", task_config={"n": 8}, model_config={}, train_config={},
-        angles=[1.0, 0.1, 0.0], answer_positions=[1, 2],
-        runs=[FrequencySweepRun(freq_ids=[0], angles=[1.0], seed=0, test_accuracy=0.5,
-                       accuracy_by_position=[0.25, math.nan], steps_run=10, train_time_s=0.1,
-                       pos_score=0.9, sym_score=0.1, pos_freq=[0.9, 0.5, 0.2],
-                       sym_freq=[0.1, 0.4, 0.8]),
-              FrequencySweepRun(freq_ids=[1, 2], angles=[0.1, 0.0], seed=1, test_accuracy=0.75,
-                       accuracy_by_position=[0.5, 1.0], steps_run=10, train_time_s=0.1)])
+    toy = toy_frequency_sweep()
     return {
         "scores": lp.swap_scores(model, tokens),
         "logits": lp.frequency_logits(model, tokens, 1, relative=True),
