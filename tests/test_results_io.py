@@ -7,7 +7,6 @@ entries (a pandas pivot gives the tensor back), and a file of another type is re
 
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
 import torch
