@@ -61,10 +61,6 @@ class Resolved:
             return True
         return all(isinstance(layer.scheme, Rope) for layer in self.schemes)
 
-    @property
-    def n_layers(self) -> int:
-        return len(self.schemes)
-
     def __repr__(self) -> str:
         name = getattr(getattr(self.model, "cfg", None), "model_name", type(self.model).__name__)
         return f"Resolved({name})"
