@@ -27,6 +27,12 @@ min and the mean over 64 inputs, :func:`lens_possym.papers.c.discrepancy.layer_g
 17 and the longest mask length. Runs go to ``--out``/runs (resumable), every measurement to
 ``--out``/cache (one file per (run, step), so the script resumes), the table to stdout and
 ``--out``/summary.json. Everything on one CPU thread.
+
+The ``base`` variant is the base preset's own run: when ``--preset-runs`` (default
+``out/paper_c/runs``, where ``benchmarks/paper_c.py train`` writes) holds a finished
+``{task}-{base}-s{seed}`` run trained with exactly the variant's model, task and training
+settings, that run is read instead of training it again (the script says so; anything that
+differs, and it trains its own).
 """
 
 from __future__ import annotations
@@ -120,6 +126,25 @@ def track(model, task, args) -> dict:
             "gap_mean": [[float(gaps.mean[i, layer, 0]) for layer in early] for i in range(2)]}
 
 
+def same_run(folder: Path, model, task, config) -> bool:
+    """Whether ``folder`` is a finished run of exactly these settings (its last checkpoint's
+    model and task configs, and its record's training config, out_dir aside)."""
+    from dataclasses import asdict
+
+    from lens_possym.training.runs import checkpoint_paths, read_checkpoint
+
+    found = checkpoint_paths(folder) if (folder / "model.pt").is_file() else []
+    record = ROOT / "docs" / "paper_c_runs" / f"{folder.name}.json"
+    if not found or not record.is_file():
+        return False
+    last = read_checkpoint(found[-1][1])
+    trained = {k: v for k, v in json.loads(record.read_text())["train_config"].items()
+               if k != "out_dir"}
+    wanted = {k: v for k, v in json.loads(json.dumps(asdict(config))).items() if k != "out_dir"}
+    return (trained == wanted and last.task_config == json.loads(json.dumps(task.config()))
+            and last.model_config == json.loads(json.dumps(asdict(model.cfg))))
+
+
 def run_variant(name: str, task_name: str, args) -> list[dict]:
     from lens_possym.training.loop import train
     from lens_possym.training.runs import checkpoint_paths, latest_checkpoint, read_checkpoint
@@ -127,7 +152,11 @@ def run_variant(name: str, task_name: str, args) -> list[dict]:
     run = f"{task_name}-{args.base}-{name}-s{args.seed}"
     out_dir = args.out / "runs" / run
     model, task, config = settings(args.base, name, task_name, args.seed, out_dir)
-    if (out_dir / "model.pt").is_file():
+    own = args.preset_runs / f"{task_name}-{args.base}-s{args.seed}"
+    if name == "base" and same_run(own, model, task, config):
+        say(f"[{run}] the {args.base} preset's own run, read from {own}")
+        out_dir = own
+    elif (out_dir / "model.pt").is_file():
         say(f"[{run}] trained")
     else:
         start = time.perf_counter()
@@ -169,11 +198,14 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--tasks", nargs="+", default=["letter"], choices=["number", "letter"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--track-every", type=int, default=500)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[17, 100, 300])
-    parser.add_argument("--mask-lengths", type=int, nargs="+", default=[100, 300])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[17, 100, 300, 850])
+    parser.add_argument("--mask-lengths", type=int, nargs="+", default=[300, 850])
     parser.add_argument("--n-prompts", type=int, default=256)
     parser.add_argument("--gap-inputs", type=int, default=64)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--preset-runs", type=Path, default=OUT.parent / "runs",
+                        help="where the presets' own runs are (the base variant reads its "
+                             "run there when the settings are the same)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
