@@ -127,22 +127,23 @@ def track(model, task, args) -> dict:
 
 
 def same_run(folder: Path, model, task, config) -> bool:
-    """Whether ``folder`` is a finished run of exactly these settings (its last checkpoint's
-    model and task configs, and its record's training config, out_dir aside)."""
+    """Whether ``folder`` is a finished run of exactly these settings: its last checkpoint's
+    model, task and training configs (``out_dir`` aside)."""
     from dataclasses import asdict
 
     from lens_possym.training.runs import checkpoint_paths, read_checkpoint
 
     found = checkpoint_paths(folder) if (folder / "model.pt").is_file() else []
-    record = ROOT / "docs" / "paper_c_runs" / f"{folder.name}.json"
-    if not found or not record.is_file():
+    if not found:
         return False
     last = read_checkpoint(found[-1][1])
-    trained = {k: v for k, v in json.loads(record.read_text())["train_config"].items()
-               if k != "out_dir"}
-    wanted = {k: v for k, v in json.loads(json.dumps(asdict(config))).items() if k != "out_dir"}
-    return (trained == wanted and last.task_config == json.loads(json.dumps(task.config()))
-            and last.model_config == json.loads(json.dumps(asdict(model.cfg))))
+
+    def plain(d: dict) -> dict:                  # tuples → lists, as the checkpoint holds them
+        return {k: v for k, v in json.loads(json.dumps(d)).items() if k != "out_dir"}
+
+    return (last.state is not None and plain(last.state.train_config) == plain(asdict(config))
+            and plain(last.task_config) == plain(task.config())
+            and plain(last.model_config) == plain(asdict(model.cfg)))
 
 
 def run_variant(name: str, task_name: str, args) -> list[dict]:

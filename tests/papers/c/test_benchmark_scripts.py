@@ -51,7 +51,7 @@ def test_ablation_tracks_the_diagnostics_on_tiny(tmp_path):
     ablate = _script("paper_c_ablate_settings")
     argv = ["--base", "tiny", "--variants", "base", "dropout", "--track-every", "40",
             "--lengths", "17", "30", "--mask-lengths", "30", "--n-prompts", "16",
-            "--gap-inputs", "8", "--out", str(tmp_path)]
+            "--gap-inputs", "8", "--out", str(tmp_path), "--preset-runs", str(tmp_path / "none")]
     rows = ablate.main(argv)
     assert [(r["variant"], r["step"]) for r in rows] == [("base", 40), ("base", 60),
                                                          ("dropout", 40), ("dropout", 60)]
@@ -65,6 +65,26 @@ def test_ablation_tracks_the_diagnostics_on_tiny(tmp_path):
     assert summary["variants"]["dropout"]["model"] == {"dropout": 0.1}
     again = ablate.main(argv)                                          # resumes from the cache
     assert again == rows
+
+
+def test_base_variant_reads_the_presets_own_run_only_when_the_settings_match(tmp_path):
+    ablate = _script("paper_c_ablate_settings")
+    from lens_possym.training.loop import train
+
+    own = tmp_path / "preset_runs" / "letter-tiny-s0"
+    model, task, config = ablate.settings("tiny", "base", "letter", 0, own)
+    train(model, task, config)
+    for name, expected in (("base", True), ("dropout", False)):
+        m, t, c = ablate.settings("tiny", name, "letter", 0, tmp_path / "elsewhere")
+        assert ablate.same_run(own, m, t, c) is expected, name
+    m, t, c = ablate.settings("tiny", "base", "letter", 1, tmp_path / "elsewhere")
+    assert not ablate.same_run(own, m, t, c)                           # another seed
+    argv = ["--base", "tiny", "--variants", "base", "--track-every", "1000", "--lengths", "17",
+            "--mask-lengths", "30", "--n-prompts", "8", "--gap-inputs", "4",
+            "--out", str(tmp_path / "ablate"), "--preset-runs", str(tmp_path / "preset_runs")]
+    rows = ablate.main(argv)
+    assert not (tmp_path / "ablate" / "runs").exists()                 # nothing trained again
+    assert [r["step"] for r in rows] == [config.steps]
 
 
 def _record(task, preset, seed, reach: int | None):
