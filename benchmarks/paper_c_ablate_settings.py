@@ -207,6 +207,9 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--preset-runs", type=Path, default=OUT.parent / "runs",
                         help="where the presets' own runs are (the base variant reads its "
                              "run there when the settings are the same)")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="also write the summary here (the committed record the paper C "
+                             "report reads: docs/paper_c_ablate.json)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -214,13 +217,16 @@ def main(argv=None) -> list[dict]:
     for task_name in args.tasks:
         for name in args.variants:
             rows += run_variant(name, task_name, args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps({
-        "base": args.base, "seed": args.seed,
+    summary = json.dumps({
+        "command": "python benchmarks/paper_c_ablate_settings.py " + " ".join(argv or []),
+        "base": args.base, "seed": args.seed, "n_prompts": args.n_prompts,
         "variants": {n: {"model": v.model, "train": v.train}
                      for n, v in variants(args.base).items() if n in args.variants},
-        "rows": rows}, indent=1))
-    say(f"wrote {args.out / 'summary.json'}")
+        "rows": rows}, indent=1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path in filter(None, (args.out / "summary.json", args.record)):
+        path.write_text(summary + "\n")
+        say(f"wrote {path}")
     return rows
 
 

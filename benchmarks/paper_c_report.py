@@ -422,8 +422,10 @@ def write_report(args=None) -> Path:
         _lengths_section(add, preset, runs[preset], FILLERS, HEADLINE_FILLER)
         _gaps_section(add, preset, runs[preset])
 
+    _ablation_section(add, _json(docs / "paper_c_ablate.json"))
     _theory_section(add, curves, measured, constructions)
     _timing_and_lm(add, cache)
+    _device_section(add, docs / "device" / "h200_paper_c.txt")
 
     DOC.write_text("\n".join(lines))
     RESULTS.write_text(json.dumps({
@@ -640,6 +642,101 @@ def _gaps_section(add, preset, runs):
             f"L{layer} min {g['min'][i17][layer][0]:.2f}→{g['min'][i300][layer][0]:.2f}, max "
             f"{g['max'][i17][layer][0]:.2f}→{g['max'][i300][layer][0]:.2f}"
             for layer in range(n_layers)) + ".")
+    add("")
+
+
+ABLATE_TEXT = {"base": "none (the `cpu` preset)", "dropout": "dropout 0.1",
+               "width": "d_model 128, d_mlp 512", "steps": "7,000 steps (schedule stretched)",
+               "lr_schedule": "lr 1e-4, betas (0.95, 0.999), warm-up 750, linear to 0"}
+
+
+def _ablation_section(add, ablate: dict | None) -> None:
+    """Build 4: why Letter falls short at length, one setting at a time from the `cpu`
+    preset towards the `paper` preset (benchmarks/paper_c_ablate_settings.py)."""
+    add("## Why Letter falls short at length: one setting at a time")
+    add("")
+    if not ablate or not ablate.get("rows"):
+        add("_Not run in this build: `python benchmarks/paper_c_ablate_settings.py --record "
+            "docs/paper_c_ablate.json`._")
+        add("")
+        return
+    rows = ablate["rows"]
+    last = {}
+    for r in rows:
+        if r["step"] >= last.get(r["variant"], {"step": -1})["step"]:
+            last[r["variant"]] = r
+    ns = sorted({int(n) for r in rows for n in r["lengths"]})
+    mask_ns = sorted({int(n) for r in rows for n in r["mask_lengths"]})
+    gap_n = max(int(n) for r in rows for n in r["gap_lengths"])
+    add(f"`{ablate.get('command', 'python benchmarks/paper_c_ablate_settings.py')}` (Letter, "
+        f"seed {ablate['seed']}, {ablate.get('n_prompts', 256)} prompts per length, headline "
+        "filler reading). Each variant is the `cpu` preset with exactly one setting changed to "
+        "the `paper` preset's value; the `base` variant is the `cpu` preset's own run. At the "
+        "last step of each: accuracy per length; the masking diagnostic (the extra tokens "
+        "hidden from layers 0-3 / the extra tokens at trained-range position ids, "
+        "`lens_possym.papers.c.masking.extension_accuracy`); the early heads' top-2 logit gap "
+        f"(Lemma F.1's min over 64 inputs, layers 0-3) at length {gap_n}.")
+    add("")
+    add("| variant | change | steps | " + " | ".join(f"acc {n}" for n in ns) + " | "
+        + " | ".join(f"{n}: masked L0-3 / positions" for n in mask_ns)
+        + f" | min gap L0-L3 at {gap_n} |")
+    add("|---|---|---:|" + "---:|" * len(ns) + "---|" * len(mask_ns) + "---|")
+    for name, r in last.items():
+        add(f"| {name} | {ABLATE_TEXT.get(name, name)} | {r['step']} | "
+            + " | ".join(_fmt(r["lengths"].get(str(n)), 3) for n in ns) + " | "
+            + " | ".join(f"{_fmt(r['masking']['mask'][i], 3)} / "
+                         f"{_fmt(r['masking']['positions'][i], 3)}"
+                         for i, _ in enumerate(r["mask_lengths"]))
+            + " | " + ", ".join(_fmt(g) for g in r["gap_min"][-1]) + " |")
+    add("")
+    far = str(max(ns))
+    base = last.get("base")
+    if base:
+        gains = {n: r["lengths"][far] - base["lengths"][far] for n, r in last.items()
+                 if n != "base"}
+        if gains:
+            best = max(gains, key=gains.get)
+            add(f"At {far} tokens the base scores {_fmt(base['lengths'][far], 3)}; one change at "
+                "a time moves it by " + ", ".join(f"{n} {gains[n]:+.3f}" for n in gains)
+                + f"; the largest single change is **{best}**.")
+            add("")
+    add("Over training (accuracy at " + " / ".join(str(n) for n in ns[1:])
+        + f"; masked L0-3 at {mask_ns[-1]}):")
+    add("")
+    add("| variant | " + " | ".join(f"step {s}" for s in
+                                   sorted({r["step"] for r in rows})) + " |")
+    steps = sorted({r["step"] for r in rows})
+    add("|---|" + "---|" * len(steps))
+    for name in last:
+        by_step = {r["step"]: r for r in rows if r["variant"] == name}
+        add(f"| {name} | " + " | ".join(
+            (" / ".join(_fmt(by_step[s]["lengths"][str(n)]) for n in ns[1:])
+             + f"; {_fmt(by_step[s]['masking']['mask'][-1])}") if s in by_step else ""
+            for s in steps) + " |")
+    add("")
+
+
+def _device_section(add, path: Path) -> None:
+    add("## On a GPU")
+    add("")
+    text = path.read_text() if path.is_file() else ""
+    rows = [line.split() for line in text.splitlines()
+            if line.split()[:1] in (["paper"], ["cpu"]) and len(line.split()) == 5]
+    if not rows:
+        add("_Not measured: `python benchmarks/bench_paper_c.py --device cuda --steps 50` on a "
+            "GPU machine (docs/device/)._")
+        add("")
+        return
+    add("`python benchmarks/bench_paper_c.py --device cuda --steps 50` on one NVIDIA H200 "
+        "(`docs/device/h200_paper_c.txt`, one torch thread, CUDA time): a whole run of each "
+        "preset and task, evaluations included. The runs above trained on the CPU because the "
+        "checkpoints every 100 steps (1.9 GB per `paper` run) cannot come back from the lent "
+        "machine.")
+    add("")
+    add("| preset | task | ms per step | run (min) |")
+    add("|---|---|---:|---:|")
+    for preset, task, ms, _eval, minutes in rows:
+        add(f"| {preset} | {task} | {ms} | {minutes} |")
     add("")
 
 

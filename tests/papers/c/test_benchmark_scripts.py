@@ -66,6 +66,13 @@ def test_ablation_tracks_the_diagnostics_on_tiny(tmp_path):
     again = ablate.main(argv)                                          # resumes from the cache
     assert again == rows
 
+    lines: list[str] = []                                              # the report's section
+    _script("paper_c_report")._ablation_section(lines.append, summary)
+    table = [line for line in lines if line.startswith("| base") or line.startswith("| dropout")]
+    assert len(table) == 4                                 # last-step row + trajectory row each
+    assert f"| base | none (the `cpu` preset) | 60 | {rows[1]['lengths']['17']:.3f}" in table[0]
+    assert any("the largest single change is **dropout**" in line for line in lines)
+
 
 def test_base_variant_reads_the_presets_own_run_only_when_the_settings_match(tmp_path):
     ablate = _script("paper_c_ablate_settings")
