@@ -348,7 +348,7 @@ def write_report(args=None) -> Path:
     for preset in presets:
         add(f"- **{preset}**: {PRESET_TEXT.get(preset, '')}.")
     add("")
-    add("| run | steps | train time (min) | final test accuracy | first ≥ 0.99 at |")
+    add("| run | steps | train time (wall min, shared cores) | final test accuracy | first ≥ 0.99 at |")
     add("|---|---:|---:|---:|---:|")
     for preset in presets:
         for seed in SEEDS:
