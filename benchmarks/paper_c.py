@@ -113,6 +113,10 @@ def stage_train(args) -> None:
 
     for task in args.tasks:
         out = run_dir(task, args)
+        if run_finished(task, args) and (RECORDS / f"{run_name(task, args)}.json").is_file():
+            # a finished run's record stays as written (reloading it would restamp its time)
+            say(f"[train] {run_name(task, args)}: finished, record in {RECORDS}")
+            continue
         say(f"[train] {task} preset={args.preset} seed={args.seed} -> {out}")
         _, _, result = train_multihop(task, args.preset, seed=args.seed, out_dir=out,
                                       device=args.device,
