@@ -139,14 +139,14 @@ def run(args) -> int:
     per_position = args.per_position and args.mode == "mean"
 
     if args.sweep is None:
-        specs = resolved.resolve(model).specs
-        selection = interventions.parse_selection(args.heads, specs, args.freqs)
+        geometry = resolved.resolve(model)       # once: the selection and the hooks read it
+        selection = interventions.parse_selection(args.heads, geometry.specs, args.freqs)
         spec = interventions.Intervention("ablate_frequencies", selection, mode=args.mode,
                                           side=args.side, per_position=per_position)
         with torch.no_grad():
             before, before_prompts = interventions.metrics.evaluate_metrics_per_prompt(
                 metrics, model(tokens))
-            with spec.apply(model, reference=reference):
+            with spec.apply(geometry, reference=reference):
                 after, after_prompts = interventions.metrics.evaluate_metrics_per_prompt(
                     metrics, model(tokens))
         change = _change(before_prompts, after_prompts)

@@ -83,3 +83,18 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
 def test_unknown_mode_is_refused_by_the_parser(capsys):
     assert main(["ablate", "--model", "tiny-llama", "--heads", "1.0", "--mode", "scramble"]) == 2
     assert "invalid choice: 'scramble'" in capsys.readouterr().err
+
+
+def test_ablate_reads_the_models_geometry_once(monkeypatch, capsys):
+    """The command resolves the model once at its boundary: the selection and the hooks
+    read the same Resolved (lens_possym/resolved.py)."""
+    import lens_possym.resolved as resolved_module
+
+    reads = []
+    real = resolved_module.rope_specs
+    monkeypatch.setattr(resolved_module, "rope_specs",
+                        lambda model, **kw: reads.append(1) or real(model, **kw))
+    assert main(["ablate", "--model", "tiny-llama", "--heads", "1.0", "--freqs", "0:2",
+                 "--n-prompts", "2", "--n-pairs", "3"]) == 0
+    assert "ablating frequency ids 0:2" in capsys.readouterr().out
+    assert len(reads) == 1
