@@ -622,6 +622,23 @@ def _lengths_section(add, preset, runs, fillers, headline):
                                         ("as built", "mask", "positions")) if m else "")
             add(f"| {task}-s{seed} | " + " | ".join(cells) + " |")
         add("")
+        longest = ns[-1]
+        at = [run["masking"][longest]["accuracy"] for _, run in masked
+              if longest in run["masking"]]
+        if at:
+            lo = min(a["mask"][0] for a in at)
+            built = max(a["as built"][0] for a in at)
+            pos = max(a["positions"][0] for a in at)
+            add(f"At {longest} tokens, over these {len(at)} runs: as built at most "
+                f"{built:.3f}; with the extra tokens hidden from layers 0-3 at least "
+                f"**{lo:.3f}**; at trained-range position ids at most {pos:.3f}. "
+                + ("The later layers solve the long prompts once layers 0-3 do not see the "
+                   "extra tokens, and unseen distances are not what fails: the failure is in "
+                   "layers 0-3's attention to the extra tokens."
+                   if lo >= 0.9 and lo - built >= 0.2 else
+                   "Hiding the extra tokens from layers 0-3 does not restore these runs, so "
+                   "layers 0-3 are not the whole cause here."))
+            add("")
 
 
 def _gaps_section(add, preset, runs):

@@ -118,6 +118,10 @@ def test_report_from_what_exists(tmp_path):
             path.write_text(json.dumps({"task": task, "lengths": [n], "accuracy": [a],
                                         "by_hops": [[a] * 4], "n_prompts": 256,
                                         "model": "", "filler": "target"}))
+        masked = {"as built": [acc[850]], "mask": [0.97 if task == "number" else 0.99],
+                  "positions": [0.01]}
+        (cache / "paper-s0" / f"masking_{task}_850.json").write_text(json.dumps(
+            {"task": task, "lengths": [850], "accuracy": masked, "n_prompts": 256}))
     report.write_report(argparse.Namespace(docs=docs, cache=cache, presets=["paper"]))
     page = (docs / "paper_c.md").read_text()
     rows = {line.split(" | ")[0].strip("| "): line for line in page.splitlines()
@@ -127,6 +131,9 @@ def test_report_from_what_exists(tmp_path):
     assert "✗ 0.100" in rows["14"] and "… not run" in rows["14"]
     assert "… missing" in rows["1"]
     assert "| number-paper-s1 | pending |" in page
+    assert "| letter-s0 | 0.100 / 0.990 / 0.010 |" in page                 # the masking table
+    assert ("as built at most 0.100; with the extra tokens hidden from layers 0-3 at least "
+            "**0.970**" in page and "the failure is in layers 0-3's attention" in page)
     results = json.loads((docs / "paper_c_results.json").read_text())["runs"]
     assert [(r["task"], r["seed"]) for r in results] == [("number", 0), ("letter", 0)]
     number = results[0]
