@@ -717,6 +717,11 @@ def _ablation_section(add, ablate: dict | None) -> None:
                 "a time moves it by " + ", ".join(f"{n} {gains[n]:+.3f}" for n in gains)
                 + f"; the largest single change is **{best}**.")
             add("")
+    short = [n for n, r in last.items() if r["lengths"].get(str(min(ns)), 1.0) < 0.9]
+    if short:
+        add(f"Not trained to the task at its last step (accuracy at {min(ns)} below 0.9): "
+            f"{', '.join(short)}; its length figures say nothing about length.")
+        add("")
     add("Over training (accuracy at " + " / ".join(str(n) for n in ns[1:])
         + f"; masked L0-3 at {mask_ns[-1]}):")
     add("")
