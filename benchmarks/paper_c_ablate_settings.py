@@ -127,23 +127,12 @@ def track(model, task, args) -> dict:
 
 
 def same_run(folder: Path, model, task, config) -> bool:
-    """Whether ``folder`` is a finished run of exactly these settings: its last checkpoint's
-    model, task and training configs (``out_dir`` aside)."""
-    from dataclasses import asdict
-
+    """Whether ``folder`` is a finished run of exactly these settings (its last checkpoint
+    differs in nothing the training loop would refuse to resume with)."""
     from lens_possym.training.runs import checkpoint_paths, read_checkpoint
 
     found = checkpoint_paths(folder) if (folder / "model.pt").is_file() else []
-    if not found:
-        return False
-    last = read_checkpoint(found[-1][1])
-
-    def plain(d: dict) -> dict:                  # tuples → lists, as the checkpoint holds them
-        return {k: v for k, v in json.loads(json.dumps(d)).items() if k != "out_dir"}
-
-    return (last.state is not None and plain(last.state.train_config) == plain(asdict(config))
-            and plain(last.task_config) == plain(task.config())
-            and plain(last.model_config) == plain(asdict(model.cfg)))
+    return bool(found) and not read_checkpoint(found[-1][1]).differs_from(model, task, config)
 
 
 def run_variant(name: str, task_name: str, args) -> list[dict]:

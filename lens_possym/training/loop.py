@@ -40,7 +40,7 @@ import torch
 
 from .._checks import boundary
 from .._inputs import resolve_device
-from .._json import JsonConfig, check_field_types, to_jsonable
+from .._json import JsonConfig, check_field_types
 from ..errors import TrainingError
 from ..results_io import ResultIO
 from .models import TrainableModel
@@ -304,10 +304,6 @@ def evaluate(model: TrainableModel, task: Task, batch: TaskBatch | None = None, 
 
 Callback = Callable[[int, TrainableModel], None]
 
-# TrainConfig fields that may differ between an interrupted run and its resumption: they
-# say where and on what the run happens, not what it computes.
-_RESUME_MAY_DIFFER = ("out_dir", "device")
-
 
 def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, *,
           callbacks: Sequence[Callback] = (), log: Callable[[str], None] | None = None,
@@ -486,15 +482,7 @@ def _check_resumable(ckpt: Checkpoint, model: TrainableModel, task: Task,
     if ckpt.state is None:
         raise TrainingError(f"{ckpt.path} was written without its training state and cannot "
                             "be resumed; train into a new out_dir")
-    theirs = {k: v for k, v in ckpt.state.train_config.items() if k not in _RESUME_MAY_DIFFER}
-    ours = {k: v for k, v in asdict(config).items() if k not in _RESUME_MAY_DIFFER}
-    theirs["betas"] = tuple(theirs["betas"])
-    differ = [name for name, a, b in [
-        ("task", (ckpt.task, ckpt.task_config), (task.name, task.config())),
-        ("model", (ckpt.model_kind, to_jsonable(ckpt.model_config)),
-         (model.kind, to_jsonable(model.cfg.to_dict()))),
-    ] if a != b] + [f.name for f in fields(TrainConfig)
-                    if f.name in ours and ours[f.name] != theirs.get(f.name)]
+    differ = ckpt.differs_from(model, task, config)
     if differ:
         raise TrainingError(
             f"{ckpt.path} was written by a different run ({', '.join(differ)} differ); "

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from .._checks import boundary
 from .._inputs import resolve_device
-from .._json import dumps
+from .._json import dumps, to_jsonable
 from ..errors import TrainingError
 from .models import MODELS, TrainableModel
 from .tasks import Task, make_task
@@ -49,6 +49,9 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "lens-possym-toy/1"
+#: TrainConfig fields that may differ between an interrupted run and its resumption: they
+#: say where and on what the run happens, not what it computes
+SETTINGS_THAT_MAY_DIFFER = ("out_dir", "device")
 _CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.pt")
 
 
@@ -98,6 +101,23 @@ class Checkpoint:
 
     def make_task(self) -> Task:
         return make_task(self.task, **self.task_config)
+
+    def differs_from(self, model: TrainableModel, task: Task, config) -> list[str]:
+        """What would make this checkpoint another run than ``(model, task, config)``:
+        ``"task"``, ``"model"`` and the names of the ``TrainConfig`` fields that differ
+        (:data:`SETTINGS_THAT_MAY_DIFFER` aside); ``["training state"]`` for a checkpoint
+        written without one. Empty: the same run."""
+        if self.state is None:
+            return ["training state"]
+        theirs = {k: v for k, v in self.state.train_config.items()
+                  if k not in SETTINGS_THAT_MAY_DIFFER}
+        ours = {k: v for k, v in asdict(config).items() if k not in SETTINGS_THAT_MAY_DIFFER}
+        theirs["betas"] = tuple(theirs["betas"])
+        return [name for name, a, b in [
+            ("task", (self.task, self.task_config), (task.name, task.config())),
+            ("model", (self.model_kind, to_jsonable(self.model_config)),
+             (model.kind, to_jsonable(model.cfg.to_dict()))),
+        ] if a != b] + [name for name in ours if ours[name] != theirs.get(name)]
 
 
 def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step: int,
