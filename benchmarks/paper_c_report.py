@@ -662,11 +662,6 @@ def _gaps_section(add, preset, runs):
     add("")
 
 
-ABLATE_TEXT = {"base": "none (the `cpu` preset)", "dropout": "dropout 0.1",
-               "width": "d_model 128, d_mlp 512", "steps": "7,000 steps (schedule stretched)",
-               "lr_schedule": "lr 1e-4, betas (0.95, 0.999), warm-up 750, linear to 0"}
-
-
 def _ablation_section(add, ablate: dict | None) -> None:
     """Build 4: why Letter falls short at length, one setting at a time from the `cpu`
     preset towards the `paper` preset (benchmarks/paper_c_ablate_settings.py)."""
@@ -677,7 +672,9 @@ def _ablation_section(add, ablate: dict | None) -> None:
             "docs/paper_c_ablate.json`._")
         add("")
         return
-    rows = ablate["rows"]
+    rows, base_preset = ablate["rows"], ablate["base"]
+    changes = {name: ", ".join(f"{k} {v}" for k, v in {**v["model"], **v["train"]}.items())
+               or f"none (the `{base_preset}` preset)" for name, v in ablate["variants"].items()}
     last = {}
     for r in rows:
         if r["step"] >= last.get(r["variant"], {"step": -1})["step"]:
@@ -687,8 +684,9 @@ def _ablation_section(add, ablate: dict | None) -> None:
     gap_n = max(int(n) for r in rows for n in r["gap_lengths"])
     add(f"`{ablate.get('command', 'python benchmarks/paper_c_ablate_settings.py')}` (Letter, "
         f"seed {ablate['seed']}, {ablate.get('n_prompts', 256)} prompts per length, headline "
-        "filler reading). Each variant is the `cpu` preset with exactly one setting changed to "
-        "the `paper` preset's value; the `base` variant is the `cpu` preset's own run. At the "
+        f"filler reading). Each variant is the `{base_preset}` preset with exactly one setting "
+        f"changed to the `paper` preset's value; the `base` variant is the `{base_preset}` "
+        "preset's own run. At the "
         "last step of each: accuracy per length; the masking diagnostic (the extra tokens "
         "hidden from layers 0-3 / the extra tokens at trained-range position ids, "
         "`lens_possym.papers.c.masking.extension_accuracy`); the early heads' top-2 logit gap "
@@ -699,7 +697,7 @@ def _ablation_section(add, ablate: dict | None) -> None:
         + f" | min gap L0-L3 at {gap_n} |")
     add("|---|---|---:|" + "---:|" * len(ns) + "---|" * len(mask_ns) + "---|")
     for name, r in last.items():
-        add(f"| {name} | {ABLATE_TEXT.get(name, name)} | {r['step']} | "
+        add(f"| {name} | {changes[name]} | {r['step']} | "
             + " | ".join(_fmt(r["lengths"].get(str(n)), 3) for n in ns) + " | "
             + " | ".join(f"{_fmt(r['masking']['mask'][i], 3)} / "
                          f"{_fmt(r['masking']['positions'][i], 3)}"
@@ -725,9 +723,8 @@ def _ablation_section(add, ablate: dict | None) -> None:
     add("Over training (accuracy at " + " / ".join(str(n) for n in ns[1:])
         + f"; masked L0-3 at {mask_ns[-1]}):")
     add("")
-    add("| variant | " + " | ".join(f"step {s}" for s in
-                                   sorted({r["step"] for r in rows})) + " |")
     steps = sorted({r["step"] for r in rows})
+    add("| variant | " + " | ".join(f"step {s}" for s in steps) + " |")
     add("|---|" + "---|" * len(steps))
     for name in last:
         by_step = {r["step"]: r for r in rows if r["variant"] == name}

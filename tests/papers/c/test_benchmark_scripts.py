@@ -70,7 +70,8 @@ def test_ablation_tracks_the_diagnostics_on_tiny(tmp_path):
     _script("paper_c_report")._ablation_section(lines.append, summary)
     table = [line for line in lines if line.startswith("| base") or line.startswith("| dropout")]
     assert len(table) == 4                                 # last-step row + trajectory row each
-    assert f"| base | none (the `cpu` preset) | 60 | {rows[1]['lengths']['17']:.3f}" in table[0]
+    assert f"| base | none (the `tiny` preset) | 60 | {rows[1]['lengths']['17']:.3f}" in table[0]
+    assert table[1].startswith("| dropout | dropout 0.1 | 60 |")             # from the record
     assert any("the largest single change is **dropout**" in line for line in lines)
 
 
