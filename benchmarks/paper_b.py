@@ -13,7 +13,9 @@ both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
 through the shared loop and caches its analyses in
 ``<root>/<preset>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
 trained again, an interrupted one resumes from its checkpoint. ``--shard I/N`` runs every
-N-th cell from the I-th (one queue per core: ``benchmarks/paper_b_jobs.sh``). Each finished
+N-th cell from the I-th (to split a grid across machines). Queues started on one grid
+(``benchmarks/paper_b_jobs.sh``: one per core) share it: each takes the next cell no other
+queue holds (a lock in the cell's folder, dropped if the queue dies). Each finished
 cell's record (:func:`~lens_possym.papers.b.experiments.cell_record`) is written into
 ``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
 grid runs.
@@ -62,6 +64,27 @@ def _locked(path: Path):
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _claimed(folder: Path):
+    """Whether this process now holds the cell in ``folder``: a non-blocking exclusive lock
+    on ``folder/claim.lock``, held while the cell runs. Queues sharing a grid each take the
+    next cell no other queue holds, so they stay busy however unequal the cells' costs (a
+    count cell costs about twice a distance one; a fixed share left one core idle for hours).
+    The operating system drops the lock when a queue dies, so a killed queue's cell is free
+    again and resumes from its checkpoint."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "claim.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -127,16 +150,20 @@ def run(args: argparse.Namespace) -> None:
     failed = []
     for i, cell in enumerate(cells):
         start, cpu = time.perf_counter(), time.process_time()
-        try:
-            data = pb.analyse_cell(preset, cell, root,
-                                   profile=False if args.no_profile else None)
-            if records is not None:
-                write_records(records, [pb.cell_record(data)])
-        except Exception as error:          # one broken cell must not stop the queue
-            failed.append(cell.key)
-            print(f"[{i + 1}/{len(cells)}] {cell.key}: FAILED: {type(error).__name__}: "
-                  f"{error}", flush=True)
-            continue
+        with _claimed(root / cell.key) as mine:
+            if not mine:
+                print(f"[{i + 1}/{len(cells)}] {cell.key}: held by another queue", flush=True)
+                continue
+            try:
+                data = pb.analyse_cell(preset, cell, root,
+                                       profile=False if args.no_profile else None)
+                if records is not None:
+                    write_records(records, [pb.cell_record(data)])
+            except Exception as error:          # one broken cell must not stop the queue
+                failed.append(cell.key)
+                print(f"[{i + 1}/{len(cells)}] {cell.key}: FAILED: {type(error).__name__}: "
+                      f"{error}", flush=True)
+                continue
         print(f"[{i + 1}/{len(cells)}] {cell.key}: accuracy {data['baseline']:.4f}, top head "
               f"drop {data['deposit']['top_drop']:.3f} ({time.perf_counter() - start:.0f} s, "
               f"{time.process_time() - cpu:.0f} CPU-s; training {data['train_time_s']:.0f} s)",

@@ -4,7 +4,9 @@
 #   mkdir -p runs/paper_b
 #   nohup nice -n 10 benchmarks/paper_b_jobs.sh 0 > runs/paper_b/queue0.log 2>&1 &
 #   nohup nice -n 10 benchmarks/paper_b_jobs.sh 1 > runs/paper_b/queue1.log 2>&1 &
-# Queue I runs every other cell of the grid from the I-th (seed 0 first, then 1, then 2).
+# The queues share the grid: each takes the next cell (seed 0 first, then 1, then 2) that no
+# other queue holds (paper_b.py run's claim lock), so both stay busy although a count cell
+# costs about twice a distance one; a killed queue's cell is free again at once.
 # Each finished cell writes its record into docs/paper_b_results.json (under a lock; commit
 # it); checkpoints and analyses stay in runs/paper_b/paper-length/ (ignored). When both
 # queues are done: python benchmarks/paper_b.py report --preset paper-length
@@ -12,12 +14,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=1
-case "${1:-}" in
-  0|1) ;;
-  *) echo "usage: $0 0|1" >&2; exit 2 ;;
+case "${1:-}" in      # the queue's number, for its log (one queue per free core)
+  ''|*[!0-9]*) echo "usage: $0 QUEUE_NUMBER" >&2; exit 2 ;;
 esac
 echo "== $(date -u +%FT%TZ) paper-length queue $1"
-$PY benchmarks/paper_b.py run --preset paper-length --seeds 0 1 2 --shard "$1/2" \
+$PY benchmarks/paper_b.py run --preset paper-length --seeds 0 1 2 \
   --root runs/paper_b --records docs/paper_b_results.json \
   || echo "== failed: paper-length queue $1 (exit $?)"
 echo "== $(date -u +%FT%TZ) queue $1 done"

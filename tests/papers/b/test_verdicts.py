@@ -122,7 +122,7 @@ def test_report_writes_the_verdict_block(tmp_path):
                     "--out", str(tmp_path)])
 
 
-def test_the_two_queues_split_the_grid():
+def test_shards_split_the_grid():
     bench = _report_script()
     parser_args = lambda shard: bench.argparse.Namespace(  # noqa: E731
         preset="paper-length", seeds=[0, 1, 2], tasks=["distance", "count"], only=None,
@@ -138,3 +138,27 @@ def test_the_two_queues_split_the_grid():
     assert checked.name == "paper-length@600-b32-lr0.002" and checked.batch_size == 32
     with pytest.raises(SystemExit):
         bench.select_cells(parser_args("2/2"), preset)
+
+
+def test_a_held_cell_is_left_to_its_queue(tmp_path, capsys):
+    """Queues sharing a grid take only cells no other queue holds; the hold is a lock that
+    ends with its holder."""
+    bench = _report_script()
+    cell = tmp_path / "cell"
+    with bench._claimed(cell) as first:
+        with bench._claimed(cell) as second:        # another open file: another queue
+            assert (first, second) == (True, False)
+    with bench._claimed(cell) as again:             # released with its holder
+        assert again
+
+    preset = bench.pb.ENCODER_PRESETS["cpu"]
+    cells = [c for c in bench.pb.grid_cells(seeds=(0,), preset=preset)
+             if c.label == "nope" and c.variant == "intended"]
+    records = tmp_path / "records.json"
+    with bench._claimed(tmp_path / "runs" / "cpu" / cells[0].key), \
+            bench._claimed(tmp_path / "runs" / "cpu" / cells[1].key):
+        bench.main(["run", "--preset", "cpu", "--labels", "nope", "--only", "intended",
+                    "--root", str(tmp_path / "runs"), "--records", str(records)])
+    out = capsys.readouterr().out
+    assert out.count("held by another queue") == 2 and not records.exists()
+    assert not list((tmp_path / "runs").rglob("*.pt"))          # nothing trained
