@@ -860,6 +860,56 @@ FAITHFUL_DEPARTURES = (
 )
 
 
+#: a cell "still rises" when its accuracy gained more than this over its last quarter of steps
+#: and ended below :data:`SATURATED`
+LEVELLED = 0.05
+
+
+def late_gain(record: dict[str, Any]) -> float | None:
+    """Accuracy gained over the last quarter of a cell's training: its last evaluation minus
+    the last one at or before 3/4 of its steps (``None`` without a history). The learning
+    rate decays to zero, so a small gain says the schedule ended, a large one that the cell
+    had not reached what these steps could reach; a verdict on such a cell compares schemes
+    at this budget, not at convergence."""
+    history = record.get("history") or []
+    if len(history) < 2:
+        return None
+    last_step, last = history[-1]
+    before = [acc for step, acc in history if step <= 0.75 * last_step]
+    return None if not before else last - before[-1]
+
+
+def _levelling_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -> list[str]:
+    """The cells still rising at the end of training, and the budget checks (records of
+    ``<preset>@<steps>``: the same cell trained longer) beside their base cells."""
+    mine = [r for r in records if r["preset"] == preset and r["seed"] in seeds]
+    gains = [(r, late_gain(r)) for r in mine]
+    # a cell that climbed to the ceiling levelled off there
+    rising = sorted(((r, g) for r, g in gains
+                     if g is not None and g > LEVELLED and r["accuracy"] < SATURATED),
+                    key=lambda rg: -rg[1])
+    out = ["", "### Did the cells level off?", "",
+           f"Accuracy gained over the last quarter of training (evaluations of the training "
+           f"loop; the learning rate decays to zero). {len(rising)} of {len(mine)} cells "
+           f"ended below {SATURATED * 100:.0f} % and gained more than {LEVELLED * 100:.0f} "
+           f"points"
+           + (": " + ", ".join(f"{r['task']} {r['variant']} {r['scheme']} s{r['seed']} "
+                                f"(+{g * 100:.1f})" for r, g in rising) if rising else "")
+           + ". A verdict that reads those cells compares the schemes at this budget."]
+    base = {record_key(r)[1:]: r for r in mine}
+    checks = [r for r in records if r["preset"].startswith(preset + "@")]
+    if checks:
+        out += ["", "Budget checks (the same cell, more steps; `paper_b.py run --steps N`):", "",
+                "| task | variant | scheme | seed | this preset | more steps |",
+                "|---|---|---|---|---|---|"]
+        for r in sorted(checks, key=lambda r: tuple(map(str, record_key(r)))):
+            b = base.get(record_key(r)[1:])
+            shown = (f"{_pct(b['accuracy'])} at {b['steps']:,} steps" if b else "not run")
+            out.append(f"| {r['task']} | {r['variant']} | {r['scheme']} | {r['seed']} | "
+                       f"{shown} | {_pct(r['accuracy'])} at {r['steps']:,} steps |")
+    return out
+
+
 def _mark(holds: "bool | None") -> str:
     return "✓" if holds else "–" if holds is None else "✗"
 
@@ -936,6 +986,7 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
                     f"second {_pct(r['ablation_official']['second_drop'])}, deposit "
                     f"{'yes' if r['ablation_official']['deposit'] else 'no'}"
                     for r in sorted(official, key=lambda r: (r["task"], r["seed"]))) + "."]
+    out += _levelling_block(records, preset, seeds)
     counts = deposit_table(records, preset, seeds)
     with_dep = sorted((k, n) for k, n in counts.items() if n)
     out += ["", "**Claim 8 as the data say**: models with a deposit, in how many seeds: "
@@ -948,4 +999,4 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
     return "\n".join(out) + "\n"
 
 
-__all__ += ["FAITHFUL_DEPARTURES", "verdict_markdown"]
+__all__ += ["FAITHFUL_DEPARTURES", "verdict_markdown", "late_gain", "LEVELLED"]

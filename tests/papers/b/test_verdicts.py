@@ -162,3 +162,21 @@ def test_a_held_cell_is_left_to_its_queue(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("held by another queue") == 2 and not records.exists()
     assert not list((tmp_path / "runs").rglob("*.pt"))          # nothing trained
+
+
+def test_cells_still_rising_and_budget_checks_are_reported():
+    flat = dict(rec("distance", "rope", 0.99), steps=2400,
+                history=[[300, 0.5], [1800, 0.98], [2400, 0.99]])
+    rising = dict(rec("distance", "alibi", 0.75), steps=2400,
+                  history=[[300, 0.1], [1800, 0.43], [2100, 0.7], [2400, 0.75]])
+    assert v.late_gain(flat) == pytest.approx(0.01)
+    assert v.late_gain(rising) == pytest.approx(0.32)      # from the evaluation at 3/4
+    assert v.late_gain(rec("count", "nope", 0.9)) is None  # no history, no claim
+    longer = dict(rising, preset=PRESET + "@4800", accuracy=0.9, steps=4800,
+                  history=[[3600, 0.85], [4800, 0.9]])
+    climbed = dict(rec("count", "nope", 0.995), history=[[3600, 0.9], [4800, 0.995]])
+    text = v.verdict_markdown([flat, rising, longer, climbed], PRESET)
+    assert ("1 of 3 cells ended below 99 % and gained more than 5 points: distance intended "
+            "alibi s0 (+32.0)") in text                    # count nope reached the ceiling
+    assert "| distance | intended | alibi | 0 | 75.0 at 2,400 steps | 90.0 at 4,800 steps |" in text
+    assert "| alibi | 75.0 / · / · |" in text              # the check is not a seed of the grid
