@@ -24,7 +24,7 @@ with gaps up to 16, count on 64 positions with up to 48 triggers: a harder count
 official 101 classes on 120 words, scaled down, so that schemes can separate),
 ``"paper-length"`` (the ``cpu`` model on the paper's task lengths: 128 positions, distance
 gaps up to 70, count up to 100 of 30 triggers in 120 words; :data:`PAPER_LENGTH_STEPS`
-(2,400 distance, 4,800 count) steps of 32 fresh sentences at lr 2e-3; faithful cells with
+(4,800 on each task) steps of 32 fresh sentences at lr 2e-3; faithful cells with
 the official initialisation; the schemes the claims name, :data:`CLAIM_GRID`) and
 ``"paper"`` (6 × 16, ``d_model`` 256, ``d_head`` 16, ``d_ff`` 512, the official lengths,
 AdamW lr 1e-4 with betas (0.98, 0.9), weight decay 1e-5, 6 % warm-up then cosine, no
@@ -78,7 +78,6 @@ from ...errors import InvalidSelectionError
 from ...interventions import ImportanceBatch, head_importance
 from ...interventions.importance import importance_metric
 from .encoder import SCHEMES, VARIANTS, SchemeEncoder, encoder_config_for, faithful_mla_ablation
-from ...training.runs import load_checkpoint
 from .tasks import CountTask, DistanceTask
 from ...training.tasks import Task, TaskBatch
 from ...training.loop import TrainConfig, TrainResult, evaluate, train
@@ -174,9 +173,10 @@ class Preset(JsonConfig):
 
 DATA_REGIMES = ("stream", "fixed")
 #: steps of a ``paper-length`` cell (batch 32, lr 2e-3), per task: where accuracy levels off
-#: (docs/paper_b.md, "Cost of the paper-length grid": distance 99.8 % at 2,400 steps vs
-#: 100 % at 4,800; count 82.6 % at 2,400 vs 99.6 % at 4,800)
-PAPER_LENGTH_STEPS = {"distance": 2400, "count": 4800}
+#: (docs/paper_b.md, "Cost of the paper-length grid": count 82.6 % at 2,400 steps vs 99.6 %
+#: at 4,800; distance levels off at 2,400 for RoPE but not for the slower schemes: learned
+#: 60.5 % at 2,400 vs 97.1 % at 4,800)
+PAPER_LENGTH_STEPS = {"distance": 4800, "count": 4800}
 
 #: the schemes the claims name, per variant (the faithful hybrid is the faithful ``rope``:
 #: the official RoPE model already adds an absolute encoding)
@@ -306,12 +306,12 @@ def make_model(preset: Preset, task: Task, label: str, variant: str, seed: int =
 
 def train_cell(preset: Preset, cell: Cell, root: str | Path, *,
                log: Callable[[str], None] | None = None) -> tuple[SchemeEncoder, Task, TrainResult]:
-    """Train ``cell`` into ``root/<cell.key>`` (resuming an interrupted run), or load it."""
+    """Train ``cell`` into ``root/<cell.key>`` (resuming an interrupted run), or load it.
+
+    A finished run is loaded through :func:`~lens_possym.training.train` too, which refuses
+    a folder written with other settings (another step count, model or task) instead of
+    returning it as this preset's cell."""
     out = Path(root) / cell.key
-    metrics = out / "metrics.json"
-    if metrics.exists() and (out / "model.pt").exists():
-        model, task, _ = load_checkpoint(out / "model.pt")
-        return model.eval(), task, TrainResult.load(metrics)
     task = preset_task(preset, cell.task, cell.seed)
     model = make_model(preset, task, cell.label, cell.variant, cell.seed)
     config = preset.train_config(cell.task, parse_label(cell.label)[0], cell.seed, str(out),
@@ -471,6 +471,18 @@ def encoder_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
             "method": method}
 
 
+def _check_cached(data: dict[str, Any], preset: Preset, cell: Cell, path: Path) -> None:
+    """Refuse an ``analysis.json`` written under another preset or step count (a preset whose
+    steps changed after its cells ran), which would otherwise be reported as this one's."""
+    steps = (preset.steps_for(cell.task, parse_label(cell.label)[0])
+             if preset.data != "fixed" else data["steps"])
+    if data.get("preset") != preset.name or data.get("steps") != steps:
+        raise InvalidSelectionError(
+            f"{path} holds preset {data.get('preset')!r} at {data.get('steps')} steps, not "
+            f"{preset.name!r} at {steps}; move its folder aside (or pass another --root) to "
+            "run this cell again")
+
+
 def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool | None = None,
                  log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train (or load) ``cell`` and compute its analyses; cached in ``analysis.json``.
@@ -484,6 +496,7 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
     cached = out / "analysis.json"
     if cached.exists():
         data = json.loads(cached.read_text())
+        _check_cached(data, preset, cell, cached)
         if data.get("profile") is not None or not profile:
             return data
     model, task, result = train_cell(preset, cell, root, log=log)
@@ -834,7 +847,7 @@ def deposit_table(records: list[dict], preset: str, seeds: tuple[int, ...] = (0,
 #: them in float64)
 FAITHFUL_DEPARTURES = (
     "**Size and budget**: 3 layers x 8 heads, d_model 64 (official 6 x 16, d_model 256); "
-    "2,400 (distance) and 4,800 (count) steps of 32 sentences at lr 2e-3 (official: 512 at "
+    "4,800 steps of 32 sentences at lr 2e-3 (official: 512 at "
     "1e-4, MLA 1024), betas "
     "(0.9, 0.98) (official (0.98, 0.9)), a fresh stream of sentences (official: 100 epochs "
     "of a fixed 70 % split, MLA 150; available as `--data fixed`).",
@@ -899,8 +912,9 @@ def _levelling_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -
     base = {record_key(r)[1:]: r for r in mine}
     checks = [r for r in records if r["preset"].startswith(preset + "@")]
     if checks:
-        out += ["", "Budget checks (the same cell, more steps; `paper_b.py run --steps N`):", "",
-                "| task | variant | scheme | seed | this preset | more steps |",
+        out += ["", "Budget checks (the same cell at another step count; `paper_b.py run "
+                "--steps N`):", "",
+                "| task | variant | scheme | seed | this preset | other steps |",
                 "|---|---|---|---|---|---|"]
         for r in sorted(checks, key=lambda r: tuple(map(str, record_key(r)))):
             b = base.get(record_key(r)[1:])

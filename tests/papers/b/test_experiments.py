@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from lens_possym.errors import InvalidSelectionError
+from lens_possym.errors import InvalidSelectionError, TrainingError
 from lens_possym.papers.b import experiments as pb
 from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for
 from lens_possym.papers.b.tasks import DistanceTask
+from lens_possym.training.runs import load_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -123,6 +124,16 @@ def test_cell_trains_once_and_caches(tmp_path):
     assert (folder / "analysis.json").stat().st_mtime_ns == stamp
     model, _, result = pb.train_cell(TINY, cell, tmp_path)   # loads, does not train
     assert result.steps_run == 3 and isinstance(model, SchemeEncoder)
+    saved = load_checkpoint(folder / "model.pt")[0].state_dict()
+    assert all(torch.equal(t, saved[k]) for k, t in model.state_dict().items())
+
+    # the preset's steps changed after the cell ran: its folder is refused, not reported
+    longer = pb.with_steps(TINY, 5)
+    with pytest.raises(InvalidSelectionError, match="at 3 steps, not 'cpu' at 5; move"):
+        pb.analyse_cell(longer, cell, tmp_path)
+    (folder / "analysis.json").unlink()
+    with pytest.raises(TrainingError, match="steps"):
+        pb.train_cell(longer, cell, tmp_path)
 
 
 @pytest.mark.parametrize("cell,site,has_probe", [
