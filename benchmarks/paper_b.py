@@ -2,7 +2,7 @@
 
     python benchmarks/paper_b.py run [--preset cpu|paper-length|paper] [--seeds 0 1 2]
         [--tasks distance count] [--only intended|faithful|k] [--labels rope mla]
-        [--data stream|fixed] [--shard I/N] [--root runs/paper_b]
+        [--data stream|fixed] [--trigger-copies] [--shard I/N] [--root runs/paper_b]
         [--records docs/paper_b_results.json] [--no-profile]
     python benchmarks/paper_b.py report [--preset cpu|paper-length] [--root runs/paper_b]
         [--out docs]
@@ -110,6 +110,8 @@ def write_records(path: Path, new: list[dict]) -> list[dict]:
 
 def _preset(args: argparse.Namespace) -> pb.Preset:
     preset = pb.ENCODER_PRESETS[args.preset]
+    if getattr(args, "trigger_copies", False):
+        preset = pb.with_trigger_copies(preset)
     if getattr(args, "data", None):
         preset = pb.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
     if getattr(args, "steps", None):      # budget checks: another step count, own folder
@@ -124,7 +126,8 @@ def _preset(args: argparse.Namespace) -> pb.Preset:
 
 
 def select_cells(args: argparse.Namespace, preset: pb.Preset) -> list[pb.Cell]:
-    cells = pb.grid_cells(seeds=tuple(args.seeds), tasks=tuple(args.tasks),
+    tasks = tuple(t for t in args.tasks if t in preset.tasks)    # +copies: distance only
+    cells = pb.grid_cells(seeds=tuple(args.seeds), tasks=tasks,
                           n_heads=preset.model["n_heads"], preset=preset)
     if args.only == "k":
         cells = [c for c in cells if c.label.startswith("rope-k")]
@@ -423,6 +426,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="another batch size (the preset is renamed ...-b<size>)")
     r.add_argument("--lr", type=float, default=None,
                    help="another learning rate (the preset is renamed ...-lr<lr>)")
+    r.add_argument("--trigger-copies", action="store_true",
+                   help="the distance task with the official filler draw (preset <name>+copies: "
+                        "extra trigger copies, a ceiling below 100 %%; MAIN schemes only)")
     r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
     r.add_argument("--records", default=str(RECORDS),
                    help="the JSON each finished cell's record is written into ('' for none)")

@@ -252,6 +252,21 @@ def with_data(preset: Preset, data: str, *, sentences: dict[str, int] | None = N
                    epochs=epochs, mla_epochs=mla_epochs or preset.mla_epochs or epochs)
 
 
+def with_trigger_copies(preset: Preset) -> Preset:
+    """``preset``'s distance task with the official filler draw (``trigger_copies``: extra
+    trigger copies, labels the drawn gaps, a ceiling below 100 %), named ``+copies``, on the
+    claims' MAIN schemes only: where claim 5 (and, read beside the main table, claims 1-4)
+    can be judged on a distance task that does not saturate. Count is not part of it."""
+    if preset.name.endswith("+copies"):
+        return preset
+    return replace(preset, name=with_trigger_copies_name(preset.name),
+                   tasks={"distance": {**preset.tasks["distance"], "trigger_copies": True}},
+                   steps={"distance": preset.steps["distance"]},
+                   mla_steps=({"distance": preset.mla_steps["distance"]}
+                              if preset.mla_steps else None),
+                   grid={"intended": MAIN, "faithful": MAIN})
+
+
 def parse_label(label: str) -> tuple[str, int | None]:
     """``"rope-k2"`` → ``("rope", 2)``; ``"alibi"`` → ``("alibi", None)``."""
     if label.startswith("rope-k"):
@@ -552,8 +567,8 @@ def with_steps(preset: Preset, steps: int) -> Preset:
                    mla_steps={t: steps for t in preset.steps} if preset.mla_steps else None)
 
 
-__all__ += ["grid_cells", "with_steps", "with_data", "profile_site", "CLAIM_GRID",
-            "DATA_REGIMES", "cell_record"]
+__all__ += ["grid_cells", "with_steps", "with_data", "with_trigger_copies", "profile_site",
+            "CLAIM_GRID", "DATA_REGIMES", "cell_record"]
 
 
 def cell_record(data: dict[str, Any]) -> dict[str, Any]:
@@ -895,7 +910,8 @@ def late_gain(record: dict[str, Any]) -> float | None:
 def _levelling_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -> list[str]:
     """The cells still rising at the end of training, and the budget checks (records of
     ``<preset>@<steps>``: the same cell trained longer) beside their base cells."""
-    mine = [r for r in records if r["preset"] == preset and r["seed"] in seeds]
+    grids = (preset, with_trigger_copies_name(preset))
+    mine = [r for r in records if r["preset"] in grids and r["seed"] in seeds]
     gains = [(r, late_gain(r)) for r in mine]
     # a cell that climbed to the ceiling levelled off there
     rising = sorted(((r, g) for r, g in gains
@@ -906,10 +922,11 @@ def _levelling_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -
            f"loop; the learning rate decays to zero). {len(rising)} of {len(mine)} cells "
            f"ended below {SATURATED * 100:.0f} % and gained more than {LEVELLED * 100:.0f} "
            f"points"
-           + (": " + ", ".join(f"{r['task']} {r['variant']} {r['scheme']} s{r['seed']} "
+           + (": " + ", ".join(f"{r['task']}{'+copies' * (r['preset'] != preset)} "
+                                f"{r['variant']} {r['scheme']} s{r['seed']} "
                                 f"(+{g * 100:.1f})" for r, g in rising) if rising else "")
            + ". A verdict that reads those cells compares the schemes at this budget."]
-    base = {record_key(r)[1:]: r for r in mine}
+    base = {record_key(r)[1:]: r for r in mine if r["preset"] == preset}
     checks = [r for r in records if r["preset"].startswith(preset + "@")]
     if checks:
         out += ["", "Budget checks (the same cell at another step count; `paper_b.py run "
@@ -928,6 +945,50 @@ def _mark(holds: "bool | None") -> str:
     return "✓" if holds else "–" if holds is None else "✗"
 
 
+def _verdict_table(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[str]:
+    """The verdict table's lines: per claim, the rule per seed and the verdict, per variant."""
+    out = ["| # | claim | paper | rule | intended, per seed | verdict | faithful, per seed "
+           "| verdict |", "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        c = row["claim"]
+        cells = []
+        for variant in ("intended", "faithful"):
+            v = row[variant]
+            per = "<br>".join(f"s{s}: {_mark(h)} {text}" for s, (h, text) in zip(seeds, v["seeds"]))
+            cells += [per, f"**{v['verdict']}** ({v['held']}/{len(seeds)})"]
+        out.append(f"| {c.number} | {c.text} | {c.paper} | {c.rule} | " + " | ".join(cells) + " |")
+    return out
+
+
+#: the claims read on the ``+copies`` preset's distance task (claim 5 is why it exists)
+DISTANCE_CLAIMS = ("1", "2", "3", "4", "5")
+
+
+def with_trigger_copies_name(preset: str) -> str:
+    """The name :func:`with_trigger_copies` gives ``preset``'s copies preset."""
+    return preset if preset.endswith("+copies") else f"{preset}+copies"
+
+
+def _copies_block(records: list[dict], copies: str, seeds: tuple[int, ...]) -> list[str]:
+    """Claims 1-5 judged, by the same rules, on the distance task with the official filler
+    draw, and its accuracies."""
+    rows = [r for r in judge(records, copies, seeds) if r["claim"].number in DISTANCE_CLAIMS]
+    mine = {(r["variant"], r["scheme"], r["seed"]): r for r in records if r["preset"] == copies}
+    out = ["", f"### The distance claims on the official filler draw (preset `{copies}`)", "",
+           "The same rules on the distance task whose fillers are drawn as the official "
+           "generator draws them (both trigger words among them; the label is the drawn gap, "
+           "which a sentence with an extra trigger copy leaves open): a task with a ceiling "
+           "below 100 %, so claim 5 can be judged where the exact-label task saturates. "
+           "MAIN schemes only; the table above stays the verdict of record for claims 1-4.", "",
+           *_verdict_table(rows, seeds), "",
+           "| scheme | intended, per seed | faithful, per seed |", "|---|---|---|"]
+    for scheme in MAIN:
+        out.append(f"| {scheme} | " + " | ".join(
+            " / ".join(_pct(mine[(v, scheme, s)]["accuracy"]) if (v, scheme, s) in mine else "·"
+                       for s in seeds) for v in ("intended", "faithful")) + " |")
+    return out
+
+
 def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
                      *, command: str = "") -> str:
     """docs/paper_b.md's block for ``preset``: the verdict table (the paper's number, ours
@@ -942,16 +1003,10 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
            "docs/paper_b_rules.md before the runs)", "",
            "A rule is applied per seed (✓ holds, ✗ does not, – cannot be applied); a claim "
            "**holds** when its rule holds in at least two of the three seeds.", "",
-           "| # | claim | paper | rule | intended, per seed | verdict | faithful, per seed "
-           "| verdict |", "|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        c = row["claim"]
-        cells = []
-        for variant in ("intended", "faithful"):
-            v = row[variant]
-            per = "<br>".join(f"s{s}: {_mark(h)} {text}" for s, (h, text) in zip(seeds, v["seeds"]))
-            cells += [per, f"**{v['verdict']}** ({v['held']}/{len(seeds)})"]
-        out.append(f"| {c.number} | {c.text} | {c.paper} | {c.rule} | " + " | ".join(cells) + " |")
+           *_verdict_table(rows, seeds)]
+    copies = with_trigger_copies_name(preset)
+    if any(r["preset"] == copies for r in records):
+        out += _copies_block(records, copies, seeds)
     out += ["", f"### Accuracy (held-out sentences, %), preset `{preset}`, seeds {seed_txt}", "",
             "| scheme | distance intended | distance faithful | count intended | count faithful |",
             "|---|---|---|---|---|"]
@@ -1013,4 +1068,5 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
     return "\n".join(out) + "\n"
 
 
-__all__ += ["FAITHFUL_DEPARTURES", "verdict_markdown", "late_gain", "LEVELLED"]
+__all__ += ["FAITHFUL_DEPARTURES", "verdict_markdown", "late_gain", "LEVELLED",
+            "DISTANCE_CLAIMS", "with_trigger_copies_name"]

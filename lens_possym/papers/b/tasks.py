@@ -23,10 +23,14 @@ are ordinary tokens the model sees and mean-pools over); the triggers come next;
 
 Departures from the official code, each deliberate and small:
 
-* **Fillers never include a trigger** (the official distance generator samples fillers from
-  the whole vocabulary, triggers included, so a sentence can hold extra trigger copies and
-  an ambiguous label). Here the label is correct by construction, which a test checks with
-  an independent solver. Fillers are drawn with replacement.
+* **Fillers never include a trigger** by default (the official distance generator samples
+  fillers from the whole vocabulary, triggers included, so a sentence can hold extra
+  trigger copies and an ambiguous label). Here the label is correct by construction, which
+  a test checks with an independent solver. Fillers are drawn with replacement.
+  ``DistanceTask(trigger_copies=True)`` draws them as the official code does (every word
+  and both triggers): the label is then the drawn gap, which the tokens no longer decide
+  when a copy lies on the wrong side of a trigger, so accuracy has a ceiling below 100 %
+  (about one sentence in five holds a copy at the paper's lengths).
 * **The count task's zero class**: the official training uses
   ``CrossEntropyLoss(ignore_index=0)`` and scores accuracy on ``labels != 0`` only, so
   sentences with no trigger contribute nothing to either. Here ``n`` is drawn from
@@ -199,6 +203,8 @@ class DistanceTask(_PaperBTask):
 
     Label ``= |middle| + 1 = pos(B) - pos(A)``, a class in ``[2, max_between + 1]``
     (``n_classes = max_between + 2``; classes 0 and 1 never occur, as in the official code).
+    ``trigger_copies=True``: fillers drawn from the words and both triggers (the official
+    draw), the label the drawn gap (module docstring).
     """
 
     name = "distance"
@@ -208,12 +214,16 @@ class DistanceTask(_PaperBTask):
 
     def __init__(self, n_ctx: int = 32, *, max_len: int | None = None, max_between: int = 16,
                  max_side: int = 6, n_words: int = 64, seed: int = 0, test_fraction: float = 0.1,
-                 n_sentences: int | None = None, train_share: float = 0.7):
+                 n_sentences: int | None = None, train_share: float = 0.7,
+                 trigger_copies: bool = False):
         super().__init__(n_ctx=n_ctx, max_len=max_len, n_words=n_words, seed=seed,
                          test_fraction=test_fraction, n_sentences=n_sentences,
                          train_share=train_share)
         _positive(max_between=max_between, max_side=max_side)
+        if not isinstance(trigger_copies, bool):
+            raise TaskConfigError(f"trigger_copies must be True or False, got {trigger_copies!r}")
         self.max_between, self.max_side = max_between, max_side
+        self.trigger_copies = trigger_copies
         if max_side + max_between + 2 > self.max_len:
             raise TaskConfigError(
                 f"max_side + max_between + 2 = {max_side + max_between + 2} exceeds max_len "
@@ -233,7 +243,15 @@ class DistanceTask(_PaperBTask):
     def config(self) -> dict:
         return {"n_ctx": self.n_ctx, "max_len": self.max_len, "max_between": self.max_between,
                 "max_side": self.max_side, "n_words": self.n_words, "seed": self.seed,
-                "test_fraction": self.test_fraction, **self._regime_config()}
+                "test_fraction": self.test_fraction, **self._regime_config(),
+                # only when set, so the configs (and checkpoints) of exact-label tasks are
+                # those they were before the option existed
+                **({"trigger_copies": True} if self.trigger_copies else {})}
+
+    def _fillers(self, shape: tuple[int, ...], gen: torch.Generator) -> Tensor:
+        if not self.trigger_copies:
+            return super()._fillers(shape, gen)
+        return 1 + torch.randint(self.d_vocab - 1, shape, generator=gen)   # all but the pad
 
     def _generate(self, n: int, gen: torch.Generator) -> TaskBatch:
         left = torch.randint(1, self.max_side + 1, (n,), generator=gen)
@@ -247,10 +265,14 @@ class DistanceTask(_PaperBTask):
         tokens = torch.where(pos == pos_a, self.TRIGGER_A, tokens)
         tokens = torch.where(pos == pos_b, self.TRIGGER_B, tokens)
         tokens = torch.where(pos >= end, PAD, tokens)
-        return self._batch(tokens)
+        if not self.trigger_copies:
+            return self._batch(tokens)
+        # the drawn gap: with copies in the sentence the tokens no longer decide it
+        return TaskBatch(tokens, between + 1, torch.full_like(between, self.n_ctx - 1))
 
     def solve(self, tokens: Int[Tensor, "batch pos"]) -> tuple[Tensor, Tensor]:
-        """Label = position of ``B`` minus position of ``A`` (each occurs once)."""
+        """Label = position of ``B`` minus position of ``A`` (each occurs once; with
+        ``trigger_copies``, the first of each, which is not always the drawn pair)."""
         a = (tokens == self.TRIGGER_A).long().argmax(dim=1)
         b = (tokens == self.TRIGGER_B).long().argmax(dim=1)
         return b - a, torch.full_like(a, self.n_ctx - 1)

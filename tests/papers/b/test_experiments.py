@@ -204,3 +204,13 @@ def test_positional_probe():
     rope = SchemeEncoder(encoder_config_for(task, "rope", n_layers=1, n_heads=2, d_model=16,
                                             d_head=4, d_ff=16))
     assert pb.positional_probe(rope, tokens) is None
+
+
+def test_a_copies_cell_trains_on_the_official_filler_draw(tmp_path):
+    preset = pb.with_trigger_copies(TINY)
+    cell = pb.Cell("distance", "rope", "intended", 0)
+    data = pb.analyse_cell(preset, cell, tmp_path)
+    _, task, _ = load_checkpoint(tmp_path / cell.key / "model.pt")
+    assert data["preset"] == "cpu+copies" and task.trigger_copies
+    assert task.config() == pb.preset_task(preset, "distance", 0).config()
+    assert "trigger_copies" not in pb.preset_task(TINY, "distance", 0).config()

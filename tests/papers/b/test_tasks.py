@@ -41,6 +41,29 @@ def test_distance_cut_to_max_len_keeps_trigger_b():
     assert torch.equal(task.solve(batch.tokens)[0], batch.answers)
 
 
+def test_trigger_copies_draw_fillers_as_the_official_code_and_keep_the_drawn_gap():
+    kw = dict(n_ctx=32, max_between=16, max_side=6, n_words=6, seed=3)
+    exact, copies = DistanceTask(**kw), DistanceTask(**kw, trigger_copies=True)
+    assert "trigger_copies" not in exact.config() and copies.config()["trigger_copies"] is True
+    a = exact._generate(2000, torch.Generator().manual_seed(9))
+    b = copies._generate(2000, torch.Generator().manual_seed(9))
+    # the same draws of left / middle / right: the label is the drawn gap, copies or not
+    assert torch.equal(a.answers, b.answers) and torch.equal(a.answer_pos, b.answer_pos)
+    assert torch.equal(a.tokens == PAD, b.tokens == PAD)
+    for trigger in (DistanceTask.TRIGGER_A, DistanceTask.TRIGGER_B):
+        assert ((b.tokens == trigger) >= (a.tokens == trigger)).all()  # the drawn ones stay
+        assert ((a.tokens == trigger).sum(1) == 1).all()               # exact: one each
+    words = b.tokens[b.tokens != PAD]
+    assert words.min() >= 1 and words.max() == copies.d_vocab - 1     # never a pad inside
+    many = ((b.tokens == 1).sum(1) > 1) | ((b.tokens == 2).sum(1) > 1)
+    assert 0.5 < float(many.float().mean()) < 1.0        # 2 of 8 filler ids are triggers
+    single = ~many                                       # one A and one B: tokens decide it
+    assert torch.equal(copies.solve(b.tokens)[0][single], b.answers[single])
+    assert (copies.solve(b.tokens)[0][many] != b.answers[many]).any()
+    with pytest.raises(TaskConfigError, match="trigger_copies must be True or False"):
+        DistanceTask(trigger_copies="yes")
+
+
 def test_count_labels_correct_by_construction():
     task = CountTask(n_ctx=40, max_len=36, n_triggers=5, max_count=30, n_words=12, seed=2)
     batch = task.sample(300)

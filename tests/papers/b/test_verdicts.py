@@ -180,3 +180,31 @@ def test_cells_still_rising_and_budget_checks_are_reported():
             "alibi s0 (+32.0)") in text                    # count nope reached the ceiling
     assert "| distance | intended | alibi | 0 | 75.0 at 2,400 steps | 90.0 at 4,800 steps |" in text
     assert "| alibi | 75.0 / · / · |" in text              # the check is not a seed of the grid
+
+
+def test_the_copies_preset_judges_the_distance_claims_beside_the_main_table():
+    copies = v.with_trigger_copies(v.ENCODER_PRESETS[PRESET])
+    assert copies.name == "paper-length+copies" == v.with_trigger_copies_name(PRESET)
+    assert v.with_trigger_copies(copies) is copies
+    assert copies.tasks["distance"]["trigger_copies"] and set(copies.tasks) == {"distance"}
+    assert copies.steps == {"distance": v.PAPER_LENGTH_STEPS["distance"]}
+    cells = v.grid_cells(seeds=(0, 1, 2), tasks=("distance",), preset=copies)
+    assert len(cells) == 42 and {c.label for c in cells} == set(v.MAIN)
+
+    bench = _report_script()
+    args = bench.argparse.Namespace(preset=PRESET, trigger_copies=True, seeds=[0],
+                                    tasks=["distance", "count"], only=None, labels=None,
+                                    shard=None, data=None, steps=None, batch_size=None, lr=None)
+    chosen = bench.select_cells(args, bench._preset(args))
+    assert len(chosen) == 14 and {c.task for c in chosen} == {"distance"}
+
+    main = seed_cells(0) + seed_cells(1) + seed_cells(2)
+    noisy = [dict(rec("distance", s, acc, seed=seed), preset=copies.name)
+             for seed in (0, 1, 2) for s, acc in
+             [("nope", 0.05), ("sinusoidal", 0.84), ("learned", 0.8), ("alibi", 0.82),
+              ("t5", 0.3), ("rope", 0.86), ("mla", 0.83)]]
+    text = v.verdict_markdown(main + noisy, PRESET)
+    block = text.split("on the official filler draw", 1)[1].split("### Accuracy", 1)[0]
+    assert "| 5 | MLA is near-optimal on distance" in block and "| 6 |" not in block
+    assert "s0: ✓" in block.split("| 5 |", 1)[1] and "**holds** (3/3)" in block
+    assert "| mla | 83.0 / 83.0 / 83.0 | · / · / · |" in block
