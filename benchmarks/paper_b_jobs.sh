@@ -7,6 +7,7 @@
 # The queues share the grid: each takes the next cell (seed 0 first, then 1, then 2) that no
 # other queue holds (paper_b.py run's claim lock), so both stay busy although a count cell
 # costs about twice a distance one; a killed queue's cell is free again at once.
+# After the main grid (114 cells) they run claim 5's grid (paper-length+copies, 42 cells).
 # Each finished cell writes its record into docs/paper_b_results.json (under a lock; commit
 # it); checkpoints and analyses stay in runs/paper_b/paper-length/ (ignored). When both
 # queues are done: python benchmarks/paper_b.py report --preset paper-length
@@ -21,4 +22,9 @@ echo "== $(date -u +%FT%TZ) paper-length queue $1"
 $PY benchmarks/paper_b.py run --preset paper-length --seeds 0 1 2 \
   --root runs/paper_b --records docs/paper_b_results.json \
   || echo "== failed: paper-length queue $1 (exit $?)"
+# then claim 5's grid: the distance task with the official filler draw (docs/paper_b_rules.md)
+echo "== $(date -u +%FT%TZ) paper-length+copies queue $1"
+$PY benchmarks/paper_b.py run --preset paper-length --trigger-copies --tasks distance \
+  --seeds 0 1 2 --root runs/paper_b --records docs/paper_b_results.json \
+  || echo "== failed: paper-length+copies queue $1 (exit $?)"
 echo "== $(date -u +%FT%TZ) queue $1 done"
