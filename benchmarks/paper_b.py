@@ -73,7 +73,8 @@ def _claimed(folder: Path):
     """Whether this process now holds the cell in ``folder``: a non-blocking exclusive lock
     on ``folder/claim.lock``, held while the cell runs. Queues sharing a grid each take the
     next cell no other queue holds, so they stay busy however unequal the cells' costs (a
-    count cell costs about twice a distance one; a fixed share left one core idle for hours).
+    fixed share, with count cells at twice a distance cell's steps, would have left one core
+    idle for hours).
     The operating system drops the lock when a queue dies, so a killed queue's cell is free
     again and resumes from its checkpoint."""
     folder.mkdir(parents=True, exist_ok=True)

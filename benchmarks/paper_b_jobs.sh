@@ -5,8 +5,8 @@
 #   nohup nice -n 10 benchmarks/paper_b_jobs.sh 0 > runs/paper_b/queue0.log 2>&1 &
 #   nohup nice -n 10 benchmarks/paper_b_jobs.sh 1 > runs/paper_b/queue1.log 2>&1 &
 # The queues share the grid: each takes the next cell (seed 0 first, then 1, then 2) that no
-# other queue holds (paper_b.py run's claim lock), so both stay busy although a count cell
-# costs about twice a distance one; a killed queue's cell is free again at once.
+# other queue holds (paper_b.py run's claim lock), so both stay busy to the end whatever
+# each cell costs; a killed queue's cell is free again at once.
 # After the main grid (114 cells) they run claim 5's grid (paper-length+copies, 42 cells).
 # Each finished cell writes its record into docs/paper_b_results.json (under a lock; commit
 # it); checkpoints and analyses stay in runs/paper_b/paper-length/ (ignored). When both
