@@ -23,8 +23,11 @@ $PY benchmarks/paper_b.py run --preset paper-length --seeds 0 1 2 \
   --root runs/paper_b --records docs/paper_b_results.json \
   || echo "== failed: paper-length queue $1 (exit $?)"
 # then claim 5's grid: the distance task with the official filler draw (docs/paper_b_rules.md)
-echo "== $(date -u +%FT%TZ) paper-length+copies queue $1"
-$PY benchmarks/paper_b.py run --preset paper-length --trigger-copies --tasks distance \
-  --seeds 0 1 2 --root runs/paper_b --records docs/paper_b_results.json \
-  || echo "== failed: paper-length+copies queue $1 (exit $?)"
+# (the intended cells of every seed first: claim 5's intended verdict needs them all)
+for variant in intended faithful; do
+  echo "== $(date -u +%FT%TZ) paper-length+copies $variant queue $1"
+  $PY benchmarks/paper_b.py run --preset paper-length --trigger-copies --tasks distance \
+    --only $variant --seeds 0 1 2 --root runs/paper_b --records docs/paper_b_results.json \
+    || echo "== failed: paper-length+copies $variant queue $1 (exit $?)"
+done
 echo "== $(date -u +%FT%TZ) queue $1 done"
