@@ -874,7 +874,8 @@ FAITHFUL_DEPARTURES = (
     "**Vocabulary and labels**: a synthetic vocabulary of single-token words, so the "
     "labels are exact (official: a Unigram subword tokenizer, whose splits make token gaps "
     "differ from the word-count labels, and truncation at 128 tokens, which drops count "
-    "triggers; docs/paper_b_rules.md); fillers never repeat a trigger; no count-0 "
+    "triggers; docs/paper_b_rules.md); fillers never repeat a trigger (claim 5's "
+    "`+copies` grid draws them as the official code does); no count-0 "
     "sentences (the official loss ignores them).",
     "**Classifier width**: one output per possible label (72 distance classes, 101 count "
     "classes) instead of the official 574-way head.",
