@@ -56,31 +56,14 @@ ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"
 
 
 @contextmanager
-def _locked(path: Path):
-    """An exclusive lock beside ``path`` (two queues write the same records file)."""
-    lock = path.with_name(path.name + ".lock")
+def _flocked(lock: Path, *, wait: bool = True):
+    """An exclusive ``flock`` on the file ``lock`` for the block; yields whether this process
+    holds it (always, when ``wait``; without ``wait``, ``False`` if another process does).
+    The operating system drops it when its holder dies."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _claimed(folder: Path):
-    """Whether this process now holds the cell in ``folder``: a non-blocking exclusive lock
-    on ``folder/claim.lock``, held while the cell runs. Queues sharing a grid each take the
-    next cell no other queue holds, so they stay busy however unequal the cells' costs (a
-    fixed share, with count cells at twice a distance cell's steps, would have left one core
-    idle for hours).
-    The operating system drops the lock when a queue dies, so a killed queue's cell is free
-    again and resumes from its checkpoint."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "claim.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             yield False
             return
@@ -88,6 +71,21 @@ def _claimed(folder: Path):
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _locked(path: Path):
+    """An exclusive lock beside ``path``, waited for (two queues write the same records
+    file)."""
+    return _flocked(path.with_name(path.name + ".lock"))
+
+
+def _claimed(folder: Path):
+    """Whether this process now holds the cell in ``folder``: a non-blocking lock on
+    ``folder/claim.lock``, held while the cell runs. Queues sharing a grid each take the
+    next cell no other queue holds, so they stay busy however unequal the cells' costs (a
+    fixed share, with count cells at twice a distance cell's steps, would have left one core
+    idle for hours). A killed queue's cell is free again and resumes from its checkpoint."""
+    return _flocked(folder / "claim.lock", wait=False)
 
 
 def read_records(path: Path = RECORDS) -> list[dict]:

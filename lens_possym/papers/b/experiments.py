@@ -252,14 +252,20 @@ def with_data(preset: Preset, data: str, *, sentences: dict[str, int] | None = N
                    epochs=epochs, mla_epochs=mla_epochs or preset.mla_epochs or epochs)
 
 
+def with_trigger_copies_name(preset: str) -> str:
+    """The name :func:`with_trigger_copies` gives ``preset``'s copies preset."""
+    return preset if preset.endswith("+copies") else f"{preset}+copies"
+
+
 def with_trigger_copies(preset: Preset) -> Preset:
     """``preset``'s distance task with the official filler draw (``trigger_copies``: extra
     trigger copies, labels the drawn gaps, a ceiling below 100 %), named ``+copies``, on the
     claims' MAIN schemes only: where claim 5 (and, read beside the main table, claims 1-4)
     can be judged on a distance task that does not saturate. Count is not part of it."""
-    if preset.name.endswith("+copies"):
+    name = with_trigger_copies_name(preset.name)
+    if name == preset.name:
         return preset
-    return replace(preset, name=with_trigger_copies_name(preset.name),
+    return replace(preset, name=name,
                    tasks={"distance": {**preset.tasks["distance"], "trigger_copies": True}},
                    steps={"distance": preset.steps["distance"]},
                    mla_steps=({"distance": preset.mla_steps["distance"]}
@@ -489,6 +495,8 @@ def encoder_profile(model: SchemeEncoder, tokens: Tensor) -> dict[str, Any]:
 def _check_cached(data: dict[str, Any], preset: Preset, cell: Cell, path: Path) -> None:
     """Refuse an ``analysis.json`` written under another preset or step count (a preset whose
     steps changed after its cells ran), which would otherwise be reported as this one's."""
+    # the fixed regime's steps follow from its sentence set (built only to train); its
+    # name (``+fixed``) is what tells it apart
     steps = (preset.steps_for(cell.task, parse_label(cell.label)[0])
              if preset.data != "fixed" else data["steps"])
     if data.get("preset") != preset.name or data.get("steps") != steps:
@@ -963,11 +971,6 @@ def _verdict_table(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[s
 
 #: the claims read on the ``+copies`` preset's distance task (claim 5 is why it exists)
 DISTANCE_CLAIMS = ("1", "2", "3", "4", "5")
-
-
-def with_trigger_copies_name(preset: str) -> str:
-    """The name :func:`with_trigger_copies` gives ``preset``'s copies preset."""
-    return preset if preset.endswith("+copies") else f"{preset}+copies"
 
 
 def _copies_block(records: list[dict], copies: str, seeds: tuple[int, ...]) -> list[str]:
