@@ -655,10 +655,13 @@ def _acc(cells: Cells, task: str, scheme: str) -> float:
 
 
 def _best(cells: Cells, task: str, among: Iterable[str] = MAIN) -> tuple[str, float]:
-    have = [(s, _acc(cells, task, s)) for s in among if (task, s) in cells]
-    if not have:
-        raise _Missing(f"{task}: no scheme")
-    return max(have, key=lambda x: x[1])
+    # "the best scheme" over a partial seed would judge a claim on whichever cells happened to
+    # finish first, so every scheme compared must be there
+    among = tuple(among)
+    absent = [s for s in among if (task, s) not in cells]
+    if absent:
+        raise _Missing(f"{task}/{','.join(absent)}")
+    return max(((s, _acc(cells, task, s)) for s in among), key=lambda x: x[1])
 
 
 def _pct(x: float) -> str:

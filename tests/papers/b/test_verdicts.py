@@ -81,6 +81,17 @@ def test_two_of_three_seeds_and_missing_cells():
         v.judge(records, "paper")
 
 
+def test_a_partial_seed_is_not_judged_on_the_cells_that_finished_first():
+    """"The best scheme" over a seed whose cells are still arriving could compare NoPE with
+    itself; every rule that ranks schemes waits for all of them."""
+    partial = [r for r in seed_cells(1) if r["scheme"] not in ("rope", "alibi")]
+    rows = {row["claim"].number: row for row in v.judge(seed_cells(0) + partial, PRESET)}
+    for number in ("1", "3", "4"):
+        holds, text = rows[number]["intended"]["seeds"][1]
+        assert holds is None and text.startswith("missing distance/"), (number, text)
+    assert rows["1"]["intended"]["seeds"][1][1] == "missing distance/alibi,rope"
+
+
 def test_deposit_table_counts_seeds():
     records = seed_cells(0) + seed_cells(1) + seed_cells(2, deposit_in_alibi=True)
     table = v.deposit_table(records, PRESET)
