@@ -976,6 +976,16 @@ def _verdict_table(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[s
 DISTANCE_CLAIMS = ("1", "2", "3", "4", "5")
 
 
+def _claim5_pointer(records: list[dict], copies: str, seeds: tuple[int, ...]) -> str:
+    """One line under the main table: where claim 5's verdict of record is, and what it is
+    (the main table refuses claim 5 wherever the exact-label task saturates)."""
+    row = next(r for r in judge(records, copies, seeds) if r["claim"].number == "5")
+    said = ", ".join(f"{v} **{row[v]['verdict']}** ({row[v]['held']}/{len(seeds)})"
+                     for v in ("intended", "faithful"))
+    return (f"Claim 5's verdict of record is read on the official filler draw (preset "
+            f"`{copies}`, below), where the distance task cannot saturate: {said}.")
+
+
 def _copies_block(records: list[dict], copies: str, seeds: tuple[int, ...]) -> list[str]:
     """Claims 1-5 judged, by the same rules, on the distance task with the official filler
     draw, and its accuracies."""
@@ -1013,6 +1023,7 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
            *_verdict_table(rows, seeds)]
     copies = with_trigger_copies_name(preset)
     if any(r["preset"] == copies for r in records):
+        out += ["", _claim5_pointer(records, copies, seeds)]
         out += _copies_block(records, copies, seeds)
     out += ["", f"### Accuracy (held-out sentences, %), preset `{preset}`, seeds {seed_txt}", "",
             "| scheme | distance intended | distance faithful | count intended | count faithful |",

@@ -219,3 +219,6 @@ def test_the_copies_preset_judges_the_distance_claims_beside_the_main_table():
     assert "| 5 | MLA is near-optimal on distance" in block and "| 6 |" not in block
     assert "s0: ✓" in block.split("| 5 |", 1)[1] and "**holds** (3/3)" in block
     assert "| mla | 83.0 / 83.0 / 83.0 | · / · / · |" in block
+    head = text.split("on the official filler draw (preset", 1)[0]
+    assert ("Claim 5's verdict of record" in head and "intended **holds** (3/3), faithful "
+            "**not judged** (0/3)" in text.split("Claim 5's verdict of record", 1)[1])
