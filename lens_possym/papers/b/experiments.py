@@ -986,9 +986,21 @@ def _claim5_pointer(records: list[dict], copies: str, seeds: tuple[int, ...]) ->
             f"`{copies}`, below), where the distance task cannot saturate: {said}.")
 
 
-def _copies_block(records: list[dict], copies: str, seeds: tuple[int, ...]) -> list[str]:
+def copies_ceiling(preset: Preset, seed: int) -> tuple[float, float]:
+    """The best accuracy any model can have on a ``+copies`` cell's analysis sentences: the
+    share of them the Bayes reading (:meth:`DistanceTask.best_guess`) gets right, and the
+    chance it is right averaged over them (the task's ceiling, less the set's luck)."""
+    task = preset_task(with_trigger_copies(preset), "distance", seed)
+    batch = task.test_set(preset.analysis_size, seed=seed + 1)     # as run_cell draws it
+    guess, prob = task.best_guess(batch.tokens)
+    return float((guess == batch.answers).double().mean()), float(prob.mean())
+
+
+def _copies_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -> list[str]:
     """Claims 1-5 judged, by the same rules, on the distance task with the official filler
-    draw, and its accuracies."""
+    draw (``preset``'s ``+copies`` grid), and its accuracies beside the most any model can
+    get on the same sentences."""
+    copies = with_trigger_copies_name(preset)
     rows = [r for r in judge(records, copies, seeds) if r["claim"].number in DISTANCE_CLAIMS]
     mine = {(r["variant"], r["scheme"], r["seed"]): r for r in records if r["preset"] == copies}
     out = ["", f"### The distance claims on the official filler draw (preset `{copies}`)", "",
@@ -1003,6 +1015,15 @@ def _copies_block(records: list[dict], copies: str, seeds: tuple[int, ...]) -> l
         out.append(f"| {scheme} | " + " | ".join(
             " / ".join(_pct(mine[(v, scheme, s)]["accuracy"]) if (v, scheme, s) in mine else "·"
                        for s in seeds) for v in ("intended", "faithful")) + " |")
+    ceilings = [copies_ceiling(ENCODER_PRESETS[preset], s)[0] for s in seeds]
+    best = " / ".join(_pct(c) for c in ceilings)
+    reach = ("below" if max(ceilings) < SATURATED else "not below")
+    out += [f"| *best possible* | {best} | {best} |", "",
+            "*Best possible*: the Bayes reading of the same analysis sentences "
+            "(`DistanceTask.best_guess`: every (A, B) pair the draw could have planted is "
+            "equally likely, so the best guess is the gap with the most posterior mass), the most "
+            f"any model can score on them: at most {_pct(max(ceilings))} %, {reach} the "
+            f"{SATURATED * 100:.0f} % that counts as saturated."]
     return out
 
 
@@ -1024,7 +1045,7 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
     copies = with_trigger_copies_name(preset)
     if any(r["preset"] == copies for r in records):
         out += ["", _claim5_pointer(records, copies, seeds)]
-        out += _copies_block(records, copies, seeds)
+        out += _copies_block(records, preset, seeds)
     out += ["", f"### Accuracy (held-out sentences, %), preset `{preset}`, seeds {seed_txt}", "",
             "| scheme | distance intended | distance faithful | count intended | count faithful |",
             "|---|---|---|---|---|"]
@@ -1087,4 +1108,4 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
 
 
 __all__ += ["FAITHFUL_DEPARTURES", "verdict_markdown", "late_gain", "LEVELLED",
-            "DISTANCE_CLAIMS", "with_trigger_copies_name"]
+            "copies_ceiling", "DISTANCE_CLAIMS", "with_trigger_copies_name"]

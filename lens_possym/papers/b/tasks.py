@@ -277,6 +277,37 @@ class DistanceTask(_PaperBTask):
         b = (tokens == self.TRIGGER_B).long().argmax(dim=1)
         return b - a, torch.full_like(a, self.n_ctx - 1)
 
+    def best_guess(self, tokens: Int[Tensor, "batch pos"]) -> tuple[Tensor, Tensor]:
+        """The Bayes-optimal label and the probability that it is the drawn gap.
+
+        Sides and gap are drawn uniformly and every filler uniformly, so each ``(A, B)`` pair
+        of the sentence that the draw could have planted (left side in ``[1, max_side]``,
+        middle in ``[1, max_between]``, right side in ``[1, max_side]``) is equally likely,
+        except that a sentence cut at ``max_len`` shows ``r`` words of a right side drawn
+        ``>= r`` (likelihood ``(max_side - r + 1) / max_side`` instead of ``1 / max_side``).
+        The best guess is the gap with the most posterior mass; its mass is the chance it is
+        right, so its mean over sentences is the task's accuracy ceiling. Without
+        ``trigger_copies`` there is one pair: the label, with probability 1.
+        """
+        labels, probs = [], []
+        for row in tokens.tolist():
+            n = sum(1 for t in row if t != PAD)
+            mass: dict[int, float] = {}
+            for i in (i for i, t in enumerate(row[:n]) if t == self.TRIGGER_A):
+                for j in (j for j, t in enumerate(row[:n]) if t == self.TRIGGER_B):
+                    r = n - j - 1
+                    if (1 <= i <= self.max_side and 1 <= j - i - 1 <= self.max_between
+                            and 1 <= r <= self.max_side):
+                        cut = n == self.max_len
+                        mass[j - i] = mass.get(j - i, 0.0) + (self.max_side - r + 1 if cut else 1)
+            if not mass:
+                raise TaskConfigError("a sentence holds no (A, B) pair this task could have "
+                                      "drawn; best_guess reads sentences of this task only")
+            gap = max(mass, key=lambda g: (mass[g], -g))
+            labels.append(gap)
+            probs.append(mass[gap] / sum(mass.values()))
+        return torch.tensor(labels), torch.tensor(probs, dtype=torch.float64)
+
 
 class CountTask(_PaperBTask):
     """Task 2 (position-agnostic): how many trigger words (ids ``1..n_triggers``) occur.

@@ -64,6 +64,31 @@ def test_trigger_copies_draw_fillers_as_the_official_code_and_keep_the_drawn_gap
         DistanceTask(trigger_copies="yes")
 
 
+def test_best_guess_is_the_label_without_copies_and_the_bayes_reading_with_them():
+    kw = dict(n_ctx=32, max_between=16, max_side=6, n_words=6, seed=3)
+    exact, copies = DistanceTask(**kw), DistanceTask(**kw, trigger_copies=True)
+    a = exact._generate(500, torch.Generator().manual_seed(1))
+    guess, prob = exact.best_guess(a.tokens)
+    assert torch.equal(guess, a.answers) and bool((prob == 1).all())
+
+    A, B, w = DistanceTask.TRIGGER_A, DistanceTask.TRIGGER_B, 5
+    two_bs = torch.tensor([[w, A, w, B, w, B, w] + [PAD] * 25])   # gaps 2 and 4, both drawable
+    guess, prob = copies.best_guess(two_bs)
+    assert (int(guess), float(prob)) == (2, 0.5)                  # a tie goes to the shorter gap
+    undrawable = torch.tensor([[A, w, B, w] + [PAD] * 28])        # no left side before A
+    with pytest.raises(TaskConfigError, match="no \\(A, B\\) pair"):
+        copies.best_guess(undrawable)
+
+    # calibrated: its stated chance of being right is how often it is right, and no reading
+    # of the tokens does better on average than the Bayes one (here: first A, first B)
+    b = copies._generate(4000, torch.Generator().manual_seed(2))
+    guess, prob = copies.best_guess(b.tokens)
+    right = (guess == b.answers).double().mean().item()
+    assert abs(right - prob.mean().item()) < 0.02
+    assert right >= (copies.solve(b.tokens)[0] == b.answers).double().mean().item()
+    assert prob.mean().item() < 0.95                               # a ceiling below 100 %
+
+
 def test_count_labels_correct_by_construction():
     task = CountTask(n_ctx=40, max_len=36, n_triggers=5, max_count=30, n_words=12, seed=2)
     batch = task.sample(300)

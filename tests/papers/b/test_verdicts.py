@@ -219,6 +219,10 @@ def test_the_copies_preset_judges_the_distance_claims_beside_the_main_table():
     assert "| 5 | MLA is near-optimal on distance" in block and "| 6 |" not in block
     assert "s0: ✓" in block.split("| 5 |", 1)[1] and "**holds** (3/3)" in block
     assert "| mla | 83.0 / 83.0 / 83.0 | · / · / · |" in block
+    ceilings = [v.copies_ceiling(v.ENCODER_PRESETS[PRESET], seed)[0] for seed in (0, 1, 2)]
+    assert all(0.9 < c < 0.99 for c in ceilings)      # above first-A-first-B, below saturated
+    best = " / ".join(f"{c * 100:.1f}" for c in ceilings)
+    assert f"| *best possible* | {best} | {best} |" in block and "below the 99 %" in block
     head = text.split("on the official filler draw (preset", 1)[0]
     assert ("Claim 5's verdict of record" in head and "intended **holds** (3/3), faithful "
             "**not judged** (0/3)" in text.split("Claim 5's verdict of record", 1)[1])
