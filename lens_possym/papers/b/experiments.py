@@ -976,10 +976,11 @@ def _verdict_table(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[s
 DISTANCE_CLAIMS = ("1", "2", "3", "4", "5")
 
 
-def _claim5_pointer(records: list[dict], copies: str, seeds: tuple[int, ...]) -> str:
+def _claim5_pointer(rows: list[dict[str, Any]], copies: str, seeds: tuple[int, ...]) -> str:
     """One line under the main table: where claim 5's verdict of record is, and what it is
-    (the main table refuses claim 5 wherever the exact-label task saturates)."""
-    row = next(r for r in judge(records, copies, seeds) if r["claim"].number == "5")
+    (the main table refuses claim 5 wherever the exact-label task saturates). ``rows``:
+    :func:`judge` on the ``+copies`` grid."""
+    row = next(r for r in rows if r["claim"].number == "5")
     said = ", ".join(f"{v} **{row[v]['verdict']}** ({row[v]['held']}/{len(seeds)})"
                      for v in ("intended", "faithful"))
     return (f"Claim 5's verdict of record is read on the official filler draw (preset "
@@ -996,12 +997,13 @@ def copies_ceiling(preset: Preset, seed: int) -> tuple[float, float]:
     return float((guess == batch.answers).double().mean()), float(prob.mean())
 
 
-def _copies_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -> list[str]:
+def _copies_block(records: list[dict], rows: list[dict[str, Any]], preset: str,
+                  seeds: tuple[int, ...]) -> list[str]:
     """Claims 1-5 judged, by the same rules, on the distance task with the official filler
-    draw (``preset``'s ``+copies`` grid), and its accuracies beside the most any model can
-    get on the same sentences."""
+    draw (``preset``'s ``+copies`` grid; ``rows``: :func:`judge` on it), and its accuracies
+    beside the most any model can get on the same sentences."""
     copies = with_trigger_copies_name(preset)
-    rows = [r for r in judge(records, copies, seeds) if r["claim"].number in DISTANCE_CLAIMS]
+    rows = [r for r in rows if r["claim"].number in DISTANCE_CLAIMS]
     mine = {(r["variant"], r["scheme"], r["seed"]): r for r in records if r["preset"] == copies}
     out = ["", f"### The distance claims on the official filler draw (preset `{copies}`)", "",
            "The same rules on the distance task whose fillers are drawn as the official "
@@ -1044,8 +1046,9 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
            *_verdict_table(rows, seeds)]
     copies = with_trigger_copies_name(preset)
     if any(r["preset"] == copies for r in records):
-        out += ["", _claim5_pointer(records, copies, seeds)]
-        out += _copies_block(records, preset, seeds)
+        copy_rows = judge(records, copies, seeds)
+        out += ["", _claim5_pointer(copy_rows, copies, seeds)]
+        out += _copies_block(records, copy_rows, preset, seeds)
     out += ["", f"### Accuracy (held-out sentences, %), preset `{preset}`, seeds {seed_txt}", "",
             "| scheme | distance intended | distance faithful | count intended | count faithful |",
             "|---|---|---|---|---|"]

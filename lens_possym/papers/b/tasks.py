@@ -292,13 +292,15 @@ class DistanceTask(_PaperBTask):
         labels, probs = [], []
         for row in tokens.tolist():
             n = sum(1 for t in row if t != PAD)
-            mass: dict[int, float] = {}
-            for i in (i for i, t in enumerate(row[:n]) if t == self.TRIGGER_A):
-                for j in (j for j, t in enumerate(row[:n]) if t == self.TRIGGER_B):
+            cut = n == self.max_len
+            a_at = [i for i, t in enumerate(row[:n]) if t == self.TRIGGER_A]
+            b_at = [j for j, t in enumerate(row[:n]) if t == self.TRIGGER_B]
+            mass: dict[int, float] = {}       # likelihoods times max_side: a common factor
+            for i in a_at:
+                for j in b_at:
                     r = n - j - 1
                     if (1 <= i <= self.max_side and 1 <= j - i - 1 <= self.max_between
                             and 1 <= r <= self.max_side):
-                        cut = n == self.max_len
                         mass[j - i] = mass.get(j - i, 0.0) + (self.max_side - r + 1 if cut else 1)
             if not mass:
                 raise TaskConfigError("a sentence holds no (A, B) pair this task could have "

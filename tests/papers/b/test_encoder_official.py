@@ -338,11 +338,12 @@ def test_official_initialisation_is_an_option():
         assert 0.8 * bound < top <= bound
     assert float(b.mlp[2].weight.detach().abs().max()) <= 1 / math.sqrt(24) < bound * 2
     assert float(b.attn.W_O.detach().abs().max()) <= 1 / math.sqrt(H * DH)
-    assert 0.01 < float(b.attn.t5_table.detach().std()) < 0.03   # the relative table: N(0, 0.02²)
-    assert 0.8 < float(torch_init.W_E.detach().std()) < 1.2          # nn.Embedding: N(0, 1)
+    assert 0.01 < float(b.attn.t5_table.detach().std()) < 0.03   # relative table: N(0, 0.02²)
+    assert 0.8 < float(torch_init.W_E.detach().std()) < 1.2      # nn.Embedding: N(0, 1)
     mla = SchemeEncoder(encoder_config_for(TASK, "mla", variant="faithful", init="torch", **SIZES))
     assert torch.equal(mla.W_pos, torch.zeros_like(mla.W_pos)), "official zero pos_embed"
-    assert float(mla.blocks[0].attn.W_UQ.detach().abs().max()) <= 1 / math.sqrt(16)   # fan_in d_latent
+    # fan_in d_latent
+    assert float(mla.blocks[0].attn.W_UQ.detach().abs().max()) <= 1 / math.sqrt(16)
     with pytest.raises(ToyConfigError, match="init"):
         encoder_config_for(TASK, "nope", init="xavier")
 
