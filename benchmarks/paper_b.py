@@ -183,7 +183,7 @@ def refresh_probe(args: argparse.Namespace) -> None:
     for path in sorted(root.glob("**/analysis.json")):
         data = json.loads(path.read_text())
         model, task, _ = load_checkpoint(path.parent / "model.pt")
-        batch = task.test_set(preset.analysis_size, seed=data["cell"]["seed"] + 1)
+        batch = pb.analysis_batch(preset, task, data["cell"]["seed"])
         data["probe"] = pb.positional_probe(model.eval(), batch.tokens[:256])
         path.write_text(json.dumps(data, indent=1))
         print(f"{data['cell']}: probe {'none' if data['probe'] is None else 'refreshed'}")

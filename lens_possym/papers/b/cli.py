@@ -87,7 +87,7 @@ def run(args) -> int:
             result.save(stage / "metrics.json")
             print(f"trained {result.steps_run} steps in {result.train_time_s:.1f} s")
             model.eval()
-        batch = task.test_set(preset.analysis_size, seed=args.seed + 1)
+        batch = experiments.analysis_batch(preset, task, args.seed)
         accuracy = training.evaluate(model, task, batch).accuracy
         print(f"test accuracy {accuracy:.4f} ({len(batch)} held-out sentences)")
         analysis = {"cell": cell.__dict__, "config": model.cfg.to_dict(), "baseline": accuracy}

@@ -85,7 +85,7 @@ from ...scores import swap_scores
 from ..._files import write_text_atomically
 
 __all__ = ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task", "make_model",
-           "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",
+           "analysis_batch", "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",
            "positional_probe", "encoder_profile", "TASK_NAMES", "PROBE_SCHEMES"]
 
 TASK_NAMES = ("distance", "count")
@@ -325,6 +325,13 @@ def make_model(preset: Preset, task: Task, label: str, variant: str, seed: int =
                                             seed=seed, **preset.model, **extra))
 
 
+def analysis_batch(preset: Preset, task: Task, seed: int) -> TaskBatch:
+    """The held-out sentences a cell of ``seed`` is analysed on (accuracy, ablations, probe,
+    the ``+copies`` ceiling): ``preset.analysis_size`` of ``task``'s test split, drawn with
+    ``seed + 1``. Every reader of a cell's analysis draws them here, so they stay the same."""
+    return task.test_set(preset.analysis_size, seed=seed + 1)
+
+
 def train_cell(preset: Preset, cell: Cell, root: str | Path, *,
                log: Callable[[str], None] | None = None) -> tuple[SchemeEncoder, Task, TrainResult]:
     """Train ``cell`` into ``root/<cell.key>`` (resuming an interrupted run), or load it.
@@ -523,7 +530,7 @@ def analyse_cell(preset: Preset, cell: Cell, root: str | Path, *, profile: bool 
         if data.get("profile") is not None or not profile:
             return data
     model, task, result = train_cell(preset, cell, root, log=log)
-    batch = task.test_set(preset.analysis_size, seed=cell.seed + 1)
+    batch = analysis_batch(preset, task, cell.seed)
     baseline = evaluate(model, task, batch).accuracy
     grid = ablation_grid(model, task, batch)
     prompts = batch.tokens[: preset.profile_prompts]
@@ -992,7 +999,7 @@ def copies_ceiling(preset: Preset, seed: int) -> tuple[float, float]:
     share of them the Bayes reading (:meth:`DistanceTask.best_guess`) gets right, and the
     chance it is right averaged over them (the task's ceiling, less the set's luck)."""
     task = preset_task(with_trigger_copies(preset), "distance", seed)
-    batch = task.test_set(preset.analysis_size, seed=seed + 1)     # as run_cell draws it
+    batch = analysis_batch(preset, task, seed)
     guess, prob = task.best_guess(batch.tokens)
     return float((guess == batch.answers).double().mean()), float(prob.mean())
 
