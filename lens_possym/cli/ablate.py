@@ -28,6 +28,7 @@ from ..interventions.modes import MODES, SIDES
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._task_check import print_task_check
 from ._prompts import add_prompts_args, equal_length, prompt_tokens
 from ._types import freq_ids_text, layers_text, positive_int
 from .profile import command_line
@@ -111,6 +112,7 @@ def _task(model, args):
                   f"tokens: the last one predicted from the {n - 1} before it")
         info = {"name": "prompts", "file": str(args.prompts), "n_prompts": batch.n_prompts,
                 "n_tokens": n - 1}
+        info["task_check"] = tasks.batch_check(model, batch)
         # mean ablation: the means over the prompts themselves
         return batch.tokens, metrics, "loss", header, info, batch.tokens
     task = tasks.binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs, seed=args.seed)
@@ -121,7 +123,8 @@ def _task(model, args):
     header = (f"{args.model} · binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     info = {"name": "binding", "n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
-            "n_tokens": int(task.tokens.shape[1]), "seed": args.seed}
+            "n_tokens": int(task.tokens.shape[1]), "seed": args.seed,
+            "task_check": tasks.batch_check(model, interventions.ImportanceBatch.from_binding(task))}
     return (task.tokens, interventions.binding_metrics(task, per_prompt=True), "logit_diff",
             header, info, reference)
 
@@ -135,6 +138,7 @@ def run(args) -> int:
         check_output_dir(args.out)
     model = load_from_args(args)
     tokens, metrics, main, header, info, reference = _task(model, args)
+    check = info.pop("task_check")
     out = Path(args.out) if args.out else None
     per_position = args.per_position and args.mode == "mean"
 
@@ -152,6 +156,7 @@ def run(args) -> int:
         change = _change(before_prompts, after_prompts)
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
         print(header)
+        print_task_check(check)
         print(f"{args.mode}-ablating frequency ids {args.freqs} of heads {', '.join(heads)}")
         print(_table([(_LABELS.get(name, name), before[name], after[name], change.get(name))
                       for name in before]))
@@ -162,12 +167,12 @@ def run(args) -> int:
                 "selection": {f"{layer}.{head}": list(ids) for layer, hs in selection.items()
                               for head, ids in hs.items()},
                 "intervention": spec.to_dict(), "before": before, "after": after,
-                "change": change,
+                "change": change, "task_check": check,
             }
             page = report.ablation_report(
                 model=args.model, selection=payload["selection"], mode=args.mode, side=args.side,
                 before=before, after=after, task=info, command=command_line(args),
-                change=change)
+                change=change, task_check=check)
             with staged_dir(out) as stage:  # both files, or neither
                 (stage / "ablate.json").write_text(dumps(payload, indent=1))
                 page.save(stage / "report.html")
@@ -180,6 +185,7 @@ def run(args) -> int:
                        reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start
     print(header)
+    print_task_check(check)
     print(f"{args.mode}-ablating each of {len(sweep.band_names)} bands of each head alone "
           f"({sum(len(h) for h in sweep.heads.values()) * len(sweep.band_names)} passes, "
           f"{seconds:.0f} s)")
@@ -201,6 +207,7 @@ def run(args) -> int:
         payload = {"format": sweep.FORMAT,  # BandSweep.load reads it
                    "model": args.model, "task": info["name"],
                    **{k: v for k, v in info.items() if k != "name"}, "seconds": seconds,
+                   "task_check": check,
                    **sweep.to_dict()}
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
@@ -214,6 +221,7 @@ def run(args) -> int:
                 viz.plot_band_sweep(sweep, metric, axes=axes)
                 fig.savefig(stage / f"sweep_{metric}.png", dpi=120)
             report.band_sweep_report(sweep, model=args.model, task=info, seconds=seconds,
-                                     command=command_line(args)).save(stage / "report.html")
+                                     command=command_line(args),
+                                     task_check=check).save(stage / "report.html")
         print(f"wrote {out / 'sweep.json'}, {out / 'report.html'} and {out}/sweep_*.png")
     return 0

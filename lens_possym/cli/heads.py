@@ -11,8 +11,10 @@ measured; the command prints the baseline, the heads whose removal hurts most, a
 concentrated the effect is (the top head's share of the summed drops, the top-3 share, the
 Gini coefficient; see ``docs/head_importance.md``), each drop with its standard error over
 prompts. ``--out DIR`` writes ``heads.json`` (with per-prompt values, standard errors and
-95% bootstrap intervals), the heatmap ``heads.png`` and ``heads_top.png`` (the top heads'
-drops with their intervals as error bars).
+95% bootstrap intervals), the heatmap ``heads.png``, ``heads_top.png`` (the top heads'
+drops with their intervals as error bars) and ``report.html``. Before the ablations it
+prints whether the unablated model solves the prompts (the answer above every distractor,
+against chance plus 0.1; a warning if not: lens_possym.tasks.check).
 
 Tasks: ``binding`` (entity-attribute binding prompts) and ``distance`` (continue a listed
 word sequence ``--distance`` words apart; lens_possym.tasks.word_distance), or your own
@@ -25,13 +27,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import _ids, interventions, tasks, viz
+from .. import _ids, interventions, report, tasks, viz
 from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._task_check import print_task_check
 from ._prompts import add_prompts_args, equal_length, prompt_tokens
 from ._types import layers_text, positions_text, positive_int
+from .profile import command_line
 
 METRICS = ("logit_diff", "accuracy", "loss")
 
@@ -69,7 +73,8 @@ def register(sub) -> None:
     parser.add_argument("--heads-per-pass", type=positive_int, default=8,
                         help="ablations batched into one forward pass")
     parser.add_argument("--top", type=positive_int, default=5, help="heads to list")
-    parser.add_argument("--out", metavar="DIR", help="write heads.json and heads.png here")
+    parser.add_argument("--out", metavar="DIR",
+                        help="write heads.json, heads.png, heads_top.png and report.html here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -105,6 +110,7 @@ def run(args) -> int:
         check_output_dir(args.out)
     model = load_from_args(args)
     batch, header = _batch(args, model, args.seed, args.n_prompts)
+    check = tasks.batch_check(model, batch)
     config = interventions.ImportanceConfig(
         metric=args.metric, mode=args.mode, heads_per_pass=args.heads_per_pass,
         layers=None if args.layers is None else _ids.read_ids(
@@ -118,8 +124,9 @@ def run(args) -> int:
     result = interventions.head_importance(model, batch, args.metric, config=config,
                                            reference=reference, progress=not args.no_progress)
     result.info.update({"model": args.model, "task": "prompts" if args.prompts else args.task,
-                        "seed": args.seed, "description": header})
+                        "seed": args.seed, "description": header, "task_check": check})
     print(f"{args.model} · {header} (seed {args.seed})")
+    print_task_check(check)
     print(f"{args.mode}-ablating each of {int(result.ablated.isfinite().sum())} heads alone: "
           f"{result.n_passes} passes, {result.seconds:.1f} s")
     print(f"baseline {args.metric}: {result.baseline:.3f}")
@@ -137,15 +144,20 @@ def run(args) -> int:
         n_layers, n_heads = result.ablated.shape
         fig = Figure(figsize=(2.2 + 0.6 * n_heads, 1.6 + 0.32 * n_layers), constrained_layout=True)
         viz.importance.plot_head_importance(result, ax=fig.subplots(),
-                                            title=f"{args.model}, {args.task}")
+                                            title=f"{args.model}, {result.info['task']}")
         top = _top_figure(result, args.top) if result.per_prompt is not None else None
+        page = report.head_importance_report(
+            result, model=args.model, command=command_line(args), task_check=check,
+            figures={"heads": fig, "heads_top": top})
         with staged_dir(out) as stage:  # every file, or none
             (stage / "heads.json").write_text(result.to_json(indent=1, allow_nan=False))
             fig.savefig(stage / "heads.png", dpi=120)
             if top is not None:
                 top.savefig(stage / "heads_top.png", dpi=120)
+            page.save(stage / "report.html")
         print(f"wrote {out / 'heads.json'}, {out / 'heads.png'}"
-              + (f" and {out / 'heads_top.png'}" if top is not None else ""), file=sys.stderr)
+              + (f", {out / 'heads_top.png'}" if top is not None else "")
+              + f" and {out / 'report.html'}", file=sys.stderr)
     return 0
 
 

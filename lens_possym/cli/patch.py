@@ -29,6 +29,7 @@ from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._task_check import print_task_check
 from ._types import freq_ids_text, ids_text, layers_text, positive_int
 from .profile import command_line
 
@@ -125,6 +126,7 @@ def run(args) -> int:
         check_output_dir(args.out)
     model = load_from_args(args)
     pairs = _pairs(model, args)
+    check = pairs.raw_metrics(model)
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     config = interventions.PatchGridConfig(
         site=args.patch, per_position=args.per_position, direction=args.direction,
@@ -134,9 +136,10 @@ def run(args) -> int:
         freqs=args.freqs, side=args.side,
         patches_per_pass=args.patches_per_pass)
     grid = interventions.patch_grid(model, pairs, config, progress=not args.no_progress)
-    grid.info.update({"model": args.model})
+    grid.info.update({"model": args.model, "task_check": check})
     print(f"{args.model} · {pairs.name}: {pairs.n_prompts} pairs of {pairs.clean_tokens.shape[1]} "
           f"tokens (positions changed: {pairs.changed_positions().tolist()})")
+    print_task_check(check)
     print(f"patching {config.activation_label} ({args.direction}): {grid.shape} cells × "
           f"{grid.n_prompts} prompts in {grid.n_passes} passes, {grid.seconds:.1f} s")
     print(grid.describe(args.top))

@@ -131,14 +131,30 @@ def _scores_of_prompts(model, rows: list, config, layers):
 
 def command_line(args) -> str:
     """The command that reproduces this run, every option spelled out (for the report's
-    header): rebuilt from the parsed ``args``, so it is right however ``main`` was called."""
+    header): rebuilt from the parsed ``args``, so it is right however ``main`` was called.
+
+    Only the command's own options are written: the parser's bookkeeping (``func``, the
+    list of ``commands``, ``--verbose``, ``--debug``) is not an option of the subcommand.
+    A list (``--seeds 0,1`` parsed) is written back comma-separated, and a value that starts
+    with ``-`` as ``--flag=value``, so that the command parses back to the same arguments."""
     words = ["lens-possym", args.command]
     for dest, value in vars(args).items():
-        if dest in ("command", "func", "verbose") or value is None or value is False:
+        if dest in _NOT_OPTIONS or dest.startswith("_") or value is None or value is False:
             continue
         flag = "--" + dest.replace("_", "-")
-        words += [flag] if value is True else [flag, str(value)]
+        if isinstance(value, (list, tuple)):  # a type that parsed "0,1,2" into a list
+            value = ",".join(str(v) for v in value)
+        if value is True:
+            words.append(flag)
+        elif str(value).startswith("-"):
+            words.append(f"{flag}={value}")
+        else:
+            words += [flag, str(value)]
     return " ".join(shlex.quote(w) for w in words)
+
+
+#: ``args`` entries that are not options of a subcommand (set by ``build_parser``)
+_NOT_OPTIONS = ("command", "func", "commands", "verbose", "debug")
 
 
 def _print_top_heads(result, k: int = 5) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any, Mapping
 
 from ..interventions.sweep import BandSweep
@@ -9,13 +10,14 @@ from .builder import Report
 from ..interventions.selection import freqs_label
 from ..viz.patching import plot_effects
 
-__all__ = ["ablation_report", "band_sweep_report"]
+__all__ = ["ablation_report", "band_sweep_report", "head_importance_report", "task_check_section"]
 
 
 def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str,
                     side: str | None, before: Mapping[str, float], after: Mapping[str, float],
                     task: Mapping[str, Any], command: str = "",
-                    change: Mapping[str, Mapping[str, float]] | None = None) -> Report:
+                    change: Mapping[str, Mapping[str, float]] | None = None,
+                    task_check: Mapping[str, Any] | None = None) -> Report:
     """Before/after of one ablation on the binding task.
 
     Args:
@@ -26,12 +28,16 @@ def ablation_report(*, model: str, selection: Mapping[str, list[int]], mode: str
         task: the prompts (``n_prompts``, ``n_pairs``, ``seed``, ...).
         change: ``{metric: {mean, se, ci_low, ci_high}}`` of the per-prompt change
             (after − before), shown with error bars.
+        task_check: whether the unablated model solves the prompts
+            (:func:`lens_possym.tasks.check.task_check`), shown first.
     """
 
     name = task.get("name", "binding")
     report = Report(f"lens-possym ablate: {model}", command=command, intro=(
         f"Chosen RoPE frequency ids of chosen heads were ablated together, and the {name} "
         "task was evaluated on the same prompts without and with the ablation."))
+    if task_check:
+        task_check_section(report, task_check)
     report.section("What was ablated")
     report.table([{"head": head, "frequency ids": freqs_label(ids), "count": len(ids)}
                   for head, ids in selection.items()])
@@ -98,13 +104,17 @@ def _sweep_figure(sweep: BandSweep, metric: str):
 
 
 def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
-                      seconds: float | None = None, command: str = "") -> Report:
-    """The band sweep: baseline, effect heatmaps per metric, largest drops, band means."""
+                      seconds: float | None = None, command: str = "",
+                      task_check: Mapping[str, Any] | None = None) -> Report:
+    """The band sweep: whether the unablated model solves the prompts (``task_check``),
+    baseline, effect heatmaps per metric, largest drops, band means."""
     report = Report(f"lens-possym ablate --sweep bands: {model}", command=command, intro=(
         f"Each of the {len(sweep.band_names)} frequency bands of each head was "
         f"{sweep.mode}-ablated alone, and the {task.get('name', 'binding')} task evaluated "
         "each time: one forward pass per (layer, head, band). Effect = with the band ablated "
         "− baseline; red cells: the ablation lowered the metric, blue: raised it."))
+    if task_check:
+        task_check_section(report, task_check)
     bands = next(iter(sweep.bands.values()), [])
     report.section("Bands", caption="Frequency ids of each band (id 0 = fastest rotation).")
 
@@ -158,3 +168,67 @@ def band_sweep_report(sweep: BandSweep, *, model: str, task: Mapping[str, Any],
                      "mode", "side", "frequency_id"] + (["standard_error", "bootstrap_interval"]
                                                         if sweep.per_prompt else []))
     return report
+
+
+def head_importance_report(result: Any, *, model: str, command: str = "",
+                           figures: Mapping[str, Any] | None = None,
+                           task_check: Mapping[str, Any] | None = None) -> Report:
+    """``lens-possym heads``: the task on the unablated model, every head ablated alone
+    (heatmap), the most important heads with standard errors and intervals, and how
+    concentrated the effect is.
+
+    Args:
+        result: a :class:`~lens_possym.interventions.HeadImportance`.
+        figures: ``{"heads": Figure, "heads_top": Figure}`` (matplotlib) to embed.
+        task_check: the unablated model's raw metrics on the prompts (what
+            ``lens-possym heads`` prints first: accuracy, chance, whether it solves them).
+    """
+    metric = result.config.metric
+    info = dict(result.info)
+    report = Report(f"lens-possym heads: {model}", command=command, intro=(
+        f"Every attention head's output (hook_z) was {result.config.mode}-ablated alone, and "
+        f"the task's {metric} measured on the same {result.n_prompts} prompts. Effect Δ = "
+        "ablated − baseline; the most important heads are those whose removal hurts most."))
+    if task_check:
+        task_check_section(report, task_check)
+    report.section("Summary").key_values(
+        [(k, v) for k, v in result.summary().items() if not isinstance(v, dict)])
+    report.text(result.describe())
+    if figures and "heads" in figures:
+        report.section("Every head ablated alone", caption=(
+            f"Δ {metric} per layer and head (red: the metric went down)."))
+        report.image(figures["heads"], alt="head importance heatmap")
+    report.section("The most important heads")
+    rows = []
+    unc = result.uncertainty() if result.per_prompt is not None else None
+    for layer, head, value in result.top(15):
+        row = {"head": f"{layer}.{head}", "effect": value,
+               "ablated": float(result.ablated[layer, head])}
+        if unc is not None:
+            row.update({"effect_standard_error": float(unc.se[layer, head]),
+                        "ci_low": float(unc.low[layer, head]),
+                        "ci_high": float(unc.high[layer, head])})
+        rows.append(row)
+    report.table(rows)
+    if figures and figures.get("heads_top") is not None:
+        report.image(figures["heads_top"], alt="most important heads with intervals")
+    report.section("Prompts and settings").key_values(
+        [(k, v) for k, v in info.items() if not isinstance(v, dict)]
+        + [(k, v) for k, v in result.config.to_dict().items() if v is not None])
+    report.glossary([metric, "effect", "mode", "n_prompts"]
+                    + (["effect_standard_error", "bootstrap_interval"] if unc is not None
+                       else []))
+    return report
+
+
+def task_check_section(report: Report, check: Mapping[str, Any]) -> None:
+    """The unablated (clean) run's raw metrics, and a warning when the model does not solve
+    the prompts (accuracy below chance plus the margin)."""
+    report.section("Does the model solve the task?", caption=(
+        "The raw metrics on the unpatched, unablated prompts. Effects are only meaningful "
+        "where the model does the task: an intervention cannot take away what is not there."))
+    if check.get("solves_task") is False:
+        report.raw("<p class='warning' style='color:#b00;font-weight:bold'>"
+                   f"{html.escape(str(check.get('warning', 'the model does not solve the task')))}"
+                   "</p>")
+    report.key_values([(k, v) for k, v in check.items() if k != "warning"])

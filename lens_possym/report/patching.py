@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .builder import Report
+from .interventions import task_check_section
 from ..viz.patching import plot_patching_grid, plot_patching_top
 from ..interventions.uncertainty import uncertainty
 
@@ -49,6 +50,8 @@ def patching_report(grid, *, model: str, command: str = "",
            "clean answer, 1 = it does nothing")
         + ". Every prompt is measured; means come with standard errors and 95% bootstrap "
         "intervals over the prompts."))
+    if grid.info.get("task_check"):
+        task_check_section(report, grid.info["task_check"])
     report.section("Prompts and corruption")
     rows = [(k, v) for k, v in pairs.items() if not k.startswith("example")]
     report.key_values(rows)

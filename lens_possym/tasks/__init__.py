@@ -14,6 +14,7 @@ _EXPORTS = {
     "binding": ["BINDING_TEMPLATES", "ImportanceBatch", "BindingResult", "BindingTask", "BindingTemplate",
         "binding_logit_diff", "WordCheck", "binding_task", "check_words", "evaluate_binding",
         "random_token_prompts"],
+    "check": ["SOLVED_MARGIN", "task_check", "batch_check"],
     "counterfactual": ["CORRUPTIONS", "CounterfactualPairs", "NormalizedLogitDiff",
         "binding_pairs", "counterfactual_pairs", "prompt_pairs", "word_distance_pairs"],
     "word_distance": ["WordDistanceTask", "evaluate_word_distance", "word_distance_task"],
@@ -43,6 +44,10 @@ __all__ = [
     "binding_pairs",
     "word_distance_pairs",
     "prompt_pairs",
+    # does the model solve the prompts (before reading an intervention's effect)
+    "SOLVED_MARGIN",
+    "task_check",
+    "batch_check",
     # prompts with answers, as head_importance reads them
     "ImportanceBatch",
 ]

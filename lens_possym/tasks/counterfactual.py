@@ -57,6 +57,7 @@ from ..errors import InvalidSelectionError, TaskConfigError
 from ..typing import HookedModel
 from .binding import binding_template, binding_task, binding_task_from, check_words
 from .binding import single_token_words
+from .check import SOLVED_MARGIN, task_check
 from .word_distance import DEFAULT_WORDS, word_distance_task, word_distance_task_from
 
 __all__ = ["CORRUPTIONS", "CounterfactualPairs", "NormalizedLogitDiff", "counterfactual_pairs",
@@ -208,6 +209,42 @@ class CounterfactualPairs:
             clean = self.logit_diff(model(self.clean_tokens, **kwargs))
             corrupted = self.logit_diff(model(self.corrupted_tokens, **kwargs))
         return clean.detach().cpu(), corrupted.detach().cpu()
+
+    def raw_metrics(self, model: HookedModel, margin: float | None = None) -> dict[str, Any]:
+        """Whether the model solves the pairs, from the raw (unnormalised) metric of both
+        unpatched runs (one forward pass each), as :func:`~lens_possym.tasks.check.task_check`
+        judges it.
+
+        * ``clean_logit_diff`` / ``corrupted_logit_diff``: mean ``logit(clean answer) −
+          logit(corrupted answer)`` on each run (with ``..._se``, the standard error over
+          prompts); the normalised metric maps them to 1 and 0;
+        * ``clean_accuracy`` / ``corrupted_accuracy``: share of prompts whose top token is
+          the run's own answer;
+        * ``accuracy`` (the verdict's): share of clean prompts where the clean answer's logit
+          is above the corrupted answer's, chance 0.5 between the two answers.
+        """
+        kwargs = {"logits_to_keep": 1} if hasattr(model, "original_model") else {}
+        with torch.no_grad():
+            clean_logits = _last(model(self.clean_tokens, **kwargs))
+            corrupted_logits = _last(model(self.corrupted_tokens, **kwargs))
+        clean = self.logit_diff(clean_logits).detach().cpu().double()
+        corrupted = self.logit_diff(corrupted_logits).detach().cpu().double()
+        n = clean.shape[0]
+
+        def se(values: Tensor) -> float:
+            return float(values.std() / n ** 0.5) if n > 1 else float("nan")
+
+        top = {name: float((logits.argmax(-1).cpu() == answers.cpu()).double().mean())
+               for name, logits, answers in (("clean", clean_logits, self.clean_answers),
+                                             ("corrupted", corrupted_logits,
+                                              self.corrupted_answers))}
+        return task_check(
+            float((clean > 0).double().mean()), 0.5,
+            what="clean answer above the corrupted one on clean prompts",
+            margin=SOLVED_MARGIN if margin is None else margin,
+            clean_logit_diff=float(clean.mean()), clean_logit_diff_se=se(clean),
+            corrupted_logit_diff=float(corrupted.mean()), corrupted_logit_diff_se=se(corrupted),
+            clean_accuracy=top["clean"], corrupted_accuracy=top["corrupted"])
 
     def metric(self, model: HookedModel, *, per_prompt: bool = False) -> NormalizedLogitDiff:
         """The normalised logit difference for ``model`` (runs both prompts once)."""
