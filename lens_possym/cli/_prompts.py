@@ -22,7 +22,19 @@ if TYPE_CHECKING:
 
     from ..typing import HookedModel
 
-__all__ = ["add_prompts_args", "prompt_tokens", "equal_length"]
+__all__ = ["add_prompts_args", "add_task_args", "prompt_tokens", "equal_length", "TASK_DEFAULTS",
+           "SAME_PROMPTS"]
+
+#: The one default prompt set of each task, shared by ``profile``, ``heads``, ``ablate`` and
+#: ``patch`` (the clean prompts of ``patch``'s pairs are these prompts): the heads one
+#: command finds "most symbolic" and another "most important" come from the same prompts.
+TASK_DEFAULTS = {"n_prompts": 16, "n_pairs": 4, "seed": 0, "distance": 1, "n_words": 8,
+                 "n_cue": 2}
+
+#: what ``--help`` says about it
+SAME_PROMPTS = ("by default the same prompts in profile, heads, ablate and patch: "
+                f"{TASK_DEFAULTS['n_prompts']} prompts, binding with {TASK_DEFAULTS['n_pairs']} "
+                f"pairs, seed {TASK_DEFAULTS['seed']}")
 
 
 def add_prompts_args(parser: argparse.ArgumentParser, what: str) -> None:
@@ -32,6 +44,29 @@ def add_prompts_args(parser: argparse.ArgumentParser, what: str) -> None:
                         f"list of token ids a line); {what}")
     parser.add_argument("--field", default="text",
                         help="the JSONL field holding the prompt (default text)")
+
+
+def add_task_args(parser: argparse.ArgumentParser, *, distance: bool = False) -> None:
+    """``--n-prompts``, ``--n-pairs``, ``--seed`` (and with ``distance``: ``--distance``,
+    ``--n-words``, ``--n-cue``) with the defaults every command shares
+    (:data:`TASK_DEFAULTS`)."""
+    from ._types import positive_int
+
+    d = TASK_DEFAULTS
+    parser.add_argument("--n-prompts", type=positive_int, default=d["n_prompts"],
+                        help=f"prompts of the task (default {d['n_prompts']}; {SAME_PROMPTS})")
+    parser.add_argument("--n-pairs", type=positive_int, default=d["n_pairs"],
+                        help=f"binding: entity-attribute pairs per prompt (default {d['n_pairs']})")
+    parser.add_argument("--seed", type=int, default=d["seed"],
+                        help=f"prompt seed (default {d['seed']})")
+    if distance:
+        parser.add_argument("--distance", type=int, default=d["distance"],
+                            help="distance: spacing of the cue words and the answer "
+                            f"(default {d['distance']})")
+        parser.add_argument("--n-words", type=positive_int, default=d["n_words"],
+                            help=f"distance: words in the list (default {d['n_words']})")
+        parser.add_argument("--n-cue", type=positive_int, default=d["n_cue"],
+                            help=f"distance: words in the cue (default {d['n_cue']})")
 
 
 def prompt_tokens(model: "HookedModel", path: str | Path, field: str = "text") -> list["Tensor"]:

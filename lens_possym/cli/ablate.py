@@ -29,7 +29,7 @@ from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._task_check import print_task_check
-from ._prompts import add_prompts_args, equal_length, prompt_tokens
+from ._prompts import add_prompts_args, add_task_args, equal_length, prompt_tokens
 from ._types import freq_ids_text, layers_text, positive_int
 from .profile import command_line
 
@@ -60,9 +60,7 @@ def register(sub) -> None:
     parser.add_argument("--layers", type=layers_text,
                         help="layers to sweep: ids and half-open START:STOP ranges, "
                         "comma-separated (default all)")
-    parser.add_argument("--n-prompts", type=positive_int, default=16)
-    parser.add_argument("--n-pairs", type=positive_int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
+    add_task_args(parser)
     parser.add_argument("--reference-prompts", type=positive_int, default=32,
                         help="prompts (another seed) to take the means over for --mode mean")
     parser.add_argument("--per-position", action="store_true",

@@ -33,7 +33,7 @@ from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
 from ._task_check import print_task_check
-from ._prompts import add_prompts_args, equal_length, prompt_tokens
+from ._prompts import add_prompts_args, add_task_args, equal_length, prompt_tokens
 from ._types import layers_text, positions_text, positive_int
 from .profile import command_line
 
@@ -60,14 +60,7 @@ def register(sub) -> None:
     parser.add_argument("--positions", type=positions_text,
                         help="ablate only at these positions (e.g. -1 for the last; ids and "
                         "half-open START:STOP ranges); default all")
-    parser.add_argument("--n-prompts", type=positive_int, default=16,
-                        help="prompts of the task (default 16, as profile and ablate)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-pairs", type=int, default=4, help="binding: pairs per prompt")
-    parser.add_argument("--distance", type=int, default=1,
-                        help="distance: spacing of the cue words and the answer")
-    parser.add_argument("--n-words", type=int, default=8, help="distance: words in the list")
-    parser.add_argument("--n-cue", type=int, default=2, help="distance: words in the cue")
+    add_task_args(parser, distance=True)
     parser.add_argument("--reference-prompts", type=positive_int, default=32,
                         help="--mode mean: prompts (seed + 1000) to take the means over")
     parser.add_argument("--heads-per-pass", type=positive_int, default=8,

@@ -29,6 +29,7 @@ from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
+from ._prompts import add_task_args
 from ._task_check import print_task_check
 from ._types import freq_ids_text, ids_text, layers_text, positive_int
 from .profile import command_line
@@ -65,13 +66,8 @@ def register(sub) -> None:
     parser.add_argument("--freqs", type=freq_ids_text, help="--patch frequencies: ids (default all)")
     parser.add_argument("--side", default="q", choices=["q", "k"],
                         help="--patch frequencies: query pairs (q) or key pairs of KV heads (k)")
-    parser.add_argument("--n-prompts", type=positive_int, default=8)
-    parser.add_argument("--seed", type=int, default=0, help="prompt seed")
+    add_task_args(parser, distance=True)
     parser.add_argument("--corruption-seed", type=int, default=0)
-    parser.add_argument("--n-pairs", type=positive_int, default=4, help="binding: pairs per prompt")
-    parser.add_argument("--distance", type=int, default=1, help="distance: spacing")
-    parser.add_argument("--n-words", type=positive_int, default=8, help="distance: list words")
-    parser.add_argument("--n-cue", type=positive_int, default=2, help="distance: cue words")
     parser.add_argument("--patches-per-pass", type=positive_int, default=16)
     parser.add_argument("--top", type=positive_int, default=10, help="cells to list")
     parser.add_argument("--out", metavar="DIR",

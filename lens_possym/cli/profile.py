@@ -16,7 +16,7 @@ from ..scores.config import METHODS
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
-from ._prompts import add_prompts_args, prompt_tokens
+from ._prompts import add_prompts_args, add_task_args, prompt_tokens
 from ._score_args import add_score_args, score_config_from
 from ._types import positive_int
 
@@ -34,12 +34,9 @@ def register(sub) -> None:
                         help="binding prompts (entity-attribute) or random word tokens")
     add_prompts_args(parser, "prompts of any lengths (grouped by length, no padding); the "
                      "scores are means over all of them")
-    parser.add_argument("--n-prompts", type=positive_int, default=16)
-    parser.add_argument("--n-pairs", type=positive_int, default=8,
-                        help="bindings per prompt (binding)")
+    add_task_args(parser)
     parser.add_argument("--n-tokens", type=positive_int, default=64,
                         help="tokens per prompt (random)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--method", choices=METHODS, default="exact")
     add_score_args(parser)
     parser.add_argument("--keep-bos", action="store_true",

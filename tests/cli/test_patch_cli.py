@@ -21,11 +21,11 @@ def test_patch_writes_per_head_effects_with_standard_errors(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "binding/swap_query" in printed and "effect ± SE" in printed
     payload = json.loads((tmp_path / "patch.json").read_text())
-    assert payload["axis_names"] == ["layer", "head"] and payload["n_prompts"] == 8
+    assert payload["axis_names"] == ["layer", "head"] and payload["n_prompts"] == 16
     effect, se = tensor_from_json(payload["effect"]), tensor_from_json(payload["effect_se"])
     assert effect.shape == se.shape == (2, 4) and (se > 0).all()
     model = lp.tiny_model("llama")
-    pairs = binding_pairs(model, None, "swap_query", n_prompts=8, n_pairs=4)
+    pairs = binding_pairs(model, None, "swap_query", n_prompts=16, n_pairs=4)
     grid = patch_grid(model, pairs)
     assert torch.allclose(effect, grid.effect().mean(-1).double(), atol=1e-5)
     loaded = PatchingGrid.load(tmp_path / "patch.json")
