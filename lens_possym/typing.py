@@ -2,7 +2,7 @@
 
 lens-possym reads a model through TransformerLens's hook surface only, so any model that
 offers it takes part: a ``TransformerBridge`` (every loader of :mod:`lens_possym.models`),
-a ``HookedRootModule`` such as the toy :class:`~lens_possym.papers.a.toy.ToyTransformer`, or
+a ``HookedRootModule`` such as the toy :class:`~lens_possym.training.toy.ToyTransformer`, or
 anything else with the same members. :class:`HookedModel` states that surface as a
 ``runtime_checkable`` Protocol (checked by presence, like TransformerLens's own
 ``transformer_lens.model_protocol.TransformerLensModel``; that one also asks for

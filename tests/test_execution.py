@@ -20,7 +20,7 @@ from lens_possym.training.trajectories import checkpoint_scores
 from lens_possym.papers.a.sweeps import frequency_sweep
 from lens_possym.papers.a.tasks import IndexTask
 from lens_possym.training.loop import TrainConfig, train
-from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+from lens_possym.training.toy import ToyTransformer, toy_config_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

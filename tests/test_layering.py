@@ -5,7 +5,9 @@
   each with its reason, at most 20 in all;
 * the layer order: no module imports a module of a higher layer (:data:`LAYERS`);
 * the papers are plug-ins: nothing outside ``lens_possym/papers`` imports them, and
-  ``import lens_possym`` imports none of them;
+  ``import lens_possym`` imports none of them; a paper imports the core through its public
+  modules only (the plug-in API, ``lens_possym.plugins``, serves what a plug-in needs),
+  never a private (``_name``) module of the core, and no paper imports another;
 * the model is resolved at the public boundary: ``rope_specs(`` and ``schemes(`` are
   called only from :data:`READERS` (at most 5 places);
 * no module imports a private name (``_name``) of another module.
@@ -31,7 +33,7 @@ PACKAGE = ROOT / "lens_possym"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "typing", "_checks", "_json", "_lazy", "_inputs", "_precision",
                     "_files", "_lock", "_interrupt", "_quiet", "_ids", "_mismatch", "_hooks",
-                    "_attention", "results_io", "plugins", "execution", "bands"]),
+                    "_attention", "results_io", "plugins.registry", "execution", "bands"]),
     ("rope", ["rope"]),
     ("positions", ["positions"]),
     ("resolved", ["resolved"]),
@@ -47,8 +49,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("training", ["training"]),
     ("viz, report", ["viz", "report"]),
     # the top-level package serves every layer's names (lazily): only the command line and
-    # the papers may import through it
-    ("cli", ["cli", ""]),
+    # the papers may import through it; so does the plug-in API (lens_possym.plugins), for
+    # the papers and outside plug-ins
+    ("cli", ["cli", "", "plugins"]),
     ("papers", ["papers"]),
 ]
 
@@ -248,6 +251,34 @@ def test_nothing_outside_the_papers_imports_them():
                if i.target.startswith("lens_possym.papers")
                and not i.module.startswith("lens_possym.papers")]
     assert not outside, f"modules outside lens_possym/papers import it: {outside}"
+
+
+def _paper(module: str) -> str | None:
+    """``"a"`` for ``lens_possym.papers.a.toy``; None outside the papers."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "papers" else None
+
+
+def test_papers_import_no_private_module_of_the_core():
+    private = [f"{i.path}:{i.line}: {i.target}" for i in _imports()
+               if _paper(i.module) and not _paper(i.target)
+               and any(part.startswith("_") and not part.startswith("__")
+                       for part in i.target.split(".")[1:])]
+    assert not private, ("papers importing a private module of the core (use the plug-in "
+                         "API, lens_possym.plugins, or a public module):\n" + "\n".join(private))
+
+
+def test_no_paper_imports_another():
+    across = sorted({f"{i.path}:{i.line}: {i.target}" for i in _imports()
+                     if _paper(i.module) and _paper(i.target)
+                     and _paper(i.module) != _paper(i.target)})
+    assert not across, ("a paper importing another paper (move what they share into the "
+                        "core):\n" + "\n".join(across))
+
+
+def test_which_paper_a_module_belongs_to():
+    assert _paper("lens_possym.papers.b.cli") == "b" and _paper("lens_possym.cli") is None
+    assert _paper("lens_possym.papers") is None
 
 
 def test_importing_the_package_imports_no_paper():

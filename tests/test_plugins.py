@@ -242,3 +242,69 @@ def test_no_module_outside_the_papers_imports_them():
                  for path in PACKAGE.rglob("*.py") if "papers" not in path.parts
                  for module, line in _imports(path) if module.startswith("lens_possym.papers")]
     assert not offenders, offenders
+
+
+_BROKEN_RUN = r'''
+import warnings
+from lens_possym.cli import main
+from lens_possym.plugins import PluginWarning, plugins
+from lens_possym.training import make_task
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    found = sorted(plugins())
+    plugins()                                              # a second look: no new warning
+print("plugins", found)
+print("warnings", [str(w.message) for w in caught if w.category is PluginWarning])
+print("task", type(make_task("index")).__name__)
+print("models", main(["models"]))
+'''
+
+
+def test_a_broken_plugin_is_reported_once_and_the_rest_keeps_working(tmp_path):
+    """Two installed plug-ins that break (an entry point whose module raises on import; a
+    plug-in whose command module raises) beside the papers: each is named once, and the
+    papers, ``make_task`` and ``lens-possym models`` keep working."""
+    site = tmp_path / "site"
+    info = site / "broken_paper-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-paper\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[lens_possym.plugins]\npaper-y = broken_y:PLUGIN\npaper-x = fine_x:PLUGIN\n")
+    (site / "broken_y.py").write_text("raise RuntimeError('paper y is broken')\n")
+    (site / "fine_x.py").write_text(
+        "from lens_possym.plugins import Plugin\n"
+        "PLUGIN = Plugin(name='paper-x', commands=('broken_x_cli',))\n")
+    (site / "broken_x_cli.py").write_text("raise ValueError('paper x cli is broken')\n")
+    env = {**__import__("os").environ,
+           "PYTHONPATH": f"{site}:{PACKAGE.parent}"}
+    done = subprocess.run([sys.executable, "-c", _BROKEN_RUN], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines()
+               if line.split(" ", 1)[0] in ("plugins", "warnings", "task", "models"))
+    assert ast.literal_eval(out["plugins"]) == ["paper-a", "paper-b", "paper-c", "paper-x"]
+    warned = ast.literal_eval(out["warnings"])
+    assert len(warned) == 1 and "'paper-y' (broken_y:PLUGIN) cannot be loaded" in warned[0]
+    assert "RuntimeError: paper y is broken" in warned[0]
+    assert out["task"] == "IndexTask" and out["models"] == "0"
+    lines = [line for line in done.stderr.splitlines() if "paper x cli" in line]
+    assert lines == ["lens-possym: warning: plug-in 'paper-x': its command module "
+                     "'broken_x_cli' cannot be registered: ValueError: paper x cli is broken "
+                     "(left out; every other command and plug-in still works)"]
+    assert "paper-y" not in done.stderr                      # reported once, in the warnings
+
+
+def test_a_broken_plugins_command_is_left_out_in_process(paper_d, capsys):
+    broken = register_plugin(Plugin(name="paper-e", commands=("paper_d_pkg.no_such_cli",)))
+    try:
+        parser = build_parser()
+        assert "echo-first" in parser.format_help() and "profile" in parser.format_help()
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(
+            "lens-possym: warning: plug-in 'paper-e': its command module "
+            "'paper_d_pkg.no_such_cli' cannot be registered: ModuleNotFoundError")
+        assert main(["echo-first"]) == 0                   # the other plug-in still works
+        assert "no_such_cli" not in capsys.readouterr().err      # reported once
+    finally:
+        unregister_plugin(broken.name)

@@ -84,7 +84,7 @@ class Context:
     def toy(self):
         """A trained toy model, its task and the TrainResult (10 steps)."""
         def make():
-            from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+            from lens_possym.training.toy import ToyTransformer, toy_config_for
             from lens_possym.training.loop import TrainConfig, train
             from lens_possym.training.tasks import make_task
 
@@ -551,8 +551,8 @@ CONFIGS = {
     "lens_possym.training.loop.TrainConfig": (
         _make("lens_possym.training.loop.TrainConfig", steps=10, betas=(0.9, 0.95),
               target_accuracy=0.9), {"schedule": "step"}),
-    "lens_possym.papers.a.toy.ToyConfig": (
-        _make("lens_possym.papers.a.toy.ToyConfig", d_vocab=8, n_ctx=6, angles=(1.0, 0.5, 0.0)),
+    "lens_possym.training.toy.ToyConfig": (
+        _make("lens_possym.training.toy.ToyConfig", d_vocab=8, n_ctx=6, angles=(1.0, 0.5, 0.0)),
         {"rope_base": 0.5}),
     "lens_possym.papers.b.encoder.EncoderConfig": (
         _make("lens_possym.papers.b.encoder.EncoderConfig", d_vocab=8, n_classes=3, n_ctx=6,

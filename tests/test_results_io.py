@@ -48,7 +48,7 @@ def results():
 
 
 def _train_result():
-    from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+    from lens_possym.training.toy import ToyTransformer, toy_config_for
     from lens_possym.training.tasks import make_task
     from lens_possym.training.loop import train
     from lens_possym.training.loop import TrainConfig

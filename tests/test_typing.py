@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import lens_possym as lp
-from lens_possym.papers.a.toy import ToyConfig, ToyTransformer
+from lens_possym.training.toy import ToyConfig, ToyTransformer
 from lens_possym.typing import HookedModel
 
 

@@ -34,12 +34,13 @@ import importlib
 import logging
 import os
 import sys
+import warnings
 from typing import NoReturn
 
 from .. import __version__
 from .._interrupt import interrupt_raises, quiet_exit_on_interrupt, was_interrupted
 from ..errors import LensPossymError, UsageError
-from ..plugins import plugins
+from ..plugins.registry import PluginWarning, plugins, report_broken
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
@@ -66,15 +67,39 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of any error (or set LENS_POSSYM_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # parsers of our class
-    modules = [f"{__name__}.{name}" for name in SUBCOMMANDS]
-    modules += [module for plugin in plugins().values() for module in plugin.commands]
-    for module in modules:
-        importlib.import_module(module).register(sub)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
+    with warnings.catch_warnings(record=True) as caught:   # a broken plug-in: one line
+        warnings.simplefilter("always", PluginWarning)
+        _register_plugins(sub)
+    for warning in caught:
+        if issubclass(warning.category, PluginWarning):
+            _say(f"warning: {warning.message}")
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
     parser.set_defaults(commands=tuple(sub.choices))  # every command, the plug-ins' too
     for subparser in sub.choices.values():  # --debug also after the command name
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                help="show the full traceback of any error")
     return parser
+
+
+def _register_plugins(sub) -> None:
+    """Add every plug-in's commands to ``sub``; a plug-in that cannot be loaded, or whose
+    command module fails to import or register, is reported once and left out."""
+    for plugin in plugins().values():
+        for module in plugin.commands:
+            before = dict(sub.choices)
+            try:
+                importlib.import_module(module).register(sub)
+            except Exception as exc:  # noqa: BLE001 - one plug-in's bug is its own
+                for name in set(sub.choices) - set(before):  # half-registered: undone
+                    del sub.choices[name]
+                sub._choices_actions[:] = [a for a in sub._choices_actions
+                                           if a.dest in sub.choices]
+                report_broken(f"plug-in {plugin.name!r}: its command module {module!r} "
+                              "cannot be registered", exc)
 
 
 def _one_line(text: object) -> str:

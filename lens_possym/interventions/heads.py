@@ -21,7 +21,7 @@ outputs bit for bit. (Paper B's MLA variant zeroed a slice of the shared latent 
 which hit every head at once: see ``shared/reference/companion_code.md``.)
 
 Nothing here needs RoPE: any ``HookedRootModule`` with ``blocks.{L}.attn.hook_z`` hooks and
-``cfg.n_heads`` works (bridges, :class:`~lens_possym.papers.a.toy.ToyTransformer`, encoders).
+``cfg.n_heads`` works (bridges, :class:`~lens_possym.training.toy.ToyTransformer`, encoders).
 ``positions`` restricts the ablation to some positions (negatives count from the end).
 """
 

@@ -12,9 +12,12 @@ loop, runs and checkpoints on disk, and scores over a run's checkpoints.
   :func:`checkpoint_paths`, the one checkpoint listing.
 * :mod:`.trajectories`: a head's scores, its q/k over training, scores at every checkpoint
   through an :class:`~lens_possym.execution.Executor`.
+* :mod:`.toy`: the frequency-controlled toy RoPE transformer (:class:`ToyTransformer`,
+  model kind ``"toy"``) papers A and C train and hand-build; :mod:`.constructions`: the
+  plumbing of a hand-built head on it (:class:`HeadConstruction`, ...).
 
-The papers' own tasks and models (paper A's toy RoPE transformer, paper B's encoders,
-paper C's GPT-J) live in their plug-ins under ``lens_possym/papers``.
+The papers' own tasks and models (paper B's encoders, paper C's GPT-J) live in their
+plug-ins under ``lens_possym/papers``.
 """
 
 from .._lazy import lazy_attributes
@@ -31,6 +34,9 @@ _EXPORTS = {
         "register_task"],
     "trajectories": ["CheckpointScores", "HeadScores", "QKTrajectory", "checkpoint_scores",
         "head_scores"],
+    "toy": ["ToyConfig", "ToyTransformer", "rope_schedule", "toy_config_for"],
+    "constructions": ["HeadConstruction", "check_construction_site", "frequency_pair",
+        "radius_for", "reset_to_head", "set_pair", "write_copy_path"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -68,4 +74,16 @@ __all__ = [
     "QKTrajectory",
     "checkpoint_scores",
     "CheckpointScores",
+    # the toy model and hand-built heads on it
+    "ToyConfig",
+    "ToyTransformer",
+    "rope_schedule",
+    "toy_config_for",
+    "HeadConstruction",
+    "check_construction_site",
+    "frequency_pair",
+    "radius_for",
+    "reset_to_head",
+    "set_pair",
+    "write_copy_path",
 ]

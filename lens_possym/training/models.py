@@ -3,9 +3,9 @@ r"""What the training loop needs from a model: the :class:`TrainableModel` proto
 The loop (:func:`lens_possym.training.loop.train`) reads the logits at the last
 position, steps the parameters with AdamW and writes checkpoints; the run files rebuild a
 model from ``(kind, config)``. Anything that satisfies this protocol and is known to
-:data:`MODELS` (a plug-in's ``models`` table, or :func:`register_model`) trains,
-checkpoints and resumes without a change to the loop: paper A's toy RoPE transformer,
-paper B's scheme encoders, paper C's GPT-J.
+:data:`MODELS` (the core's toy RoPE transformer, :mod:`.toy`; a plug-in's ``models``
+table; or :func:`register_model`) trains, checkpoints and resumes without a change to the
+loop: the toy model (papers A and C), paper B's scheme encoders, paper C's GPT-J.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import InvalidSelectionError, TrainingError
-from ..plugins import Registry
+from ..plugins.registry import Registry
 
 __all__ = ["TrainableModel", "ModelConfig", "batched_token_ids", "MODELS", "register_model"]
 
@@ -81,7 +81,8 @@ def batched_token_ids(tokens: Tensor, n_ctx: int,
     return tokens
 
 
-MODELS = Registry("model", lambda plugin: plugin.models, TrainingError)
+MODELS = Registry("model", lambda plugin: plugin.models, TrainingError,
+                  builtin={"toy": "lens_possym.training.toy:ToyTransformer"})
 
 
 def register_model(cls: type, *, replace: bool = False) -> type:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lens_possym.errors import TrainingError
-from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+from lens_possym.training.toy import ToyTransformer, toy_config_for
 from lens_possym.training.runs import load_checkpoint
 from lens_possym.papers.a.tasks import IndexTask, RetrievalTask
 from lens_possym.training.loop import TrainConfig, evaluate, train

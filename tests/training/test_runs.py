@@ -13,7 +13,7 @@ import torch
 
 from lens_possym.errors import TrainingError
 from lens_possym import training
-from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+from lens_possym.training.toy import ToyTransformer, toy_config_for
 from lens_possym.training.runs import (
     latest_checkpoint,
     load_checkpoint,

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+from lens_possym.training.toy import ToyTransformer, toy_config_for
 from lens_possym.papers.a.tasks import IndexTask
 from lens_possym.training.loop import TrainConfig
 from lens_possym.training.trajectories import QKTrajectory, head_scores

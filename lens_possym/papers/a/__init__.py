@@ -1,14 +1,14 @@
 """Paper A: "Decoupling Positional and Symbolic Attention Behavior in Transformers".
 
 Its synthetic side: the canonical tasks (:mod:`.tasks`: Index, Retrieval, Partial
-Induction), the frequency-controlled toy RoPE transformer (:mod:`.toy`), the hand-built
-heads of Theorems 3, 5, 6 and 7 (:mod:`.constructions`), and frequency sweeps, one toy
+Induction), the hand-built heads of Theorems 3, 5, 6 and 7 (:mod:`.constructions`) on the
+core's frequency-controlled toy RoPE transformer (:mod:`lens_possym.training.toy`, served
+here too), and frequency sweeps, one toy
 model per frequency set (:mod:`.sweeps`); the ``lens-possym train`` and ``sweep`` commands.
 (The scores, the exclusion principle and the per-frequency decomposition are the core.)
 """
 
-from ..._lazy import lazy_attributes
-from ...plugins import Plugin
+from ...plugins import Plugin, lazy_attributes
 
 PLUGIN = Plugin(
     name="paper-a",
@@ -16,14 +16,16 @@ PLUGIN = Plugin(
     tasks={"index": "lens_possym.papers.a.tasks:IndexTask",
            "retrieval": "lens_possym.papers.a.tasks:RetrievalTask",
            "partial-induction": "lens_possym.papers.a.tasks:PartialInductionTask"},
-    models={"toy": "lens_possym.papers.a.toy:ToyTransformer"},
     commands=("lens_possym.papers.a.cli_train", "lens_possym.papers.a.cli_sweep"),
 )
 
 _EXPORTS = {
     "tasks": ["IndexTask", "RetrievalTask", "PartialInductionTask"],
-    "toy": ["ToyConfig", "ToyTransformer", "rope_schedule", "toy_config_for"],
-    "constructions": ["HeadConstruction", "build_index_head", "build_retrieval_head",
+    # the toy model and the plumbing of hand-built heads are the core's (paper C builds
+    # heads on them too); served here under their old names
+    "...training.toy": ["ToyConfig", "ToyTransformer", "rope_schedule", "toy_config_for"],
+    "...training.constructions": ["HeadConstruction"],
+    "constructions": ["build_index_head", "build_retrieval_head",
                       "build_partial_induction_head", "w_max_by_position", "w_max_positional",
                       "w_max_symbolic"],
     "sweeps": ["FrequencySweep", "FrequencySweepRun", "frequency_sweep", "single_ids",

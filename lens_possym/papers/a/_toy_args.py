@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ... import interventions, training
-from ...cli._types import non_negative_int, positive_float, positive_int
+from ...plugins import non_negative_int, positive_float, positive_int
 
 
 def add_task_args(parser: argparse.ArgumentParser) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from ...cli._command import add_command
-from ...cli._output import check_output_dir, staged_dir
-from ...cli._threads import with_threads
-from ...cli._types import freq_ids_text, int_list, non_negative_int
+from ...plugins import (
+    add_command, check_output_dir, freq_ids_text, int_list, non_negative_int, staged_dir,
+    with_threads,
+)
 from ...cli.profile import command_line
-from . import _toy_args, figures, report, sweeps, toy
+from ...training import toy
+from . import _toy_args, figures, report, sweeps
 
 
 HELP = "train one toy model per frequency id (or pair of ids) and compare"

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from ... import report, training
-from ...cli._command import add_command
-from ...cli._output import check_output_dir, staged_dir
-from ...cli._threads import with_threads
-from ...cli._types import freq_ids_text
+from ...plugins import add_command, check_output_dir, freq_ids_text, staged_dir, with_threads
 from ...cli.profile import command_line
-from . import _toy_args, toy
+from ...training import toy
+from . import _toy_args
 
 
 HELP = "train a toy RoPE model on index / retrieval / partial-induction"

@@ -1,7 +1,7 @@
 r"""The theory's hand-built heads as weight setters, and ``w_max`` along the answer position.
 
 Each ``build_*_head`` writes one head of a one-hot
-:class:`~lens_possym.papers.a.toy.ToyTransformer` so that the model computes exactly
+:class:`~lens_possym.training.toy.ToyTransformer` so that the model computes exactly
 that head (every other head, layer and MLP output is zeroed; the head's gate is set to the
 frequencies it uses), and returns a :class:`HeadConstruction` recording the logit
 amplitudes it chose. Query and key live in one 2-D pair per frequency id, written as
@@ -35,140 +35,37 @@ for the simplified H_SYM, whose non-matching keys all have logit 0).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..._checks import boundary
-from ...errors import InvalidSelectionError, ToyConfigError
-from .toy import ToyTransformer
-from .tasks import IndexTask, PartialInductionTask, RetrievalTask
+from ...errors import InvalidSelectionError
+from ...plugins import boundary
+from ...training.constructions import (
+    HeadConstruction,
+    check_construction_site,
+    frequency_pair,
+    radius_for,
+    reset_to_head,
+    set_pair,
+    write_copy_path,
+)
 from ...training.tasks import Task, TaskBatch
-from .tasks import PairTask
+from ...training.toy import ToyTransformer
+from .tasks import IndexTask, PairTask, PartialInductionTask, RetrievalTask
 
+# HeadConstruction is the core's (lens_possym.training.constructions), as is the plumbing
+# every construction uses (paper C's T_Index and T_Retrieval too)
 __all__ = [
-    "HeadConstruction",
     "build_index_head",
     "build_retrieval_head",
     "build_partial_induction_head",
     "w_max_by_position",
     "w_max_positional",
     "w_max_symbolic",
-    # the plumbing every construction uses (paper C's T_Index and T_Retrieval too)
-    "check_construction_site",
-    "frequency_pair",
-    "reset_to_head",
-    "set_pair",
-    "write_copy_path",
-    "radius_for",
 ]
-
-
-@dataclass
-class HeadConstruction:
-    """What a ``build_*_head`` call wrote.
-
-    Attributes:
-        kind: ``"positional"``, ``"symbolic"`` or ``"partial-induction"``.
-        layer, head: where.
-        freq_ids: the frequency ids the head uses (its gate).
-        angles: their angles (rad/token).
-        amplitudes: logit amplitude ``A`` (nats) of each channel, keyed by frequency id.
-        margin: the logit margin (nats) the amplitudes were chosen for, or ``None`` if
-            given explicitly.
-    """
-
-    model: ToyTransformer = field(repr=False)
-    kind: str
-    layer: int
-    head: int
-    freq_ids: list[int]
-    angles: list[float]
-    amplitudes: dict[int, float]
-    margin: float | None
-
-
-# ----------------------------------------------------------------------------------------
-# shared plumbing: public, since other papers' constructions (paper C's) write heads with it
-
-
-def check_construction_site(model: ToyTransformer, task: Task, layer: int, head: int) -> int:
-    """The layer index (negatives counted from the end) once ``model`` can hold a hand-built
-    head for ``task`` at ``(layer, head)``: a one-hot toy model, large enough, with a head
-    wide enough to copy every answer."""
-    if not isinstance(model, ToyTransformer):
-        raise ToyConfigError(f"hand-built heads set ToyTransformer weights, got {type(model).__name__}")
-    cfg = model.cfg
-    if cfg.embedding != "onehot":
-        raise ToyConfigError("hand-built heads need one-hot embeddings (embedding='onehot')")
-    if cfg.d_vocab < task.d_vocab or cfg.n_ctx < task.n_ctx:
-        raise ToyConfigError(
-            f"the model (d_vocab {cfg.d_vocab}, n_ctx {cfg.n_ctx}) is too small for "
-            f"{task.describe()}")
-    if len(task.answer_tokens) > cfg.d_head:
-        raise ToyConfigError(
-            f"d_head {cfg.d_head} < {len(task.answer_tokens)} answer tokens: the value path "
-            "cannot copy every answer; use a wider head")
-    layer = model._check_layer(layer)
-    model._check_head(head)
-    return layer
-
-
-def frequency_pair(model: ToyTransformer, freq: int) -> tuple[int, list[int], float]:
-    """Frequency id → (id, its two dims (a, b), angle)."""
-    n = model.cfg.n_freqs
-    if not -n <= freq < n:
-        raise InvalidSelectionError(
-            f"frequency id {freq} out of range: the model has {n} ids (0..{n - 1})")
-    freq %= n
-    spec = model.lens_possym_rope_specs()[0]
-    dims = spec.dims_of(freq)
-    if len(dims) < 2:
-        raise ToyConfigError(
-            f"frequency id {freq} is a 1-dim tail; a hand-built channel needs 2 dims "
-            "(give the model nope_dims >= 2)")
-    return freq, dims[:2], float(model.angles[freq])
-
-
-def reset_to_head(model: ToyTransformer, layer: int, head: int, freq_ids: list[int]) -> None:
-    """Zero every weight that could add to the output, except the answer read-out."""
-    with torch.no_grad():
-        for block in model.blocks:
-            for name in ("W_Q", "W_K", "W_V", "W_O"):
-                getattr(block.attn, name).zero_()
-            if block.mlp is not None:
-                for p in block.mlp.parameters():
-                    p.zero_()
-        model.W_U.zero_()
-    model.set_frequencies(None)
-    model.set_frequencies(freq_ids, layer=layer, head=head)
-
-
-def set_pair(weight: Tensor, token: int, dims: list[int], value: complex) -> None:
-    """Write the complex number ``value`` into ``token``'s row of ``weight`` on one pair."""
-    weight[token, dims[0]] = value.real
-    weight[token, dims[1]] = value.imag
-
-
-def write_copy_path(model: ToyTransformer, layer: int, head: int, sources: dict[int, int],
-               answer_tokens: list[int], readout: float) -> None:
-    """``W_V``: source token → value dim of its answer; ``W_O``, ``W_U``: dim → answer logit."""
-    attn = model.blocks[layer].attn
-    slot = {tok: i for i, tok in enumerate(answer_tokens)}
-    with torch.no_grad():
-        for src, answer in sources.items():
-            attn.W_V[head, src, slot[answer]] = 1.0
-        for tok, i in slot.items():
-            attn.W_O[head, i, tok] = readout
-            model.W_U[tok, tok] = 1.0
-
-
-def radius_for(model: ToyTransformer, amplitude: float) -> float:
-    """Radius ``r`` with ``s·r² = amplitude`` (query and key get the same radius)."""
-    return math.sqrt(amplitude / model.cfg.scale)
 
 
 # ----------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
-from ...viz._axes import angle_label, axes_or_new, to_numpy
+from ...plugins import angle_label, axes_or_new, to_numpy
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

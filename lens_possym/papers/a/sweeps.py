@@ -24,15 +24,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..._checks import boundary
+from ...plugins import boundary, write_text_atomically
 from ...errors import TrainingError
 from ...execution import Executor, resolve_executor
 from ...results_io import ResultIO
-from .toy import ToyTransformer, toy_config_for
+from ...training.toy import ToyTransformer, toy_config_for
 from ...training.tasks import Task, make_task
 from ...training.trajectories import head_scores
 from ...training.loop import TrainConfig, TrainResult, train
-from ..._files import write_text_atomically
 
 __all__ = [
     "FrequencySweepRun",
@@ -314,7 +313,7 @@ def frequency_sweep(
         seeds: one run per seed per set (the seed sets both the weights and the data).
         train_config: shared training settings (its ``seed`` and ``out_dir`` are replaced
             per run).
-        model_kwargs: passed to :func:`~lens_possym.papers.a.toy.toy_config_for`
+        model_kwargs: passed to :func:`~lens_possym.training.toy.toy_config_for`
             (``n_freqs``, ``rope_base``, ``nope_dims``, ``attn_scale``, ...).
         scores: also compute the trained head's positional/symbolic scores on
             ``score_prompts`` test prompts (:func:`head_scores`).

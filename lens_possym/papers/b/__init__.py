@@ -8,8 +8,7 @@ presets, cells, the ablation grid, the deposit summary, the positional probe); t
 core's: :mod:`lens_possym.positions.toeplitz`.)
 """
 
-from ..._lazy import lazy_attributes
-from ...plugins import Plugin
+from ...plugins import Plugin, lazy_attributes
 
 PLUGIN = Plugin(
     name="paper-b",

@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from ... import training
-from ...cli._command import add_command
-from ...cli._output import check_output_dir, staged_dir
-from ...cli._threads import with_threads
-from ...cli._types import ArgumentValueError, non_negative_int, positive_int
+from ...plugins import (
+    ArgumentValueError, add_command, check_output_dir, non_negative_int, positive_int, staged_dir,
+    with_threads,
+)
 from ...errors import InvalidSelectionError
 from . import experiments
 

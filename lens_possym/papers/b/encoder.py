@@ -87,7 +87,7 @@ from torch.nn import functional as F
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ..._json import JsonConfig, check_field_types
+from ...plugins import JsonConfig, batched_token_ids, check_field_types
 from ...errors import InvalidSelectionError, ToyConfigError
 from ...positions import (
     MLA,
@@ -100,7 +100,6 @@ from ...positions import (
     alibi_slopes,
     t5_bucket,
 )
-from ...training.models import batched_token_ids
 
 if TYPE_CHECKING:
     from ...training.tasks import Task

@@ -73,7 +73,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import Tensor
 
-from ..._json import JsonConfig, check_field_types
+from ...plugins import JsonConfig, check_field_types, write_text_atomically
 from ...errors import InvalidSelectionError
 from ...interventions import ImportanceBatch, head_importance
 from ...interventions.importance import importance_metric
@@ -82,7 +82,6 @@ from .tasks import CountTask, DistanceTask
 from ...training.tasks import Task, TaskBatch
 from ...training.loop import TrainConfig, TrainResult, evaluate, train
 from ...scores import swap_scores
-from ..._files import write_text_atomically
 
 __all__ = ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task", "make_model",
            "analysis_batch", "train_cell", "analyse_cell", "ablation_grid", "deposit_summary",

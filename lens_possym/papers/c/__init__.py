@@ -11,8 +11,7 @@ and purity (:mod:`.dynamics`), head roles (:mod:`.roles`), T_Index and T_Retriev
 1-hop prompts for pretrained LMs (:mod:`.prompts`); the ``lens-possym multihop`` command.
 """
 
-from ..._lazy import lazy_attributes
-from ...plugins import Plugin
+from ...plugins import Plugin, lazy_attributes
 
 PLUGIN = Plugin(
     name="paper-c",

@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 
 from ... import training
-from ...cli._command import add_command
-from ...cli._output import check_output_dir
-from ...cli._threads import with_threads
-from ...cli._types import (checked_number, non_negative_int, positive_float, positive_int,
-                          positive_int_list)
+from ...plugins import (
+    add_command, check_output_dir, checked_number, non_negative_int, positive_float, positive_int,
+    positive_int_list, with_threads,
+)
 from ...errors import TrainingError
 from . import discrepancy, dynamics, lengths, presets
 

@@ -1,8 +1,8 @@
 r"""Paper C's constructions (Thm 3.1, App F.2.1-2): **T_Index** and **T_Retrieval**, single
 RoPE heads at one angle θ that set a one-layer
-:class:`~lens_possym.papers.a.toy.ToyTransformer` and solve one hop of Number and Letter.
+:class:`~lens_possym.training.toy.ToyTransformer` and solve one hop of Number and Letter.
 
-Built with the plumbing of paper A's constructions (:mod:`lens_possym.papers.a.constructions`:
+Built with the core's plumbing of hand-built heads (:mod:`lens_possym.training.constructions`:
 one-hot embeddings, every other weight zeroed, the head gated to one frequency id, query
 and key written as complex numbers on that id's 2-D pair, values copied to the answer's
 read-out). With ``q = r e^{iα}`` at the query ``n`` and ``k = r e^{iβ}`` at key ``j`` the
@@ -32,7 +32,7 @@ import math
 import torch
 
 from ...errors import InvalidSelectionError
-from ..a.constructions import (
+from ...training.constructions import (
     HeadConstruction,
     check_construction_site,
     frequency_pair,
@@ -41,7 +41,7 @@ from ..a.constructions import (
     set_pair,
     write_copy_path,
 )
-from ..a.toy import ToyTransformer, toy_config_for
+from ...training.toy import ToyTransformer, toy_config_for
 from .tasks import LetterTask, NumberTask
 
 __all__ = ["build_t_index", "build_t_retrieval", "t_index_model", "t_retrieval_model",

@@ -37,7 +37,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..._json import tensor_from_json
+from ...plugins import tensor_from_json
 from ...errors import InvalidSelectionError, TrainingError
 from ...results_io import ResultIO, head_frame, lists_to_tensors
 from ...training.runs import checkpoint_paths, read_checkpoint

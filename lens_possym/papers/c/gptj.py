@@ -32,7 +32,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from ..._json import JsonConfig, check_field_types
+from ...plugins import JsonConfig, check_field_types
 from ...errors import ToyConfigError
 from ...models.loading import from_hf
 from ...models.tiny import tiny_tokenizer

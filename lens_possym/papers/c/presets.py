@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..._json import JsonConfig, check_field_types
+from ...plugins import JsonConfig, check_field_types
 from ...errors import TrainingError
 from .gptj import GPTJTaskConfig, GPTJTaskModel
 from ...training.runs import latest_checkpoint

@@ -47,7 +47,7 @@ def test_cli_reports_bad_ids(tmp_path, capsys):
 
 def test_parse_ids():
     from lens_possym.papers.a._toy_args import parse_ids
-    from lens_possym.papers.a.toy import ToyConfig
+    from lens_possym.training.toy import ToyConfig
 
     config = ToyConfig(d_vocab=4, n_ctx=8, d_head=34, rotary_dim=32)  # 16 pairs + tail = 17 ids
     assert parse_ids("3", config) == [3] and parse_ids("16,4", config) == [4, 16]

@@ -18,7 +18,7 @@ from lens_possym.papers.a.constructions import (
     w_max_positional,
     w_max_symbolic,
 )
-from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+from lens_possym.training.toy import ToyTransformer, toy_config_for
 from lens_possym.papers.a.tasks import IndexTask, PartialInductionTask, RetrievalTask
 from lens_possym.training.loop import evaluate
 from lens_possym.training.trajectories import head_scores

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lens_possym.errors import TrainingError
-from lens_possym.papers.a.toy import ToyTransformer, toy_config_for
+from lens_possym.training.toy import ToyTransformer, toy_config_for
 from lens_possym.papers.a.sweeps import FrequencySweep, frequency_sweep, pairs_with, single_ids
 from lens_possym.papers.a.tasks import IndexTask
 from lens_possym.training.loop import TrainConfig

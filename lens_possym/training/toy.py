@@ -49,14 +49,14 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ..._checks import boundary
-from ..._json import JsonConfig, check_field_types
-from ...errors import InvalidSelectionError, ToyConfigError
-from ...rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
-from ...training.models import batched_token_ids
+from .._checks import boundary
+from .._json import JsonConfig, check_field_types
+from ..errors import InvalidSelectionError, ToyConfigError
+from ..rope import FrequencyIds, RopeSpec, cos_sin, from_pairs, rotate_pairs, to_pairs
+from .models import batched_token_ids
 
 if TYPE_CHECKING:
-    from ...training.tasks import Task
+    from .tasks import Task
 
 __all__ = ["ToyConfig", "ToyTransformer", "rope_schedule", "toy_config_for"]
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import lens_possym as lp
 from lens_possym.errors import InvalidSelectionError, ToyConfigError
 from lens_possym.rope import rotate
-from lens_possym.papers.a.toy import ToyConfig, ToyTransformer, rope_schedule
+from lens_possym.training.toy import ToyConfig, ToyTransformer, rope_schedule
 
 
 def small(**kw) -> ToyTransformer:

@@ -1,4 +1,5 @@
-r"""Plug-ins: how a paper (or any extension) adds tasks, trainable models and commands.
+r"""Plug-ins: how a paper (or any extension) adds tasks, trainable models and commands
+(the registry; :mod:`lens_possym.plugins` serves it with the rest of the plug-in API).
 
 The core of lens-possym (models, positions, capture, decomposition, scores, interventions,
 the training loop) knows no paper. Each paper's experiments live in a plug-in
@@ -29,18 +30,24 @@ What a plug-in adds (docs/adding_a_paper.md walks through one):
 
 :class:`Registry` is the lookup both registries share: classes registered in code first,
 then the plug-ins' tables.
+
+A broken plug-in stays its own problem: an entry point that cannot be loaded (or is no
+:class:`Plugin`), or a command module that cannot be imported or registered, is reported
+once per process as a :class:`PluginWarning` naming it and is left out; every other
+plug-in and every command of the core keep working (:func:`report_broken`).
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from .errors import LensPossymError, PluginError
+from ..errors import LensPossymError, PluginError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -50,6 +57,8 @@ __all__ = [
     "unregister_plugin",
     "plugins",
     "resolve",
+    "PluginWarning",
+    "report_broken",
 ]
 
 ENTRY_POINT_GROUP = "lens_possym.plugins"
@@ -97,8 +106,25 @@ class Plugin:
         object.__setattr__(self, "commands", commands)
 
 
+class PluginWarning(UserWarning):
+    """A plug-in that cannot be used (left out; everything else keeps working)."""
+
+
 _registered: dict[str, Plugin] = {}
 _discovered: list[bool] = [False]
+_reported: set[str] = set()
+
+
+def report_broken(what: str, exc: BaseException | None = None) -> None:
+    """Warn once per process that ``what`` (a sentence naming the plug-in part) is broken
+    and left out, with the exception that broke it."""
+    message = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"
+    message = " ".join(message.split())
+    if message in _reported:
+        return
+    _reported.add(message)
+    warnings.warn(f"{message} (left out; every other command and plug-in still works)",
+                  PluginWarning, stacklevel=2)
 
 
 def register_plugin(plugin: Plugin, *, replace: bool = False) -> Plugin:
@@ -133,14 +159,16 @@ def _discover() -> None:
         return
     _discovered[0] = True
     for point in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"the plug-in entry point {point.name!r} ({point.value})"
         try:
             plugin = point.load()
-        except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself
-            raise PluginError(f"the plug-in entry point {point.name!r} ({point.value}) cannot "
-                              f"be loaded: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself, once
+            report_broken(f"{where} cannot be loaded", exc)
+            continue
         if not isinstance(plugin, Plugin):
-            raise PluginError(f"the plug-in entry point {point.name!r} ({point.value}) is a "
-                              f"{type(plugin).__name__}, not a lens_possym.plugins.Plugin")
+            report_broken(f"{where} is a {type(plugin).__name__}, not a "
+                          "lens_possym.plugins.Plugin")
+            continue
         _registered.setdefault(plugin.name, plugin)
 
 
@@ -159,15 +187,19 @@ def _registry_error(registry: "Registry", message: str) -> LensPossymError:
 
 
 class Registry(Mapping):
-    """Name -> class: classes registered in code, then the plug-ins' ``table`` entries.
+    """Name -> class: classes registered in code, then the core's ``builtin`` references and
+    the plug-ins' ``table`` entries (a plug-in may not claim a built-in name for another
+    class).
 
     A read-only mapping (``REGISTRY["index"]``, ``sorted(REGISTRY)``); :meth:`register`
     adds a class from code. Plug-in entries are imported when first looked up.
     """
 
     def __init__(self, what: str, table: Callable[[Plugin], Mapping[str, str]],
-                 error: type[LensPossymError] = PluginError):
+                 error: type[LensPossymError] = PluginError,
+                 builtin: Mapping[str, str] | None = None):
         self._what, self._table, self._error = what, table, error
+        self._builtin = dict(builtin or {})       # the core's own, "module:Class"
         self._classes: dict[str, type] = {}       # registered in code
         self._resolved: dict[str, type] = {}      # plug-in references imported so far
 
@@ -191,11 +223,12 @@ class Registry(Mapping):
         del self._classes[name]
 
     def _refs(self) -> dict[str, str]:
-        refs: dict[str, str] = {}
+        refs: dict[str, str] = dict(self._builtin)
         for plugin in plugins().values():
             for name, ref in self._table(plugin).items():
                 if refs.get(name, ref) != ref:
-                    raise _registry_error(self, f"two plug-ins define the {self._what} "
+                    whose = "the core and a plug-in" if name in self._builtin else "two plug-ins"
+                    raise _registry_error(self, f"{whose} define the {self._what} "
                                                 f"{name!r}: {refs[name]} and {ref}")
                 refs[name] = ref
         return refs
