@@ -166,7 +166,7 @@ def generic_patch_grid(model: HookedModel | Resolved, corrupted_tokens: Int[Tens
                        patch_setter: PatchSetter, activation_name: str,
                        index_axis_names: Sequence[str] | None = None, index_df: Any = None, *,
                        patches_per_pass: int = 16, last_token_only: bool = True,
-                       source_baseline: Tensor | None = None, progress: bool = False,
+                       source_baseline: Tensor | None = None, progress: bool = True,
                        info: Mapping[str, Any] | None = None,
                        config: "PatchGridConfig | None" = None,
                        reuse_prefix: bool = True) -> "PatchingGrid":
@@ -192,7 +192,7 @@ def generic_patch_grid(model: HookedModel | Resolved, corrupted_tokens: Int[Tens
         last_token_only: compute only the last position's logits (bridges).
         source_baseline: ``[batch]`` the metric on the source run, if known (kept in the
             result, for reports).
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar (default; ``False`` hides it).
         reuse_prefix: on bridges, compute only the positions some patch changes (module
             docstring); ``False`` always runs every position.
 
@@ -536,7 +536,7 @@ def _heads_index_df(model: HookedModel, layers, heads, n_pos: int | None):
 
 
 def patch_grid(model: HookedModel | Resolved, pairs: Any, config: PatchGridConfig | None = None, *,
-               metric: Callable[[Tensor], Tensor] | None = None, progress: bool = False,
+               metric: Callable[[Tensor], Tensor] | None = None, progress: bool = True,
                **settings: Any) -> "PatchingGrid":
     """A whole patching experiment on counterfactual pairs.
 
@@ -549,7 +549,7 @@ def patch_grid(model: HookedModel | Resolved, pairs: Any, config: PatchGridConfi
             override it.
         metric: ``logits -> [batch]`` (default: ``pairs.metric(model)``, the logit
             difference normalised to 0 on the corrupted and 1 on the clean run).
-        progress: show a progress bar.
+        progress: show a tqdm progress bar (default; ``False`` hides it).
 
     Returns:
         :class:`PatchingGrid`: ``[n_layers, n_heads]`` for heads, ``[n_layers, n_pos,

@@ -505,7 +505,7 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
                     metric: str | MetricFn | None = None, *,
                     reference: ModelInput | Mapping[str, Tensor] | None = None,
                     means: HeadMeans | None = None, config: ImportanceConfig | None = None,
-                    progress: bool = False, **settings: Any) -> HeadImportance:
+                    progress: bool = True, **settings: Any) -> HeadImportance:
     """Ablate every query head alone (zero or mean) and measure ``metric``.
 
     Args:
@@ -520,7 +520,7 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
         reference: prompts/tokens/cache for ``mode="mean"`` (or precomputed ``means``).
         config: an :class:`ImportanceConfig`; ``settings`` override its fields
             (``mode="mean"``, ``heads_per_pass=16``, ``positions=[-1]``, ...).
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar (default; ``False`` hides it).
 
     Returns:
         :class:`HeadImportance` with ``[n_layers, n_heads]`` values.

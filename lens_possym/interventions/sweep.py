@@ -329,7 +329,7 @@ def band_sweep(model: HookedModel | Resolved, input: ModelInput, metric: Metric 
             side=..., per_position=..., last_token_only=...``) and override it.
         reference, means: the reference prompts (or precomputed means) of ``mode="mean"``;
             by default the means are taken over ``input`` itself.
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar (default; ``False`` hides it).
 
     Returns:
         :class:`BandSweep` with ``[n_layers, n_heads, n_bands]`` values per metric.

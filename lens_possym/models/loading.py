@@ -294,16 +294,33 @@ def _scratch_parent() -> str:
 
 
 def _convert_gguf(gguf_path: Path, staging: Path, display: str) -> None:
-    """Dequantise a GGUF file into ``staging`` in Hugging Face layout."""
+    """Dequantise a GGUF file into ``staging`` in Hugging Face layout, with a progress
+    line on stderr (the first load of a model takes a minute: which step, how long)."""
+    from tqdm.auto import tqdm
+
+    stages = tqdm(total=3, desc=f"converting {display} (once; later loads read the cache)",
+                  bar_format="{desc}: step {n_fmt}/{total_fmt} {postfix} [{elapsed}]")
+    try:
+        _convert_gguf_steps(gguf_path, staging, stages)
+    finally:
+        stages.close()
+
+
+def _convert_gguf_steps(gguf_path: Path, staging: Path, stages: Any) -> None:
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, filename = str(gguf_path.parent), gguf_path.name
     try:
+        stages.set_postfix_str("reading the tokenizer")
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
+        stages.update()
+        stages.set_postfix_str("dequantising the weights")
         model = AutoModelForCausalLM.from_pretrained(
             folder, gguf_file=filename, dtype=torch.float32, local_files_only=True
         )
+        stages.update()
+        stages.set_postfix_str("writing the cache")
     except ImportError as exc:
         raise ModelNotInstalledError(
             f"reading GGUF files needs the 'gguf' package ({exc}); install it with: pip install gguf"
@@ -325,6 +342,7 @@ def _convert_gguf(gguf_path: Path, staging: Path, display: str) -> None:
         state.pop("lm_head.weight", None)  # rebuilt from the embedding when loaded
     save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
     tokenizer.save_pretrained(staging)
+    stages.update()
     del model, state
 
 
