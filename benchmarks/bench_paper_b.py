@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from _timing import cost_clock
-from lens_possym.papers.b import experiments as pb
+from lens_possym.papers import b as pb
 from lens_possym.training.loop import TrainConfig, evaluate, train
 
 LABELS = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k2", "mla", "hybrid"]

@@ -15,7 +15,7 @@ fi
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-$PY -c "import torch, lens_possym.papers.b.experiments, lens_possym.papers.c.presets; print('torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
+$PY -c "import torch, lens_possym.papers.b.cells, lens_possym.papers.c.presets; print('torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
 timeout 100 $PY benchmarks/bench_paper_c.py --device cuda --steps 50 2>&1 | tee "$OUT/paper_c.txt"
 timeout 190 $PY benchmarks/bench_paper_b.py --preset paper --device cuda --steps 10 2>&1 | tee "$OUT/paper_b.txt"
 timeout 60 $PY benchmarks/bench_paper_b.py --preset paper-length --device cuda --steps 30 --tasks count 2>&1 | tee "$OUT/paper_b_length.txt"

@@ -7,7 +7,7 @@
     python benchmarks/paper_b.py report [--preset cpu|paper-length] [--root runs/paper_b]
         [--out docs]
 
-``run`` walks :func:`lens_possym.papers.b.experiments.grid_cells` (``cpu``: every scheme ×
+``run`` walks :func:`lens_possym.papers.b.cells.grid_cells` (``cpu``: every scheme ×
 both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
 ``paper-length`` / ``paper``: the schemes the claims name) and, per cell, trains the model
 through the shared loop and caches its analyses in
@@ -16,7 +16,7 @@ trained again, an interrupted one resumes from its checkpoint. ``--shard I/N`` r
 N-th cell from the I-th (to split a grid across machines). Queues started on one grid
 (``benchmarks/paper_b_jobs.sh``: one per core) share it: each takes the next cell no other
 queue holds (a lock in the cell's folder, dropped if the queue dies). Each finished
-cell's record (:func:`~lens_possym.papers.b.experiments.cell_record`) is written into
+cell's record (:func:`~lens_possym.papers.b.cells.cell_record`) is written into
 ``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
 grid runs.
 
@@ -24,7 +24,7 @@ grid runs.
 measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``), its
 records into ``docs/paper_b_results.json`` and ``docs/figures/paper_b/*.png``.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
-(:func:`lens_possym.papers.b.experiments.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
+(:func:`lens_possym.papers.b.verdicts.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from lens_possym.papers.b import experiments as pb
+from lens_possym.papers import b as pb
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "paper_b_results.json"

@@ -496,13 +496,13 @@ def test_formats_are_distinct():
 
 
 def _paper_b_preset():
-    from lens_possym.papers.b.experiments import ENCODER_PRESETS
+    from lens_possym.papers.b.presets import ENCODER_PRESETS
 
     return ENCODER_PRESETS["cpu"]
 
 
 def _cell():
-    from lens_possym.papers.b.experiments import Cell
+    from lens_possym.papers.b.cells import Cell
 
     return Cell("distance", "rope-k2", "faithful", seed=1)
 
@@ -557,8 +557,8 @@ CONFIGS = {
     "lens_possym.papers.b.encoder.EncoderConfig": (
         _make("lens_possym.papers.b.encoder.EncoderConfig", d_vocab=8, n_classes=3, n_ctx=6,
               scheme="mla", variant="faithful"), {"scheme": "xpos"}),
-    "lens_possym.papers.b.experiments.Preset": (_paper_b_preset, {"data": "daily"}),
-    "lens_possym.papers.b.experiments.Cell": (_cell, {"variant": "official"}),
+    "lens_possym.papers.b.presets.Preset": (_paper_b_preset, {"data": "daily"}),
+    "lens_possym.papers.b.cells.Cell": (_cell, {"variant": "official"}),
     "lens_possym.papers.c.gptj.GPTJTaskConfig": (
         _make("lens_possym.papers.c.gptj.GPTJTaskConfig", d_vocab=8, rotary_dim=64),
         {"d_model": 100, "n_heads": 3}),

@@ -21,7 +21,7 @@ import torch
 import matplotlib.pyplot as plt
 import lens_possym as lp
 from lens_possym import training
-from lens_possym.papers.b import experiments as pb
+from lens_possym.papers import b as pb
 from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for, faithful_mla_rotate
 from lens_possym.papers.b.tasks import DistanceTask, CountTask
 from lens_possym.training import TrainConfig, train

@@ -2,8 +2,11 @@
 
 Its synthetic side: the distance and count tasks (:mod:`.tasks`), the encoder with every
 positional scheme (:mod:`.encoder`: NoPE, absolute, ALiBi, T5, RoPE, partial RoPE, MLA, the
-hybrid; intended and faithful variants), and the experiments (:mod:`.experiments`:
-presets, cells, the ablation grid, the deposit summary, the positional probe); the
+hybrid; intended and faithful variants), and the experiments, laid out as paper C's:
+:mod:`.presets` (sizes, schedules, data), :mod:`.cells` (one trained model, its analyses
+and its record), the analyses :mod:`.deposit` (per-head ablation, the deposit rule),
+:mod:`.probe` (positional probe) and :mod:`.profile` (positional/symbolic scores),
+:mod:`.verdicts` (the claims' rules) and :mod:`.report` (docs/paper_b.md's block); the
 ``lens-possym encoder`` command. (The Toeplitz decomposition of a head's logits is the
 core's: :mod:`lens_possym.positions.toeplitz`.)
 """
@@ -22,9 +25,18 @@ PLUGIN = Plugin(
 _EXPORTS = {
     "tasks": ["DistanceTask", "CountTask"],
     "encoder": ["EncoderConfig", "SchemeEncoder", "SCHEMES", "VARIANTS", "encoder_config_for"],
-    "experiments": ["Preset", "ENCODER_PRESETS", "Cell", "parse_label", "preset_task",
-                    "train_cell", "analyse_cell",
-                    "ablation_grid", "deposit_summary", "positional_probe", "encoder_profile"],
+    "presets": ["Preset", "ENCODER_PRESETS", "TASK_NAMES", "PROBE_SCHEMES", "DATA_REGIMES",
+                "PAPER_LENGTH_STEPS", "CLAIM_GRID", "MAIN", "ROPE_FAMILY", "NON_ROPE",
+                "parse_label", "preset_task", "with_data", "with_steps",
+                "with_trigger_copies", "with_trigger_copies_name"],
+    "cells": ["Cell", "make_model", "analysis_batch", "train_cell", "analyse_cell",
+              "grid_cells", "cell_record", "record_key"],
+    "deposit": ["ablation_grid", "deposit_summary"],
+    "probe": ["positional_probe"],
+    "profile": ["profile_site", "encoder_profile"],
+    "verdicts": ["Claim", "CLAIMS", "judge", "seed_view", "deposit_table", "late_gain",
+                 "LEVELLED"],
+    "report": ["verdict_markdown", "copies_ceiling", "FAITHFUL_DEPARTURES", "DISTANCE_CLAIMS"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

@@ -12,13 +12,13 @@ from ...plugins import (
     with_threads,
 )
 from ...errors import InvalidSelectionError
-from . import experiments
+from . import cells, deposit, presets
 
 
 def scheme_text(text: str) -> str:
     """A scheme label (``rope``, ``rope-k2``, ``alibi``...), checked before any work."""
     try:
-        experiments.parse_label(text)
+        presets.parse_label(text)
     except InvalidSelectionError as error:
         raise ArgumentValueError(str(error)) from None
     return text
@@ -60,10 +60,10 @@ def register(sub) -> None:
 @with_threads
 def run(args) -> int:
     check_output_dir(args.out)
-    preset = experiments.ENCODER_PRESETS[args.preset]
+    preset = presets.ENCODER_PRESETS[args.preset]
     if args.steps is not None:
-        preset = experiments.with_steps(preset, args.steps)
-    cell = experiments.Cell(args.task, args.scheme, args.variant, args.seed)
+        preset = presets.with_steps(preset, args.steps)
+    cell = cells.Cell(args.task, args.scheme, args.variant, args.seed)
     with staged_dir(args.out) as stage:
         if args.load:
             path = Path(args.load) / "model.pt"
@@ -76,8 +76,8 @@ def run(args) -> int:
             if getattr(model, "kind", None) != "scheme-encoder":
                 raise InvalidSelectionError(f"{path} is not a scheme encoder")
         else:
-            task = experiments.preset_task(preset, args.task, args.seed)
-            model = experiments.make_model(preset, task, args.scheme, args.variant, args.seed)
+            task = presets.preset_task(preset, args.task, args.seed)
+            model = cells.make_model(preset, task, args.scheme, args.variant, args.seed)
             config = replace(preset.train_config(args.task, model.cfg.scheme, args.seed,
                                                  str(stage)), device=args.device)
             print(f"task: {task.describe()}")
@@ -87,13 +87,13 @@ def run(args) -> int:
             result.save(stage / "metrics.json")
             print(f"trained {result.steps_run} steps in {result.train_time_s:.1f} s")
             model.eval()
-        batch = experiments.analysis_batch(preset, task, args.seed)
+        batch = cells.analysis_batch(preset, task, args.seed)
         accuracy = training.evaluate(model, task, batch).accuracy
         print(f"test accuracy {accuracy:.4f} ({len(batch)} held-out sentences)")
         analysis = {"cell": cell.__dict__, "config": model.cfg.to_dict(), "baseline": accuracy}
         if args.ablate:
-            grid = experiments.ablation_grid(model, task, batch)
-            summary = experiments.deposit_summary(grid, accuracy)
+            grid = deposit.ablation_grid(model, task, batch)
+            summary = deposit.deposit_summary(grid, accuracy)
             analysis.update(ablation=grid.tolist(), deposit=summary)
             print("accuracy drop (points) with one head ablated, rows = layers:")
             for layer, row in enumerate((accuracy - grid) * 100):

@@ -49,7 +49,7 @@ shuffle, batches in order, the last one short, as a shuffled ``DataLoader``;
 :meth:`train_batch`), and the test set is drawn from the held-out part. Official sizes:
 100,000 distance and 50,000 count sentences, 100 epochs (MLA 150).
 
-Official sizes (the ``paper`` preset of :mod:`lens_possym.papers.b.experiments`): distance
+Official sizes (the ``paper`` preset of :mod:`lens_possym.papers.b.presets`): distance
 ``max_len 120, max_between 70, max_side 25``; count ``max_len 120, n_triggers 30,
 max_count 100``; both padded to 128.
 """

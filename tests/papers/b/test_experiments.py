@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lens_possym.errors import InvalidSelectionError, TrainingError
-from lens_possym.papers.b import experiments as pb
+from lens_possym.papers import b as pb
 from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for
 from lens_possym.papers.b.tasks import DistanceTask
 from lens_possym.training.runs import load_checkpoint

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lens_possym.errors import InvalidSelectionError
-from lens_possym.papers.b import experiments as v
+from lens_possym.papers import b as v
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = "paper-length"

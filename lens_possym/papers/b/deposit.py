@@ -1,0 +1,79 @@
+r"""Paper B's deposit pattern: each head ablated alone, and the drops read for one head that
+carries the task (the deposit rule: :func:`deposit_summary`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ...interventions import ImportanceBatch, head_importance
+from ...interventions.importance import importance_metric
+from ...training.loop import evaluate
+from ...training.tasks import Task, TaskBatch
+from .encoder import SchemeEncoder, faithful_mla_ablation
+
+__all__ = ["ablation_grid", "deposit_summary"]
+
+
+@torch.no_grad()
+def ablation_grid(model: SchemeEncoder, task: Task, batch: TaskBatch, *,
+                  official: bool = True) -> Tensor:
+    """Accuracy ``[n_layers, n_heads]`` on ``batch`` with each head ablated alone.
+
+    Every model: the head's ``hook_z`` row zeroed (its output term removed; the official
+    scripts zeroed the head's value rows and bias, which zeroes ``z`` identically; a test
+    checks the equality against a transcription of ``transvis.py``), by the core's
+    :func:`~lens_possym.interventions.head_importance`, one head per pass, in eval mode, as
+    :func:`~lens_possym.training.evaluate` measures accuracy. Faithful MLA with
+    ``official=True``: the official latent-slice ablation instead (``mlavis.py``), which
+    hits every head of the layer at once and is a no-op for heads ``h ≥ d_latent / d_head``.
+    """
+    cfg = model.cfg
+    if official and cfg.scheme == "mla" and cfg.faithful:
+        return _latent_slice_grid(model, task, batch)
+    was_training = model.training
+    model.eval()
+    try:
+        result = head_importance(
+            model, ImportanceBatch(tokens=batch.tokens, answers=batch.answers),
+            importance_metric("accuracy"),  # one number per head, as evaluate() computes it
+            mode="zero", heads_per_pass=1)   # one head per pass: the batch as evaluated
+    finally:
+        model.train(was_training)
+    return result.ablated.to(torch.float32)
+
+
+def _latent_slice_grid(model: SchemeEncoder, task: Task, batch: TaskBatch) -> Tensor:
+    """The official MLA ablation (``faithful_mla_ablation``) of each (layer, head)."""
+    grid = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
+    for layer in range(model.cfg.n_layers):
+        for head in range(model.cfg.n_heads):
+            with faithful_mla_ablation(model, layer, head):
+                grid[layer, head] = evaluate(model, task, batch).accuracy
+    return grid
+
+
+def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
+    """The drops ``baseline − grid`` read for the deposit pattern.
+
+    Returns ``top_drop`` and ``second_drop`` (largest and second-largest single-head drop,
+    accuracy points in [0, 1]), ``top_head`` ``[layer, head]``, ``top_relative`` (top drop as
+    a share of the baseline: the paper's "about 60 %"), ``median_drop``, ``heads_over_10``
+    (heads whose ablation alone costs more than 10 points), and ``deposit``:
+    True when one head carries a task the model has learned: the baseline is at least 0.5,
+    the top drop is at least 0.25 of the baseline **and** at least twice the second-largest
+    drop (the thresholds are stated in the docs beside every verdict).
+    """
+    drops = (baseline - grid).flatten()
+    order = torch.argsort(drops, descending=True)
+    top, second = float(drops[order[0]]), float(drops[order[1]]) if len(drops) > 1 else 0.0
+    n_heads = grid.shape[1]
+    relative = top / baseline if baseline > 0 else 0.0
+    return {"top_drop": top, "second_drop": second,
+            "top_head": [int(order[0]) // n_heads, int(order[0]) % n_heads],
+            "top_relative": relative, "median_drop": float(drops.median()),
+            "heads_over_10": int((drops > 0.10).sum()),
+            "deposit": bool(baseline >= 0.5 and relative >= 0.25
+                           and top >= 2 * max(second, 1e-9))}
