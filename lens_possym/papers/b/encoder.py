@@ -89,17 +89,9 @@ from transformer_lens.hook_points import HookPoint
 
 from ...plugins import JsonConfig, batched_token_ids, check_field_types
 from ...errors import InvalidSelectionError, ToyConfigError
-from ...positions import (
-    MLA,
-    Absolute,
-    AdditiveBias,
-    HeadwiseRope,
-    LayerScheme,
-    NoPE,
-    PositionalScheme,
-    alibi_slopes,
-    t5_bucket,
-)
+from ...positions import AdditiveBias, HeadwiseRope, LayerScheme, PositionalScheme, t5_bucket
+from .schemes import (SCHEME_RULES, SCHEMES, Scheme, SchemeRules, faithful_mla_rotate,
+                      sinusoidal_table)
 
 if TYPE_CHECKING:
     from ...training.tasks import Task
@@ -107,28 +99,10 @@ if TYPE_CHECKING:
 __all__ = ["EncoderConfig", "SchemeEncoder", "SCHEMES", "VARIANTS", "encoder_config_for",
            "sinusoidal_table", "faithful_mla_rotate", "faithful_mla_ablation"]
 
-SCHEMES = ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid")
 VARIANTS = ("intended", "faithful")
 ACTIVATIONS = ("gelu", "relu")
 INITS = ("normal", "torch")
-Scheme = Literal["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 Variant = Literal["intended", "faithful"]
-
-
-def sinusoidal_table(n_ctx: int, d_model: int, *, layout: str = "interleaved",
-                     base: float = 10000.0, dtype: torch.dtype = torch.float32
-                     ) -> Float[Tensor, "pos d_model"]:
-    r"""Absolute sinusoids: ``"interleaved"`` (``P[p, 2i] = sin(p ω_i)``, ``P[p, 2i+1] =
-    cos(p ω_i)``, ``ω_i = base^{-2i/d}``, Vaswani et al.) or ``"halves"`` (``cat(sin, cos)``,
-    the official "RoPE" model's additive encoding)."""
-    omega = 1.0 / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    angle = torch.arange(n_ctx, dtype=torch.float64)[:, None] * omega[None]
-    if layout == "halves":
-        return torch.cat([angle.sin(), angle.cos()], dim=-1)[:, :d_model].to(dtype)
-    table = torch.zeros(n_ctx, d_model, dtype=torch.float64)
-    table[:, 0::2] = angle.sin()
-    table[:, 1::2] = angle.cos()[:, : d_model // 2]
-    return table.to(dtype)
 
 
 def _rotate_half(x: Float[Tensor, "batch pos head_index d"], cos: Tensor, sin: Tensor) -> Tensor:
@@ -136,28 +110,6 @@ def _rotate_half(x: Float[Tensor, "batch pos head_index d"], cos: Tensor, sin: T
     ``[pos, head_index, d/2]``: a rotation of each pair by its angle (norm-preserving)."""
     a, b = x.chunk(2, dim=-1)
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
-
-
-def faithful_mla_rotate(x: Float[Tensor, "batch pos ... d"], positions: Tensor,
-                        base: float = 10000.0) -> Tensor:
-    r"""The official MLA "rotation" (``mla.py``'s ``RotaryEmbedding``), copied as written.
-
-    Its table is ``cat(sin(p ω), cos(p ω))`` (``d/2`` frequencies); it then takes
-    ``sin = table[..., ::2]`` and ``cos = table[..., 1::2]``, which pairs the sine of one
-    frequency with the sine (or cosine) of another, and returns
-    ``cat(x_even·cos − x_odd·sin, x_even·sin + x_odd·cos)``. Since ``sin² + cos² ≠ 1``
-    for those pairs, the map is not a rotation: norms change, and the logits of fixed
-    ``q``, ``k`` are not Toeplitz (companion_code.md: ``‖R(p)q‖/‖q‖ = 0.84–0.92``).
-    """
-    d = x.shape[-1]
-    omega = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
-    freqs = positions.to(x.device).double()[:, None] * omega[None]
-    table = torch.cat([freqs.sin(), freqs.cos()], dim=-1).to(x.dtype)      # [pos, d]
-    shape = [1] * x.dim()
-    shape[1], shape[-1] = table.shape[0], d // 2
-    sin, cos = table[:, ::2].reshape(shape), table[:, 1::2].reshape(shape)
-    even, odd = x[..., ::2], x[..., 1::2]
-    return torch.cat([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
 
 
 @dataclass(frozen=True)
@@ -230,13 +182,13 @@ class EncoderConfig(JsonConfig):
         if self.variant not in VARIANTS:
             raise ToyConfigError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         if self.rope_heads is not None:
-            if self.scheme != "rope":
+            if not self.rules.partial_heads:
                 raise ToyConfigError(
                     f"rope_heads applies to scheme 'rope' only, not {self.scheme!r}")
             if not 0 <= self.rope_heads <= self.n_heads:
                 raise ToyConfigError(
                     f"rope_heads must be in 0..{self.n_heads} (n_heads), got {self.rope_heads}")
-        if self.scheme in ("rope", "hybrid") and self.d_head % 2:
+        if self.rules.rotary and self.d_head % 2:
             raise ToyConfigError(f"RoPE needs an even d_head, got {self.d_head}")
         if self.d_model % 2:
             raise ToyConfigError(f"d_model must be even (sinusoids), got {self.d_model}")
@@ -252,12 +204,12 @@ class EncoderConfig(JsonConfig):
             raise ToyConfigError(f"rope_base must be > 1, got {self.rope_base}")
         if self.activation is None:
             object.__setattr__(self, "activation",
-                               "relu" if self.faithful and self.scheme != "mla" else "gelu")
+                               "relu" if self.faithful and not self.rules.latent else "gelu")
         if self.activation not in ACTIVATIONS:
             raise ToyConfigError(
                 f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         if self.pad_mask is None:
-            object.__setattr__(self, "pad_mask", self.faithful and self.scheme == "mla")
+            object.__setattr__(self, "pad_mask", self.faithful and self.rules.latent)
         if not isinstance(self.pad_mask, bool):
             raise ToyConfigError(f"pad_mask must be True, False or None, got {self.pad_mask!r}")
         if not isinstance(self.pad_token, int) or isinstance(self.pad_token, bool) \
@@ -273,40 +225,33 @@ class EncoderConfig(JsonConfig):
     # ---- derived ------------------------------------------------------------------------
 
     @property
+    def rules(self) -> SchemeRules:
+        """What the scheme decides about the model (:data:`~.schemes.SCHEME_RULES`)."""
+        return SCHEME_RULES[self.scheme]
+
+    @property
     def faithful(self) -> bool:
         return self.variant == "faithful"
 
     @property
     def scale(self) -> float:
-        width = self.d_head + (self.d_rope if self.scheme == "mla" else 0)
+        width = self.d_head + (self.d_rope if self.rules.latent else 0)
         return 1.0 / math.sqrt(width)
 
     @property
     def input_encoding(self) -> str | None:
         """What is added to the token embedding: ``"sinusoidal"``, ``"halves"`` (faithful
         RoPE), ``"learned"`` (also faithful MLA, zero-initialised) or ``None``."""
-        if self.scheme in ("sinusoidal", "hybrid"):
-            return "sinusoidal"
-        if self.scheme == "learned" or (self.scheme == "mla" and self.faithful):
-            return "learned"
-        if self.scheme == "rope" and self.faithful and self.rope_heads is None:
-            return "halves"
-        return None
+        return self.rules.input_encoding(self)
 
     @property
     def rotated_heads(self) -> tuple[int, ...]:
-        if self.scheme == "hybrid" or (self.scheme == "rope" and self.rope_heads is None):
-            return tuple(range(self.n_heads))
-        if self.scheme == "rope":
-            return tuple(range(self.rope_heads))
-        return ()
+        return self.rules.rotated_heads(self)
 
     @property
     def label(self) -> str:
         """A short name: ``"rope"``, ``"rope-k2"``, ``"mla"``... (variant not included)."""
-        if self.scheme == "rope" and self.rope_heads is not None:
-            return f"rope-k{self.rope_heads}"
-        return self.scheme
+        return self.rules.label(self)
 
     # to_dict/from_dict and replace: JsonConfig
 
@@ -340,7 +285,7 @@ class _Attention(nn.Module):
         super().__init__()
         self.cfg, self.layer, self.scheme = cfg, layer, scheme
         h, dm, dh = cfg.n_heads, cfg.d_model, cfg.d_head
-        self.mla = cfg.scheme == "mla"
+        self.mla = cfg.rules.latent
         if self.mla:
             dl, dr = cfg.d_latent, cfg.d_rope
             self.W_DKV = nn.Parameter(torch.empty(dm, dl))
@@ -366,10 +311,9 @@ class _Attention(nn.Module):
         else:
             self.b_O = nn.Parameter(torch.zeros(dm))
         positions = torch.arange(cfg.n_ctx)
-        if cfg.scheme == "t5":
+        if cfg.rules.learned_bias:
             # bucket of every (query n, key m): T5's of m − n; faithful: one per exact offset
-            buckets, max_distance = ((4 * cfg.n_ctx, cfg.n_ctx) if cfg.faithful
-                                     else (cfg.t5_buckets, cfg.t5_max_distance))
+            buckets, max_distance = cfg.rules.buckets(cfg)
             self.t5_table = nn.Parameter(torch.zeros(h, buckets))
             index = t5_bucket(positions[None, :] - positions[:, None], bidirectional=True,
                               num_buckets=buckets, max_distance=max_distance)
@@ -393,7 +337,7 @@ class _Attention(nn.Module):
 
     def bias(self, n: int) -> Float[Tensor, "head_index pos pos"] | None:
         """The additive ``B_h(n - m)`` for ``n`` positions (``None``: none)."""
-        if self.cfg.scheme == "t5":
+        if self.cfg.rules.learned_bias:
             return self.t5_table[:, self.t5_index[:n, :n]]
         if hasattr(self, "fixed_bias"):
             return self.fixed_bias[:, :n, :n]
@@ -500,7 +444,7 @@ class _Block(nn.Module):
 
     def _mlp(self, x: Tensor, drop: _Dropout | None) -> Tensor:
         hidden = self.mlp[1](self.mlp[0](x))
-        if drop is not None and self.cfg.scheme == "mla":  # official mla.py: after the GELU
+        if drop is not None and self.cfg.rules.latent:  # official mla.py: after the GELU
             hidden = drop(hidden)
         out = self.mlp[2](hidden)
         return out if drop is None else drop(out)
@@ -509,9 +453,9 @@ class _Block(nn.Module):
                 drop: _Dropout | None = None) -> Tensor:
         u = self.ln1(x)
         # faithful (not MLA): K/V from the layer-0 input, not layer-normed (official trans.py)
-        s = memory if self.cfg.faithful and self.cfg.scheme != "mla" else u
+        s = memory if self.cfg.faithful and not self.cfg.rules.latent else u
         attn_out = self.attn(u, s, key_mask, drop)
-        if drop is not None and self.cfg.scheme != "mla":  # official trans.py: after out_linear
+        if drop is not None and not self.cfg.rules.latent:  # official trans.py: after out_linear
             attn_out = drop(attn_out)
         x = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
         return self.hook_resid_post(x + self.hook_mlp_out(self._mlp(self.ln2(x), drop)))
@@ -550,7 +494,7 @@ class SchemeEncoder(HookedRootModule):
         self.hook_pos_embed = HookPoint()
         self.blocks = nn.ModuleList(_Block(cfg, L, s.scheme) for L, s in enumerate(self._schemes))
         # official trans.py has no final norm; MLA (intended and official) and intended do
-        self.ln_final = nn.LayerNorm(cfg.d_model) if (not cfg.faithful or cfg.scheme == "mla") \
+        self.ln_final = nn.LayerNorm(cfg.d_model) if (not cfg.faithful or cfg.rules.latent) \
             else nn.Identity()
         self.hook_pooled = HookPoint()
         self.W_cls = nn.Parameter(torch.empty(cfg.d_model, cfg.n_classes))
@@ -566,37 +510,13 @@ class SchemeEncoder(HookedRootModule):
 
     # ---- construction ----------------------------------------------------------------
 
-    def _scheme_object(self) -> PositionalScheme:
-        cfg = self.cfg
-        scale = cfg.scale
-        inv_freq = 1.0 / cfg.rope_base ** (torch.arange(0, cfg.d_head, 2, dtype=torch.float64)
-                                           / cfg.d_head)
-        if cfg.scheme == "nope":
-            return NoPE(scale=scale)
-        if cfg.scheme in ("sinusoidal", "learned"):
-            return Absolute(kind=cfg.scheme, scale=scale)
-        if cfg.scheme == "alibi":
-            slopes = (torch.exp(-torch.arange(cfg.n_heads, dtype=torch.float64) / cfg.n_heads)
-                      if cfg.faithful else alibi_slopes(cfg.n_heads))
-            return AdditiveBias.alibi(slopes, symmetric=True, scale=scale)
-        if cfg.scheme == "t5":
-            buckets = 4 * cfg.n_ctx if cfg.faithful else cfg.t5_buckets
-            max_distance = cfg.n_ctx if cfg.faithful else cfg.t5_max_distance
-            return AdditiveBias.t5(torch.zeros(cfg.n_heads, buckets), bidirectional=True,
-                                   num_buckets=buckets, max_distance=max_distance, scale=scale)
-        if cfg.scheme == "mla":
-            mla_freq = 1.0 / cfg.rope_base ** (
-                torch.arange(0, cfg.d_rope, 2, dtype=torch.float64) / cfg.d_rope)
-            return MLA(inv_freq=mla_freq, pairing="half", scale=scale)
-        return HeadwiseRope(inv_freq=inv_freq, rope_heads=cfg.rotated_heads, pairing="half",
-                            scale=scale)
-
     def _layer_scheme(self, layer: int) -> LayerScheme:
         attn = f"blocks.{layer}.attn"
-        return LayerScheme(layer, self._scheme_object(), self.cfg.n_heads, self.cfg.d_head,
+        return LayerScheme(layer, self.cfg.rules.positional(self.cfg), self.cfg.n_heads,
+                           self.cfg.d_head,
                            f"{attn}.hook_q", f"{attn}.hook_k", f"{attn}.hook_pattern",
                            f"{attn}.hook_attn_scores",
-                           d_content=self.cfg.d_head if self.cfg.scheme == "mla" else None)
+                           d_content=self.cfg.d_head if self.cfg.rules.latent else None)
 
     def init_weights(self, seed: int | None = None) -> None:
         """Initial weights from a private generator (``seed``: default ``cfg.seed``).
@@ -610,7 +530,7 @@ class SchemeEncoder(HookedRootModule):
         """
         cfg = self.cfg
         gen = torch.Generator().manual_seed(cfg.seed if seed is None else seed)
-        zero_pos = cfg.scheme == "mla" and cfg.faithful
+        zero_pos = cfg.rules.latent and cfg.faithful
         torch_init = cfg.init == "torch"
         bias_fan_in = {"b_Q": cfg.d_model, "b_K": cfg.d_model, "b_V": cfg.d_model,
                        "b_O": cfg.n_heads * cfg.d_head, "b_cls": cfg.d_model}
@@ -648,7 +568,7 @@ class SchemeEncoder(HookedRootModule):
     def lens_possym_schemes(self) -> list[LayerScheme]:
         """One :class:`~lens_possym.positions.LayerScheme` per layer, with the model's current
         bias tables (T5: read from the weights now)."""
-        if self.cfg.scheme != "t5":
+        if not self.cfg.rules.learned_bias:
             return list(self._schemes)
         out = []
         for ls, block in zip(self._schemes, self.blocks):
@@ -726,7 +646,7 @@ def faithful_mla_ablation(model: SchemeEncoder, layer: int, head: int) -> Iterat
     head, not head ``h``'s output; for ``h·d_head >= d_latent`` the slice is empty and
     nothing changes. The decoupled RoPE path is never touched. Weights are restored on exit.
     """
-    if model.cfg.scheme != "mla":
+    if not model.cfg.rules.latent:
         raise InvalidSelectionError("faithful_mla_ablation applies to MLA encoders only")
     if not 0 <= layer < model.cfg.n_layers or not 0 <= head < model.cfg.n_heads:
         raise InvalidSelectionError(
