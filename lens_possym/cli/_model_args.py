@@ -25,7 +25,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                         "gptj; for trying a command quickly)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32",
                         help="the weights' dtype (default float32; bfloat16 and float16 work "
-                        "throughout, within the bounds of docs/families.md)")
+                        "throughout, within the bounds of docs/families.md; a model whose "
+                        "activations overflow the dtype, e.g. gemma-3-270m in float16, is "
+                        "refused at load)")
     parser.add_argument("--device", default="auto",
                         help="auto (a CUDA GPU when there is one, else the CPU), cpu, cuda, "
                         "cuda:N (default auto)")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from .. import _inputs, scores
 from ..errors import InvalidSelectionError
+from ._types import positive_int
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -50,8 +51,6 @@ def add_task_args(parser: argparse.ArgumentParser, *, distance: bool = False) ->
     """``--n-prompts``, ``--n-pairs``, ``--seed`` (and with ``distance``: ``--distance``,
     ``--n-words``, ``--n-cue``) with the defaults every command shares
     (:data:`TASK_DEFAULTS`)."""
-    from ._types import positive_int
-
     d = TASK_DEFAULTS
     parser.add_argument("--n-prompts", type=positive_int, default=d["n_prompts"],
                         help=f"prompts of the task (default {d['n_prompts']}; {SAME_PROMPTS})")

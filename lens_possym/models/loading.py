@@ -39,6 +39,7 @@ from .._inputs import resolve_device
 from ..errors import (CorruptModelFileError, InvalidSelectionError, ModelNotInstalledError,
                       UnsupportedModelError)
 from . import cache
+from .overflow import check_activation_range
 from .registry import DEFAULT_MODEL, KNOWN_MODELS, KnownModel, known_model
 
 if TYPE_CHECKING:
@@ -206,6 +207,7 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
                 f"({getattr(config, 'model_type', '?')}), so lens-possym cannot hook it; "
                 "see `lens-possym models` and docs/positional_schemes.md for the families "
                 "it reads") from None
+    check_activation_range(bridge, name or getattr(config, "model_type", None) or "the model")
     return bridge
 
 
