@@ -135,7 +135,8 @@ def run(args) -> int:
         from matplotlib.figure import Figure  # no pyplot: no global backend state
 
         n_layers, n_heads = result.ablated.shape
-        fig = Figure(figsize=(2.2 + 0.6 * n_heads, 1.6 + 0.32 * n_layers), constrained_layout=True)
+        fig = Figure(figsize=(max(5.5, 2.2 + 0.6 * n_heads), 2.2 + 0.32 * n_layers),
+                     constrained_layout=True)
         viz.importance.plot_head_importance(result, ax=fig.subplots(),
                                             title=f"{args.model}, {result.info['task']}")
         top = _top_figure(result, args.top) if result.per_prompt is not None else None

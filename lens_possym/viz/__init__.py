@@ -14,7 +14,7 @@ from .._lazy import lazy_attributes
 _EXPORTS = {
     "atlas": ["ATLAS_VIEWS", "atlas_values", "logit_share", "plot_frequency_atlas"],
     "attention": ["attention_view_html"],
-    "frequency": ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
+    "frequency": ["frequency_axis", "frequency_axes", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
         "plot_usage_heatmap"],
     "interactive": ["atlas_figure", "frequency_profile_figure", "heatmaps_figure", "plane_figure",
         "swap_attention_figure"],
@@ -30,6 +30,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = [
     "plot_toeplitz_terms",
     "frequency_axis",
+    "frequency_axes",
     "plot_frequency_profile",
     "plot_logit_norms",
     "plot_usage",

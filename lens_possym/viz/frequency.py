@@ -18,14 +18,16 @@ from ._axes import angle_label, axes_or_new, to_numpy
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["frequency_axis", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
+__all__ = ["frequency_axis", "frequency_axes", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
            "plot_usage_heatmap"]
 
 
 
 
-def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> None:
-    """Label ``ax``'s x axis by frequency id, with the angle θ (rad/token) on top.
+def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5,
+                   label: str = "θ (rad/token)", offset: float = 0.0) -> None:
+    """Label ``ax``'s x axis by frequency id, with the angle θ (rad/token) on top
+    (``offset`` points above the plot, for a second θ axis: :func:`frequency_axes`).
 
     Frequency id 0 is the fastest rotation; a θ = 0 tail, if any, is the last id.
     """
@@ -34,10 +36,40 @@ def frequency_axis(ax, angles: Float[Tensor, "freq"], *, n_ticks: int = 5) -> No
     ax.set_xlabel("frequency id (0 = fastest rotation)")
     ax.set_xlim(-0.5, n - 0.5)
     top = ax.secondary_xaxis("top")
+    if offset:
+        top.spines["top"].set_position(("outward", offset))
     ticks = np.unique(np.linspace(0, n - 1, n_ticks).round().astype(int))
     top.set_xticks(ticks)
     top.set_xticklabels([angle_label(float(angles[t])) for t in ticks])
-    top.set_xlabel("θ (rad/token)")
+    top.set_xlabel(label, fontsize="small")
+
+
+def frequency_axes(ax, angles: Float[Tensor, "layer freq"], layers: Sequence[int], *,
+                   n_ticks: int = 5) -> None:
+    """Frequency ids below, and one θ axis on top **per RoPE base** among ``layers`` (their
+    rows of ``angles``): Gemma 3's sliding layers (base 1e4) and full layers (base 1e6)
+    rotate the same frequency id by different angles, so one θ axis cannot label both.
+    Each axis names its layers; with one base it is :func:`frequency_axis`."""
+    angles = torch.as_tensor(angles, dtype=torch.float64)
+    groups: list[tuple[Tensor, list[int]]] = []
+    for row, layer in zip(angles, layers):
+        for group in groups:
+            if group[0].shape == row.shape and torch.allclose(group[0], row, rtol=1e-6):
+                group[1].append(layer)
+                break
+        else:
+            groups.append((row, [layer]))
+    if len(groups) == 1:
+        frequency_axis(ax, groups[0][0], n_ticks=n_ticks)
+        return
+    for i, (row, members) in enumerate(groups):
+        frequency_axis(ax, row, n_ticks=n_ticks, offset=38.0 * i,
+                       label=f"θ (rad/token), layers {_layer_list(members)}")
+
+
+def _layer_list(layers: list[int], most: int = 8) -> str:
+    text = ",".join(str(layer) for layer in layers[:most])
+    return text + (",…" if len(layers) > most else "")
 
 
 def _curve(values: Any, angles: Tensor) -> Tensor:
@@ -124,13 +156,24 @@ def plot_usage(norms: FrequencyNorms, layer: int, *, heads: Sequence[int] | None
     return ax
 
 
-def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True) -> "Axes":
-    """All heads × frequencies: rows ``layer:head``, columns frequency id.
+def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, normalize: bool = True,
+                       layers: Sequence[int] | None = None) -> "Axes":
+    """All heads × frequencies: rows ``layer.head``, columns frequency id, with one θ axis
+    on top per RoPE base among the layers drawn (:func:`frequency_axes`).
 
     With ``normalize`` each row is divided by its sum, so rows compare by *where* a head puts
-    its norm, not by how large it is.
+    its norm, not by how large it is. ``layers``: only these of ``norms.layers`` (e.g. the
+    layers of one RoPE base); default all.
     """
     data = (norms.q if which == "q" else norms.k).double()
+    angles, chosen = norms.angles, list(norms.layers)
+    if layers is not None:
+        missing = [layer for layer in layers if layer not in chosen]
+        if missing:
+            raise InvalidSelectionError(f"layers {missing} are not in these norms (they hold "
+                                        f"layers {chosen})")
+        index = [chosen.index(layer) for layer in layers]
+        data, angles, chosen = data[index], angles[index], list(layers)
     n_layers, n_heads, n_freqs = data.shape
     rows = data.reshape(n_layers * n_heads, n_freqs)
     if normalize:
@@ -140,8 +183,8 @@ def plot_usage_heatmap(norms: FrequencyNorms, *, which: str = "q", ax=None, norm
     ax.figure.colorbar(image, ax=ax, label="share of norm" if normalize else f"‖{which}_f‖")
     ticks = np.arange(0, n_layers * n_heads, n_heads)
     ax.set_yticks(ticks)
-    ax.set_yticklabels([f"L{norms.layers[i // n_heads]}" for i in ticks], fontsize="x-small")
+    ax.set_yticklabels([f"L{chosen[i // n_heads]}" for i in ticks], fontsize="x-small")
     ax.set_ylabel("layer (heads within)")
-    frequency_axis(ax, norms.angles[0])
+    frequency_axes(ax, angles, chosen)
     ax.set_title(f"frequency usage ({which}) of every head", fontsize="medium")
     return ax

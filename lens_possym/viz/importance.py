@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -72,5 +73,7 @@ def plot_head_importance(result: HeadImportance, *, relative: bool = False, ax=N
                  f"(costs {100 * result.top_relative:.0f}% of baseline), share of summed drop "
                  f"{share:.2f}" if math.isfinite(share)
                  else "no head's ablation hurts")
-    ax.set_title("\n".join(lines), fontsize="small")
+    # wrapped to the figure's width: a narrow heatmap (4 heads) cut the title off
+    width = max(24, int(ax.figure.get_figwidth() * 72 / (8.5 * 0.6)))
+    ax.set_title("\n".join(textwrap.fill(line, width) for line in lines), fontsize="small")
     return ax

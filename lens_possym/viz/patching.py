@@ -100,9 +100,10 @@ def plot_patching_grid(grid, *, ax=None, title: str | None = None, cmap: str = "
 @boundary
 def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, ax=None,
                  baseline: float | None = None, xlabel: str = "effect", title: str | None = None,
-                 sort: bool = True, color: str = "C0") -> "Axes":
+                 sort: bool = True, color: str = "C0", down_color: str = "C3") -> "Axes":
     """Horizontal bars of ``mean`` per label, with error bars from ``low``/``high`` (an
-    interval) or ``± se``; ``baseline`` draws a reference line.
+    interval) or ``± se``; ``baseline`` draws a reference line, and bars below it (the
+    metric went down) are drawn in ``down_color`` (red), the others in ``color``.
 
     Returns:
         The ``Axes``.
@@ -111,9 +112,9 @@ def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, a
 
     n = len(labels)
     mean = _numbers(mean, n, "mean")
-    if not is_color_like(color):
-        raise InvalidSelectionError(f"color must be a matplotlib colour ('C0', 'red'), got "
-                                    f"{color!r}")
+    if not is_color_like(color) or not is_color_like(down_color):
+        raise InvalidSelectionError(f"color and down_color must be matplotlib colours ('C0', "
+                                    f"'red'), got {color!r}, {down_color!r}")
     if low is not None and high is not None:
         lo, hi = _numbers(low, n, "low"), _numbers(high, n, "high")
         err = np.stack([mean - lo, hi - mean])
@@ -128,8 +129,11 @@ def plot_effects(labels: Sequence[str], mean, low=None, high=None, *, se=None, a
         order = np.argsort(-np.abs(np.nan_to_num(mean - ref, nan=-np.inf)))
     ax = axes_or_new(ax, (5.0, 0.9 + 0.26 * n))
     y = np.arange(n)
+    colors = color
+    if baseline is not None:  # red: the metric went down (the sign of every effect)
+        colors = [down_color if m < baseline else color for m in mean[order]]
     ax.barh(y, mean[order], xerr=None if err is None else np.nan_to_num(err[:, order]),
-            color=color, alpha=0.8, capsize=2, error_kw={"lw": 0.8})
+            color=colors, alpha=0.8, capsize=2, error_kw={"lw": 0.8})
     ax.set_yticks(y)
     ax.set_yticklabels([labels[i] for i in order], fontsize="x-small")
     ax.invert_yaxis()

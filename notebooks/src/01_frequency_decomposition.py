@@ -62,7 +62,9 @@ plt.show()
 Barbero et al. (2024) measure how much a head *uses* each frequency by the mean 2-norm of
 each 2-D chunk of its queries and keys. Rotation preserves these norms, so they are read
 from the un-rotated q and k. Rows are normalised, so the heatmap shows *where* each head
-puts its norm.
+puts its norm. A frequency id rotates by a different angle in the sliding layers (base 10⁴)
+than in the full layers (base 10⁶), so the heatmap has one θ axis on top per base, each
+naming its layers.
 """),
 ("code", r"""
 norms = lp.frequency_norms(model, tokens)
@@ -95,7 +97,7 @@ sin_part = fl.sin_terms[0, 0, 0][mask].norm(dim=0)
 ax = viz.plot_frequency_profile(cos_part, fl.angles, label="content (cos φ)", logy=True)
 viz.plot_frequency_profile(sin_part + 1e-9, fl.angles, ax=ax, label="rotation (sin φ)",
                            ylabel="norm over keys", logy=True)
-ax.set_title("head 5:0, last token: the two parts of each frequency's logits")
+ax.set_title("head 5.0, last token: the two parts of each frequency's logits")
 plt.show()
 print("cos + sin = terms:", torch.allclose(fl.cos_terms + fl.sin_terms, fl.terms, atol=1e-5))
 """),
