@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("decompose", ["decompose", "positions.toeplitz"]),
     ("scores", ["scores"]),
     ("interventions", ["interventions"]),
+    ("circuits", ["circuits"]),
     ("training", ["training"]),
     ("viz, report", ["viz", "report"]),
     # the top-level package serves every layer's names (lazily): only the command line and
