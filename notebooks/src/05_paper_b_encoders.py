@@ -11,7 +11,7 @@ This notebook shows the pieces on a budget of seconds: the tasks, the encoder fa
 (`SchemeEncoder`: NoPE, sinusoidal, learned, ALiBi, T5, RoPE on k heads, MLA, Absolute+RoPE,
 each in an *intended* and a *faithful* variant), the Toeplitz structure of their logits,
 what the official code's quirks change, a small training run with its ablation grid, and
-the measured grid of `docs/paper_b.md` (`python benchmarks/paper_b.py run`, minutes per
+the measured grid of `docs/paper_b.md` (`lens-possym paper-b run`, minutes per
 model on a CPU).
 """),
 ("code", r"""
@@ -92,7 +92,7 @@ plt.tight_layout(); plt.show()
 ("md", r"""
 ## The measured grid
 
-`python benchmarks/paper_b.py run` trains every scheme on both tasks, intended and faithful,
+`lens-possym paper-b run` trains every scheme on both tasks, intended and faithful,
 and RoPE on k ∈ {0, 1, 2, 3, all} heads, at the CPU preset (3 layers × 8 heads, `d_model`
 64, 1,000 steps); `report` writes `docs/paper_b.md`'s tables from the cached cells. When the
 repository's results file is present, its accuracies are plotted here:

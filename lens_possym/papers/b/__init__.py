@@ -7,7 +7,8 @@ hybrid; intended and faithful variants), and the experiments, laid out as paper 
 and its record), the analyses :mod:`.deposit` (per-head ablation, the deposit rule),
 :mod:`.probe` (positional probe) and :mod:`.profile` (positional/symbolic scores),
 :mod:`.verdicts` (the claims' rules) and :mod:`.report` (docs/paper_b.md's block); the
-``lens-possym encoder`` command. (The Toeplitz decomposition of a head's logits is the
+``lens-possym encoder`` command, and the reproduction pipeline (:mod:`.pipeline`: the grid
+as queues, the report) as ``lens-possym paper-b run | queue | report | refresh-probe``. (The Toeplitz decomposition of a head's logits is the
 core's: :mod:`lens_possym.positions.toeplitz`.)
 """
 
@@ -19,7 +20,7 @@ PLUGIN = Plugin(
     tasks={"distance": "lens_possym.papers.b.tasks:DistanceTask",
            "count": "lens_possym.papers.b.tasks:CountTask"},
     models={"scheme-encoder": "lens_possym.papers.b.encoder:SchemeEncoder"},
-    commands=("lens_possym.papers.b.cli",),
+    commands=("lens_possym.papers.b.cli", "lens_possym.papers.b.cli_grid"),
 )
 
 _EXPORTS = {

@@ -69,8 +69,8 @@ def _levelling_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -
     base = {record_key(r)[1:]: r for r in mine if r["preset"] == preset}
     checks = [r for r in records if r["preset"].startswith(preset + "@")]
     if checks:
-        out += ["", "Budget checks (the same cell at another step count; `paper_b.py run "
-                "--steps N`):", "",
+        out += ["", "Budget checks (the same cell at another step count; "
+                "`lens-possym paper-b run --steps N`):", "",
                 "| task | variant | scheme | seed | this preset | other steps |",
                 "|---|---|---|---|---|---|"]
         for r in sorted(checks, key=lambda r: tuple(map(str, record_key(r)))):
@@ -165,7 +165,7 @@ def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = 
     rows = judge(records, preset, seeds)
     mine = [r for r in records if r["preset"] == preset]
     seed_txt = ", ".join(str(s) for s in seeds)
-    out = [f"<!-- written by `{command or 'python benchmarks/paper_b.py report --preset ' + preset}`"
+    out = [f"<!-- written by `{command or 'lens-possym paper-b report --preset ' + preset}`"
            "; do not edit -->", "",
            f"### Verdicts, preset `{preset}` (seeds {seed_txt}; rules fixed in "
            "docs/paper_b_rules.md before the runs)", "",

@@ -3,16 +3,15 @@ report block (and the report script that writes it)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from lens_possym.cli import main
 from lens_possym.errors import InvalidSelectionError
 from lens_possym.papers import b as v
 
-ROOT = Path(__file__).resolve().parents[3]
 PRESET = "paper-length"
 
 
@@ -101,13 +100,12 @@ def test_deposit_table_counts_seeds():
 
 
 def _report_script():
-    spec = importlib.util.spec_from_file_location("paper_b_bench", ROOT / "benchmarks" / "paper_b.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """Paper B's pipeline (``lens-possym paper-b``), as the tests call it."""
+    from lens_possym.papers.b import pipeline
+    return pipeline
 
 
-def test_report_writes_the_verdict_block(tmp_path):
+def test_report_writes_the_verdict_block(tmp_path, capsys):
     records = seed_cells(0) + seed_cells(1) + seed_cells(2)
     records += [dict(r, variant="faithful") for r in seed_cells(0)]
     text = v.verdict_markdown(records, PRESET)
@@ -124,13 +122,14 @@ def test_report_writes_the_verdict_block(tmp_path):
     assert len(rows) == len(records) == len(json.loads(path.read_text()))
     begin, end = bench.MARKERS[PRESET]
     (tmp_path / "paper_b.md").write_text(f"intro\n{begin}\nSTALE\n{end}\nafter\n")
-    bench.main(["report", "--preset", PRESET, "--records", str(path), "--out", str(tmp_path)])
+    assert main(["paper-b", "report", "--preset", PRESET, "--records", str(path),
+                 "--out", str(tmp_path)]) == 0
     page = (tmp_path / "paper_b.md").read_text()
     assert page.startswith("intro\n") and page.endswith(f"{end}\nafter\n") and "STALE" not in page
     assert text.split("\n", 1)[1] in page
-    with pytest.raises(SystemExit, match="no paper-length record"):
-        bench.main(["report", "--preset", PRESET, "--records", str(tmp_path / "none.json"),
-                    "--out", str(tmp_path)])
+    assert main(["paper-b", "report", "--preset", PRESET, "--records",
+                 str(tmp_path / "none.json"), "--out", str(tmp_path)]) == 1
+    assert "no paper-length record" in capsys.readouterr().err
 
 
 def test_shards_split_the_grid():
@@ -138,16 +137,16 @@ def test_shards_split_the_grid():
     parser_args = lambda shard: bench.argparse.Namespace(  # noqa: E731
         preset="paper-length", seeds=[0, 1, 2], tasks=["distance", "count"], only=None,
         labels=None, shard=shard, data=None, epochs=None, steps=None, batch_size=None, lr=None)
-    preset = bench._preset(parser_args(None))
+    preset = bench.preset_for(parser_args(None))
     every = bench.select_cells(parser_args(None), preset)
     halves = [bench.select_cells(parser_args(f"{i}/2"), preset) for i in (0, 1)]
     assert len(every) == 114 and sorted(halves[0] + halves[1], key=every.index) == every
     assert abs(len(halves[0]) - len(halves[1])) <= 1
     assert {c.seed for c in halves[0][:19]} == {0} == {c.seed for c in halves[1][:19]}
-    checked = bench._preset(bench.argparse.Namespace(preset="paper-length", data=None,
+    checked = bench.preset_for(bench.argparse.Namespace(preset="paper-length", data=None,
                                                      steps=600, batch_size=32, lr=2e-3))
     assert checked.name == "paper-length@600-b32-lr0.002" and checked.batch_size == 32
-    with pytest.raises(SystemExit):
+    with pytest.raises(InvalidSelectionError, match="--shard I/N needs 0 <= I < N"):
         bench.select_cells(parser_args("2/2"), preset)
 
 
@@ -162,14 +161,15 @@ def test_a_held_cell_is_left_to_its_queue(tmp_path, capsys):
     with bench._claimed(cell) as again:             # released with its holder
         assert again
 
-    preset = bench.pb.ENCODER_PRESETS["cpu"]
-    cells = [c for c in bench.pb.grid_cells(seeds=(0,), preset=preset)
+    preset = v.ENCODER_PRESETS["cpu"]
+    cells = [c for c in v.grid_cells(seeds=(0,), preset=preset)
              if c.label == "nope" and c.variant == "intended"]
     records = tmp_path / "records.json"
     with bench._claimed(tmp_path / "runs" / "cpu" / cells[0].key), \
             bench._claimed(tmp_path / "runs" / "cpu" / cells[1].key):
-        bench.main(["run", "--preset", "cpu", "--labels", "nope", "--only", "intended",
-                    "--root", str(tmp_path / "runs"), "--records", str(records)])
+        assert main(["paper-b", "run", "--preset", "cpu", "--labels", "nope", "--only",
+                     "intended", "--root", str(tmp_path / "runs"), "--records",
+                     str(records)]) == 0
     out = capsys.readouterr().out
     assert out.count("held by another queue") == 2 and not records.exists()
     assert not list((tmp_path / "runs").rglob("*.pt"))          # nothing trained
@@ -206,7 +206,7 @@ def test_the_copies_preset_judges_the_distance_claims_beside_the_main_table():
     args = bench.argparse.Namespace(preset=PRESET, trigger_copies=True, seeds=[0],
                                     tasks=["distance", "count"], only=None, labels=None,
                                     shard=None, data=None, steps=None, batch_size=None, lr=None)
-    chosen = bench.select_cells(args, bench._preset(args))
+    chosen = bench.select_cells(args, bench.preset_for(args))
     assert len(chosen) == 14 and {c.task for c in chosen} == {"distance"}
 
     main = seed_cells(0) + seed_cells(1) + seed_cells(2)
@@ -226,3 +226,11 @@ def test_the_copies_preset_judges_the_distance_claims_beside_the_main_table():
     head = text.split("on the official filler draw (preset", 1)[0]
     assert ("Claim 5's verdict of record" in head and "intended **holds** (3/3), faithful "
             "**not judged** (0/3)" in text.split("Claim 5's verdict of record", 1)[1])
+
+
+def test_the_pipeline_command_offers_every_preset():
+    from lens_possym.papers.b import cli_grid, pipeline
+
+    assert set(cli_grid.PRESETS) == set(v.ENCODER_PRESETS)
+    assert set(cli_grid.DATA) == set(v.DATA_REGIMES) and set(cli_grid.TASKS) == set(v.TASK_NAMES)
+    assert cli_grid.RECORDS == str(pipeline.RECORDS)

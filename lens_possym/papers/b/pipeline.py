@@ -1,11 +1,12 @@
-"""Paper B reproduced: train the grid of scheme encoders, then write docs/paper_b.md's tables.
+"""Paper B reproduced: train the grid of scheme encoders as queues, then write
+docs/paper_b.md's tables (the ``lens-possym paper-b`` command: :mod:`.cli_grid`).
 
-    python benchmarks/paper_b.py run [--preset cpu|paper-length|paper] [--seeds 0 1 2]
+    lens-possym paper-b run [--preset cpu|paper-length|paper] [--seeds 0 1 2]
         [--tasks distance count] [--only intended|faithful|k] [--labels rope mla]
         [--data stream|fixed] [--trigger-copies] [--shard I/N] [--root runs/paper_b]
         [--records docs/paper_b_results.json] [--no-profile]
-    python benchmarks/paper_b.py report [--preset cpu|paper-length] [--root runs/paper_b]
-        [--out docs]
+    lens-possym paper-b queue N        # the paper-length grid, then claim 5's +copies grid
+    lens-possym paper-b report [--preset cpu|paper-length] [--root runs/paper_b] [--out docs]
 
 ``run`` walks :func:`lens_possym.papers.b.cells.grid_cells` (``cpu``: every scheme ×
 both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
@@ -14,7 +15,7 @@ through the shared loop and caches its analyses in
 ``<root>/<preset>/<task>/<variant>/<scheme>/seed<s>/analysis.json``; a finished cell is never
 trained again, an interrupted one resumes from its checkpoint. ``--shard I/N`` runs every
 N-th cell from the I-th (to split a grid across machines). Queues started on one grid
-(``benchmarks/paper_b_jobs.sh``: one per core) share it: each takes the next cell no other
+(``paper-b queue N``: one per core) share it: each takes the next cell no other
 queue holds (a lock in the cell's folder, dropped if the queue dies). Each finished
 cell's record (:func:`~lens_possym.papers.b.cells.cell_record`) is written into
 ``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
@@ -25,6 +26,7 @@ measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``)
 records into ``docs/paper_b_results.json`` and ``docs/figures/paper_b/*.png``.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
 (:func:`lens_possym.papers.b.verdicts.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
+Paths are relative to the working directory (the repository's root).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import argparse
 import fcntl
 import json
 import os
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -42,10 +43,20 @@ from pathlib import Path
 
 import torch
 
-from lens_possym.papers import b as pb
+from ...errors import InvalidSelectionError, TrainingError
+from ...training.runs import load_checkpoint
+from . import cells as pb_cells
+from . import presets as pb_presets
+from .probe import positional_probe
+from .report import verdict_markdown
 
-ROOT = Path(__file__).resolve().parents[1]
-RECORDS = ROOT / "docs" / "paper_b_results.json"
+__all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
+           "preset_for", "select_cells", "run", "queue", "refresh_probe", "report"]
+
+#: the committed records, relative to the repository's root (the working directory)
+RECORDS = Path("docs") / "paper_b_results.json"
+#: how the report's header names the command that wrote it
+COMMAND = "lens-possym paper-b report --preset"
 # the paper's numbers (paper B; seed 003 of the project): accuracy in %
 PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
          ("count", "mla"): 97.41, ("distance", "mla"): 88.34}
@@ -96,8 +107,8 @@ def write_records(path: Path, new: list[dict]) -> list[dict]:
     """Merge ``new`` into the records file (a record replaces the one with its key), sorted,
     written atomically under a lock; returns the merged list."""
     with _locked(path):
-        merged = {pb.record_key(r): r for r in read_records(path)}
-        merged.update({pb.record_key(r): r for r in new})
+        merged = {pb_cells.record_key(r): r for r in read_records(path)}
+        merged.update({pb_cells.record_key(r): r for r in new})
         rows = [merged[k] for k in sorted(merged, key=lambda k: tuple(map(str, k)))]
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
@@ -107,14 +118,17 @@ def write_records(path: Path, new: list[dict]) -> list[dict]:
     return rows
 
 
-def _preset(args: argparse.Namespace) -> pb.Preset:
-    preset = pb.ENCODER_PRESETS[args.preset]
+def preset_for(args: argparse.Namespace) -> pb_presets.Preset:
+    """The preset ``args`` name, with its ``--trigger-copies``, ``--data``, ``--steps``,
+    ``--batch-size`` and ``--lr`` variants (each renames it, so its cells and records stay
+    apart)."""
+    preset = pb_presets.ENCODER_PRESETS[args.preset]
     if getattr(args, "trigger_copies", False):
-        preset = pb.with_trigger_copies(preset)
+        preset = pb_presets.with_trigger_copies(preset)
     if getattr(args, "data", None):
-        preset = pb.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
+        preset = pb_presets.with_data(preset, args.data, epochs=getattr(args, "epochs", None))
     if getattr(args, "steps", None):      # budget checks: another step count, own folder
-        preset = pb.with_steps(preset, args.steps)
+        preset = pb_presets.with_steps(preset, args.steps)
         preset = replace(preset, name=f"{preset.name}@{args.steps}")
     if getattr(args, "batch_size", None):
         preset = replace(preset, batch_size=args.batch_size,
@@ -124,9 +138,11 @@ def _preset(args: argparse.Namespace) -> pb.Preset:
     return preset
 
 
-def select_cells(args: argparse.Namespace, preset: pb.Preset) -> list[pb.Cell]:
+def select_cells(args: argparse.Namespace, preset: pb_presets.Preset) -> list[pb_cells.Cell]:
+    """The cells of ``preset``'s grid that ``args`` select (tasks, ``--only``, ``--labels``,
+    ``--shard I/N``), in the order they are worth running."""
     tasks = tuple(t for t in args.tasks if t in preset.tasks)    # +copies: distance only
-    cells = pb.grid_cells(seeds=tuple(args.seeds), tasks=tasks,
+    cells = pb_cells.grid_cells(seeds=tuple(args.seeds), tasks=tasks,
                           n_heads=preset.model["n_heads"], preset=preset)
     if args.only == "k":
         cells = [c for c in cells if c.label.startswith("rope-k")]
@@ -138,14 +154,14 @@ def select_cells(args: argparse.Namespace, preset: pb.Preset) -> list[pb.Cell]:
     if args.shard:
         index, count = (int(x) for x in args.shard.split("/"))
         if not 0 <= index < count:
-            sys.exit(f"--shard I/N needs 0 <= I < N, got {args.shard}")
+            raise InvalidSelectionError(f"--shard I/N needs 0 <= I < N, got {args.shard}")
         cells = cells[index::count]
     return cells
 
 
 def run(args: argparse.Namespace) -> None:
-    torch.set_num_threads(args.threads)
-    preset = _preset(args)
+    """Train and analyse every selected cell not held by another queue (module docstring)."""
+    preset = preset_for(args)
     cells = select_cells(args, preset)
     root = Path(args.root) / preset.name
     records = Path(args.records) if args.records else None
@@ -157,10 +173,10 @@ def run(args: argparse.Namespace) -> None:
                 print(f"[{i + 1}/{len(cells)}] {cell.key}: held by another queue", flush=True)
                 continue
             try:
-                data = pb.analyse_cell(preset, cell, root,
+                data = pb_cells.analyse_cell(preset, cell, root,
                                        profile=False if args.no_profile else None)
                 if records is not None:
-                    write_records(records, [pb.cell_record(data)])
+                    write_records(records, [pb_cells.cell_record(data)])
             except Exception as error:          # one broken cell must not stop the queue
                 failed.append(cell.key)
                 print(f"[{i + 1}/{len(cells)}] {cell.key}: FAILED: {type(error).__name__}: "
@@ -171,20 +187,18 @@ def run(args: argparse.Namespace) -> None:
               f"{time.process_time() - cpu:.0f} CPU-s; training {data['train_time_s']:.0f} s)",
               flush=True)
     if failed:
-        sys.exit(f"{len(failed)} cell(s) failed: {', '.join(failed)}")
+        raise TrainingError(f"{len(failed)} cell(s) failed: {', '.join(failed)}")
 
 
 def refresh_probe(args: argparse.Namespace) -> None:
     """Recompute the probe of every finished cell from its saved model (seconds each)."""
-    from lens_possym.training.runs import load_checkpoint
-
     root = Path(args.root) / args.preset
-    preset = pb.ENCODER_PRESETS[args.preset]
+    preset = pb_presets.ENCODER_PRESETS[args.preset]
     for path in sorted(root.glob("**/analysis.json")):
         data = json.loads(path.read_text())
         model, task, _ = load_checkpoint(path.parent / "model.pt")
-        batch = pb.analysis_batch(preset, task, data["cell"]["seed"])
-        data["probe"] = pb.positional_probe(model.eval(), batch.tokens[:256])
+        batch = pb_cells.analysis_batch(preset, task, data["cell"]["seed"])
+        data["probe"] = positional_probe(model.eval(), batch.tokens[:256])
         path.write_text(json.dumps(data, indent=1))
         print(f"{data['cell']}: probe {'none' if data['probe'] is None else 'refreshed'}")
 
@@ -211,20 +225,20 @@ def write_block(page: Path, begin: str, end: str, text: str) -> None:
     """Replace what lies between ``begin`` and ``end`` in ``page`` by ``text``."""
     body = page.read_text() if page.exists() else f"{begin}\n{end}\n"
     if begin not in body or end not in body:
-        sys.exit(f"{page} lacks the markers {begin} / {end} that say where the tables go")
+        raise InvalidSelectionError(
+            f"{page} lacks the markers {begin} / {end} that say where the tables go")
     head, rest = body.split(begin, 1)
     page.write_text(head + begin + "\n" + text + end + rest.split(end, 1)[1])
 
 
-def report_records(args: argparse.Namespace) -> None:
+def _report_records(args: argparse.Namespace) -> None:
     """The verdict block of a preset judged from the committed records."""
     records = read_records(Path(args.records))
     if not any(r["preset"] == args.preset for r in records):
-        sys.exit(f"no {args.preset} record in {args.records}; run "
-                 f"`benchmarks/paper_b_jobs.sh` (docs/paper_b.md) first")
-    text = pb.verdict_markdown(records, args.preset, tuple(args.seeds),
-                                     command=f"python benchmarks/paper_b.py report --preset "
-                                             f"{args.preset}")
+        raise InvalidSelectionError(f"no {args.preset} record in {args.records}; run "
+                                    "`lens-possym paper-b queue N` (docs/paper_b.md) first")
+    text = verdict_markdown(records, args.preset, tuple(args.seeds),
+                            command=f"{COMMAND} {args.preset}")
     page = Path(args.out) / "paper_b.md"
     write_block(page, *MARKERS[args.preset], text)
     print(f"wrote the {args.preset} verdicts into {page} from "
@@ -232,8 +246,11 @@ def report_records(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
+    """docs/paper_b.md's block of ``args.preset``: the verdicts from the committed records
+    (``paper-length``), or the measured tables, records and figures of a grid's
+    ``analysis.json`` files (``cpu``)."""
     if args.preset in MARKERS:
-        return report_records(args)
+        return _report_records(args)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -242,7 +259,8 @@ def report(args: argparse.Namespace) -> None:
     root = Path(args.root) / args.preset
     rows = _load(root)
     if not rows:
-        sys.exit(f"no analysis.json under {root}; run `python benchmarks/paper_b.py run` first")
+        raise InvalidSelectionError(f"no analysis.json under {root}; run `lens-possym paper-b "
+                                    "run` first")
     out, figs = Path(args.out), Path(args.out) / "figures" / "paper_b"
     figs.mkdir(parents=True, exist_ok=True)
     by = {}
@@ -255,7 +273,7 @@ def report(args: argparse.Namespace) -> None:
         got = by.get((task, variant, label), [])
         return _mean([r["baseline"] for r in got]), len(got)
 
-    lines = [f"<!-- written by `python benchmarks/paper_b.py report --preset {args.preset}`; "
+    lines = [f"<!-- written by `{COMMAND} {args.preset}`; "
              "do not edit -->", "",
              f"### Accuracy (test set, %), preset `{args.preset}`", "",
              f"Seed {seeds[0]} everywhere; where a cell has more seeds ({seeds}), their mean "
@@ -333,7 +351,7 @@ def report(args: argparse.Namespace) -> None:
 
     page = out / "paper_b.md"
     write_block(page, BEGIN, END, "\n".join(lines) + "\n")
-    write_records(out / "paper_b_results.json", [pb.cell_record(r) for r in rows])
+    write_records(out / "paper_b_results.json", [pb_cells.cell_record(r) for r in rows])
 
     # figures: ablation heatmaps per task and variant
     for task in ("distance", "count"):
@@ -404,45 +422,33 @@ def report(args: argparse.Namespace) -> None:
           f"from {len(rows)} cells")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--preset", default="cpu", choices=sorted(pb.ENCODER_PRESETS))
-    r.add_argument("--seeds", type=int, nargs="+", default=[0])
-    r.add_argument("--tasks", nargs="+", default=list(pb.TASK_NAMES), choices=pb.TASK_NAMES)
-    r.add_argument("--only", choices=["intended", "faithful", "k"])
-    r.add_argument("--labels", nargs="+", default=None, help="only these schemes (rope-k2...)")
-    r.add_argument("--root", default="runs/paper_b")
-    r.add_argument("--threads", type=int, default=1)
-    r.add_argument("--no-profile", action="store_true")
-    r.add_argument("--data", choices=pb.DATA_REGIMES, default=None,
-                   help="the training data regime (default: the preset's)")
-    r.add_argument("--epochs", type=int, default=None, help="with --data fixed")
-    r.add_argument("--steps", type=int, default=None,
-                   help="another step count (the preset is renamed <preset>@<steps>)")
-    r.add_argument("--batch-size", type=int, default=None,
-                   help="another batch size (the preset is renamed ...-b<size>)")
-    r.add_argument("--lr", type=float, default=None,
-                   help="another learning rate (the preset is renamed ...-lr<lr>)")
-    r.add_argument("--trigger-copies", action="store_true",
-                   help="the distance task with the official filler draw (preset <name>+copies: "
-                        "extra trigger copies, a ceiling below 100 %%; MAIN schemes only)")
-    r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
-    r.add_argument("--records", default=str(RECORDS),
-                   help="the JSON each finished cell's record is written into ('' for none)")
-    p = sub.add_parser("report")
-    p.add_argument("--preset", default="cpu", choices=sorted(pb.ENCODER_PRESETS))
-    p.add_argument("--root", default="runs/paper_b")
-    p.add_argument("--out", default="docs")
-    p.add_argument("--records", default=str(RECORDS))
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    f = sub.add_parser("refresh-probe")
-    f.add_argument("--preset", default="cpu", choices=sorted(pb.ENCODER_PRESETS))
-    f.add_argument("--root", default="runs/paper_b")
-    args = parser.parse_args(argv)
-    {"run": run, "report": report, "refresh-probe": refresh_probe}[args.command](args)
+#: claim 5's grid after the main one, one variant at a time (the intended cells of every
+#: seed first: claim 5's intended verdict needs them all)
+QUEUE = (dict(trigger_copies=False, tasks=["distance", "count"], only=None),
+         dict(trigger_copies=True, tasks=["distance"], only="intended"),
+         dict(trigger_copies=True, tasks=["distance"], only="faithful"))
 
 
-if __name__ == "__main__":
-    main()
+def queue(args: argparse.Namespace) -> None:
+    """One queue of the ``paper-length`` grid (114 cells), then of claim 5's
+    ``paper-length+copies`` grid (42 cells), seeds 0, 1, 2: queues started on one grid share
+    it (:func:`run`), each writing its finished cells' records into ``args.records``. A
+    failed stage is reported and the queue goes on to the next."""
+    failed = []
+    for stage in QUEUE:
+        name = "paper-length" + ("+copies" if stage["trigger_copies"] else "")
+        print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {name} "
+              f"{stage['only'] or ''} queue {args.number}".replace("  ", " "), flush=True)
+        step = argparse.Namespace(**{**vars(args), "preset": "paper-length", "seeds": [0, 1, 2],
+                                     "labels": None, "shard": None, "data": None,
+                                     "epochs": None, "steps": None, "batch_size": None,
+                                     "lr": None, "no_profile": False, **stage})
+        try:
+            run(step)
+        except TrainingError as error:
+            failed.append(f"{name} {stage['only'] or ''}".strip())
+            print(f"== failed: {name}: {error}", flush=True)
+    print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} queue {args.number} done",
+          flush=True)
+    if failed:
+        raise TrainingError(f"queue {args.number}: {', '.join(failed)} had failed cells")
