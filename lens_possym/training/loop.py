@@ -7,15 +7,17 @@ early stop at a target accuracy, checkpoints and a ``metrics.json``
 (:mod:`lens_possym.training.runs`). Data come from the task's seeded training split (test
 sequences never appear), or, for a task with a fixed training set (``task.epoch_size`` not
 ``None``), from ``task.train_batch(step, batch_size, seed)``, which walks that set in
-epochs; weights from the model's own seed; the global RNG is never touched, so runs are
-reproducible and do not disturb callers.
+epochs; weights from the model's own seed; dropout from a stream of its own
+(:class:`DropoutStream`, seeded from ``TrainConfig.seed`` and saved in every checkpoint);
+the global RNG is never touched, so runs are reproducible and do not disturb callers.
 
 The loop asks the task only for what :class:`~lens_possym.training.tasks.Task` lists and
 the model only for what :class:`~lens_possym.training.models.TrainableModel` lists.
 
 Resuming: ``train(..., resume=True)`` (or :func:`resume` on a run folder) continues from the
-folder's latest checkpoint, restoring weights, optimiser, data stream and the evaluations
-so far, so an interrupted and resumed run ends bit-identical to an uninterrupted one.
+folder's latest checkpoint, restoring weights, optimiser, data stream, dropout stream and
+the evaluations so far, so an interrupted and resumed run ends bit-identical to an
+uninterrupted one (dropout on or off).
 
 Everything runs on the model's device; ``device="auto"`` moves the model to a GPU when one
 is present.
@@ -32,11 +34,13 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
+from torch import Tensor
 
 from .._checks import boundary
 from .._inputs import resolve_device
@@ -63,6 +67,12 @@ __all__ = [
 ]
 
 SCHEDULES = ("cosine", "linear")
+#: which parameters AdamW decays: every one, or (as Hugging Face's Trainer, which paper C's
+#: code trains with) only those of two or more dimensions: no biases, no LayerNorm gains
+DECAY_SCOPES = ("all", "matrices")
+#: added to ``TrainConfig.seed`` to seed the dropout stream, so that it and the data stream
+#: (seeded with ``seed`` itself) are not the same sequence
+DROPOUT_SEED_OFFSET = 0x5EED
 
 @dataclass(frozen=True)
 class TrainConfig(JsonConfig):
@@ -72,6 +82,9 @@ class TrainConfig(JsonConfig):
         steps: optimiser steps (upper bound when ``target_accuracy`` stops early).
         batch_size: prompts per step.
         lr, weight_decay, betas: AdamW.
+        decay: which parameters ``weight_decay`` applies to: ``"all"``, or
+            ``"matrices"`` (parameters of two or more dimensions: no biases and no
+            LayerNorm gains, the Hugging Face Trainer's rule).
         warmup_steps: linear warm-up over this many steps, then ``schedule`` down to
             ``lr·min_lr_ratio`` at ``steps``.
         schedule: the decay after warm-up: ``"cosine"`` (half a cosine) or ``"linear"``
@@ -79,7 +92,8 @@ class TrainConfig(JsonConfig):
             C's code uses, whose end is 0: pair it with ``min_lr_ratio=0``).
         min_lr_ratio: final learning rate as a share of ``lr``.
         grad_clip: max gradient norm (``None``: no clipping).
-        seed: seed of the training data stream (the model's weights use its own seed).
+        seed: seed of the training data stream and of the dropout stream (the model's
+            weights use its own seed).
         eval_every: evaluate on the test set every this many steps (and at the end).
         eval_size: test-set size.
         target_accuracy: stop at the first evaluation whose test accuracy reaches this.
@@ -94,6 +108,7 @@ class TrainConfig(JsonConfig):
     lr: float = 3e-2
     weight_decay: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
+    decay: str = "all"
     warmup_steps: int = 100
     schedule: str = "cosine"
     min_lr_ratio: float = 0.05
@@ -115,6 +130,8 @@ class TrainConfig(JsonConfig):
             raise TrainingError(f"lr must be > 0, got {self.lr}")
         if self.weight_decay < 0 or self.warmup_steps < 0:
             raise TrainingError("weight_decay and warmup_steps must be >= 0")
+        if self.decay not in DECAY_SCOPES:
+            raise TrainingError(f"decay must be one of {DECAY_SCOPES}, got {self.decay!r}")
         if self.schedule not in SCHEDULES:
             raise TrainingError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not 0 <= self.min_lr_ratio <= 1:
@@ -305,6 +322,70 @@ def evaluate(model: TrainableModel, task: Task, batch: TaskBatch | None = None, 
 Callback = Callable[[int, TrainableModel], None]
 
 
+class DropoutStream:
+    """The random numbers a model's dropout draws during training, kept apart from the
+    global RNG and saved with every checkpoint.
+
+    Hugging Face modules (GPT-J's dropout) draw from the global generator of the device
+    they run on. Inside :meth:`active` that generator is forked
+    (:func:`torch.random.fork_rng`), set to this stream's state, and the state it reaches is
+    kept when the block ends; the caller's global RNG is restored untouched. So dropout is
+    seeded by the run's seed, a resumed run draws exactly the masks the uninterrupted one
+    would have, and training never moves the caller's RNG. A model with its own seeded
+    generator (paper B's encoder) or without dropout draws nothing here.
+
+    ``state`` is ``{"cpu": uint8 tensor}`` plus ``"cuda"`` when the model runs on a GPU.
+    """
+
+    def __init__(self, seed: int, device: torch.device) -> None:
+        self.device = device
+        with self._forked():
+            torch.manual_seed(seed + DROPOUT_SEED_OFFSET)
+            self.state = self._read()
+
+    def _cuda_index(self) -> list[int]:
+        if self.device.type != "cuda":
+            return []
+        return [self.device.index if self.device.index is not None
+                else torch.cuda.current_device()]
+
+    def _forked(self):
+        return torch.random.fork_rng(devices=self._cuda_index())
+
+    def _read(self) -> dict[str, Tensor]:
+        state = {"cpu": torch.get_rng_state()}
+        for index in self._cuda_index():
+            state["cuda"] = torch.cuda.get_rng_state(index)
+        return state
+
+    @contextmanager
+    def active(self):
+        """Run the block's random draws (dropout masks) from this stream."""
+        with self._forked():
+            torch.set_rng_state(self.state["cpu"])
+            for index in self._cuda_index():
+                if "cuda" in self.state:
+                    torch.cuda.set_rng_state(self.state["cuda"], index)
+            yield
+            self.state = self._read()
+
+    def load(self, state: dict[str, Tensor] | None) -> None:
+        """Continue from a checkpoint's state (``None``: a checkpoint written before the
+        stream was saved; the seeded start is kept, so that run is not bit-identical)."""
+        if state is not None:
+            self.state = {k: v.clone() for k, v in state.items()}
+
+
+def _param_groups(model: TrainableModel, config: TrainConfig) -> list[dict]:
+    """AdamW's parameter groups: ``weight_decay`` on every parameter, or (``decay =
+    "matrices"``) only on those of two or more dimensions."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if config.decay == "all":
+        return [{"params": params, "weight_decay": config.weight_decay}]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, *,
           callbacks: Sequence[Callback] = (), log: Callable[[str], None] | None = None,
           resume: bool = False) -> TrainResult:
@@ -338,8 +419,9 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
     out_dir = Path(config.out_dir) if config.out_dir else None
     test = task.test_set(config.eval_size).to(device)
     stream = torch.Generator().manual_seed(config.seed)    # the training split's data stream
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
-                                  weight_decay=config.weight_decay)
+    dropout = DropoutStream(config.seed, torch.device(device))
+    optimizer = torch.optim.AdamW(_param_groups(model, config), lr=config.lr,
+                                  betas=config.betas, weight_decay=config.weight_decay)
     history: list[EvalRecord] = []
     running = {"loss": 0.0, "correct": 0.0, "count": 0.0}
     reached, step, elapsed_before, finished = None, 0, 0.0, False
@@ -351,6 +433,7 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
         model.to(device)
         optimizer.load_state_dict(state.optimizer)
         stream.set_state(state.data_stream)
+        dropout.load(state.dropout_stream)
         history = [EvalRecord(**h) for h in state.history]
         running.update(state.running)
         reached, step = state.reached_target_at, ckpt.step
@@ -363,7 +446,8 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
     def training_state(done: bool) -> TrainingState:
         return TrainingState(
             train_config=asdict(config), optimizer=optimizer.state_dict(),
-            data_stream=stream.get_state(), history=[asdict(h) for h in history],
+            data_stream=stream.get_state(), dropout_stream=dropout.state,
+            history=[asdict(h) for h in history],
             running=dict(running), reached_target_at=reached, elapsed_s=elapsed(),
             finished=done)
 
@@ -404,7 +488,8 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
             batch = task.train_batch(step, config.batch_size, config.seed).to(device)
         else:
             batch = task.sample(config.batch_size, split="train", generator=stream).to(device)
-        logits = model(batch.tokens)[:, -1]
+        with dropout.active():
+            logits = model(batch.tokens)[:, -1]
         loss = torch.nn.functional.cross_entropy(logits, batch.answers)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

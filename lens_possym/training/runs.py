@@ -19,7 +19,7 @@ state, the evaluations so far and the running training loss. ``model.pt`` is mar
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -63,6 +63,9 @@ class TrainingState:
         train_config: the run's ``TrainConfig`` as a dict.
         optimizer: the AdamW ``state_dict``.
         data_stream: state of the training stream's ``torch.Generator`` (uint8 tensor).
+        dropout_stream: the dropout stream's state (``DropoutStream.state``: ``{"cpu":
+            uint8 tensor}``, plus ``"cuda"`` on a GPU); ``None`` in checkpoints written
+            before it was saved.
         history: the evaluations so far (``EvalRecord`` dicts).
         running: training loss/correct/count summed since the last evaluation.
         reached_target_at: first step that reached ``target_accuracy`` (``None``: not yet).
@@ -75,6 +78,7 @@ class TrainingState:
     data_stream: Tensor
     history: list[dict]
     running: dict[str, float] = field(default_factory=dict)
+    dropout_stream: dict[str, Tensor] | None = None
     reached_target_at: int | None = None
     elapsed_s: float = 0.0
     finished: bool = False
@@ -113,11 +117,14 @@ class Checkpoint:
                   if k not in SETTINGS_THAT_MAY_DIFFER}
         ours = {k: v for k, v in asdict(config).items() if k not in SETTINGS_THAT_MAY_DIFFER}
         theirs["betas"] = tuple(theirs["betas"])
+        # a setting added after the checkpoint was written took its default there
+        defaults = {f.name: f.default for f in fields(config)}
         return [name for name, a, b in [
             ("task", (self.task, self.task_config), (task.name, task.config())),
             ("model", (self.model_kind, to_jsonable(self.model_config)),
              (model.kind, to_jsonable(model.cfg.to_dict()))),
-        ] if a != b] + [name for name in ours if ours[name] != theirs.get(name)]
+        ] if a != b] + [name for name in ours
+                        if ours[name] != theirs.get(name, defaults.get(name))]
 
 
 def save_checkpoint(model: TrainableModel, task: Task, path: str | Path, *, step: int,

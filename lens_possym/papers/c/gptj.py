@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["GPTJTaskConfig", "GPTJTaskModel", "gptj_config_for"]
 
+#: MLP activations a GPTJTaskConfig may name (transformers' names)
+ACTIVATIONS = ("gelu_new", "gelu")
+
 
 @dataclass(frozen=True)
 class GPTJTaskConfig(JsonConfig):
@@ -55,7 +58,12 @@ class GPTJTaskConfig(JsonConfig):
             (``d_head = d_model / n_heads``).
         rotary_dim: rotated dims per head (even, ``<= d_head``); ``None`` = ``d_head`` (full).
         d_mlp: MLP width; ``None`` = ``4·d_model``.
-        dropout: residual, embedding and attention dropout (paper: 0.1).
+        dropout: residual and attention dropout (paper: 0.1).
+        embedding_dropout: dropout on the embeddings; ``None`` = ``dropout``. Paper C's
+            code passes ``embed_pdrop`` (a typo: ``GPTJConfig`` reads ``embd_pdrop``), so
+            its embeddings have none: the ``paper`` preset sets 0.
+        activation: the MLP's activation as ``transformers`` names it: ``"gelu_new"`` (the
+            tanh approximation, GPT-J's default) or ``"gelu"`` (exact, paper C's code).
         init_range: std of the initial weights (HF's ``initializer_range``).
         tie_embeddings: tie the unembedding to the embedding (paper's code: untied).
         seed: seed of the initial weights (global RNG untouched).
@@ -69,6 +77,8 @@ class GPTJTaskConfig(JsonConfig):
     rotary_dim: int | None = None
     d_mlp: int | None = None
     dropout: float = 0.1
+    embedding_dropout: float | None = None
+    activation: str = "gelu_new"
     init_range: float = 0.02
     tie_embeddings: bool = False
     seed: int = 0
@@ -94,6 +104,12 @@ class GPTJTaskConfig(JsonConfig):
             raise ToyConfigError(f"d_mlp must be positive, got {self.d_mlp}")
         if not 0.0 <= self.dropout < 1.0:
             raise ToyConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.embedding_dropout is not None and not 0.0 <= self.embedding_dropout < 1.0:
+            raise ToyConfigError(
+                f"embedding_dropout must be None or in [0, 1), got {self.embedding_dropout}")
+        if self.activation not in ACTIVATIONS:
+            raise ToyConfigError(f"activation must be one of {ACTIVATIONS}, got "
+                                 f"{self.activation!r}")
         if not self.init_range > 0:
             raise ToyConfigError(f"init_range must be > 0, got {self.init_range}")
 
@@ -124,8 +140,10 @@ class GPTJTaskConfig(JsonConfig):
 
         cfg = GPTJConfig(vocab_size=self.d_vocab, n_positions=self.n_ctx, n_embd=self.d_model,
                          n_layer=self.n_layers, n_head=self.n_heads, rotary_dim=self.rotary_dim,
-                         n_inner=self.d_mlp, activation_function="gelu_new",
-                         resid_pdrop=self.dropout, embd_pdrop=self.dropout,
+                         n_inner=self.d_mlp, activation_function=self.activation,
+                         resid_pdrop=self.dropout,
+                         embd_pdrop=(self.dropout if self.embedding_dropout is None
+                                     else self.embedding_dropout),
                          attn_pdrop=self.dropout, initializer_range=self.init_range,
                          tie_word_embeddings=self.tie_embeddings, bos_token_id=0,
                          eos_token_id=0, pad_token_id=0, use_cache=False)
