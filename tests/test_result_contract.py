@@ -321,6 +321,17 @@ def _profile_details(ctx):
     return profile_details(ctx.model, _scores(ctx), ctx.tokens)
 
 
+def _cell_record(ctx):
+    from lens_possym.papers.b.records import CellRecord
+
+    return CellRecord(preset="cpu", task="distance", scheme="rope", variant="intended", seed=0,
+                      accuracy=0.9, ablation={"top_drop": 0.5, "second_drop": 0.1,
+                                              "top_head": [0, 1], "heads_over_10": 1,
+                                              "deposit": True},
+                      ablation_grid=[[0.9, 0.4], [0.85, 0.88]], steps=20,
+                      history=[[10, 0.5], [20, 0.9]])
+
+
 #: the factory of every result type (by its qualified name): a type missing here fails
 RESULTS = {
     "lens_possym.scores.results.PosSymScores": _scores,
@@ -354,6 +365,7 @@ RESULTS = {
     "lens_possym.papers.c.roles.AttentionRoles": _attention_roles,
     "lens_possym.papers.c.roles.CausalRoles": _causal_roles,
     "lens_possym.papers.c.verdicts.RuleResult": _rule,
+    "lens_possym.papers.b.records.CellRecord": _cell_record,
 }
 
 RESULT_TYPES = _subclasses(ResultIO)

@@ -13,7 +13,8 @@ run; :func:`analyse_cell` computes and caches (``analysis.json``) what the docs 
 * the **positional probe** (:mod:`.probe`), for models with an input encoding;
 * the **positional/symbolic profile** of every head (:mod:`.profile`).
 
-Records are the entries of ``docs/paper_b_results.json`` (:func:`cell_record`):
+Records (:class:`~.records.CellRecord`) are the entries of ``docs/paper_b_results.json``
+(:func:`cell_record`):
 ``preset``, ``task``, ``scheme``, ``variant``, ``seed``, ``accuracy`` (a fraction),
 ``ablation`` (the per-head deposit summary: ``top_drop``, ``second_drop``, ``top_head``,
 ``heads_over_10``, ``deposit``), ``probe``, the training history and the model config.
@@ -37,9 +38,10 @@ from .encoder import VARIANTS, SchemeEncoder, encoder_config_for
 from .presets import TASK_NAMES, Preset, parse_label, preset_task
 from .probe import positional_probe
 from .profile import encoder_profile
+from .records import CellRecord
 
 __all__ = ["Cell", "make_model", "analysis_batch", "train_cell", "analyse_cell", "grid_cells",
-           "cell_record", "record_key"]
+           "cell_record"]
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def grid_cells(*, seeds: tuple[int, ...] = (0,), tasks: tuple[str, ...] = TASK_N
     return cells
 
 
-def cell_record(data: dict[str, Any]) -> dict[str, Any]:
+def cell_record(data: dict[str, Any]) -> CellRecord:
     """The committed record of one finished cell (one entry of ``docs/paper_b_results.json``),
     from its :func:`analyse_cell` data.
 
@@ -200,10 +202,4 @@ def cell_record(data: dict[str, Any]) -> dict[str, Any]:
     record.update({"test_accuracy": data["test_accuracy"], "steps": data["steps"],
                    "train_time_s": data["train_time_s"], "probe": data.get("probe"),
                    "history": data.get("history"), "config": data.get("config")})
-    return record
-
-
-def record_key(record: dict[str, Any]) -> tuple:
-    """``(preset, task, variant, scheme, seed)``: what identifies a record."""
-    return (record["preset"], record["task"], record["variant"], record["scheme"],
-            record["seed"])
+    return CellRecord.from_dict(record)

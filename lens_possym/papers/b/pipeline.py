@@ -48,6 +48,7 @@ from ...training.runs import load_checkpoint
 from . import cells as pb_cells
 from . import presets as pb_presets
 from .probe import positional_probe
+from .records import CellRecord
 from .report import verdict_markdown
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
@@ -99,20 +100,24 @@ def _claimed(folder: Path):
     return _flocked(folder / "claim.lock", wait=False)
 
 
-def read_records(path: Path = RECORDS) -> list[dict]:
-    return json.loads(path.read_text()) if path.exists() else []
+def read_records(path: Path = RECORDS) -> list[CellRecord]:
+    """The records of the file at ``path`` (none if there is no file)."""
+    if not path.exists():
+        return []
+    return [CellRecord.from_dict(entry) for entry in json.loads(path.read_text())]
 
 
-def write_records(path: Path, new: list[dict]) -> list[dict]:
+def write_records(path: Path, new: list[CellRecord | dict]) -> list[CellRecord]:
     """Merge ``new`` into the records file (a record replaces the one with its key), sorted,
     written atomically under a lock; returns the merged list."""
     with _locked(path):
-        merged = {pb_cells.record_key(r): r for r in read_records(path)}
-        merged.update({pb_cells.record_key(r): r for r in new})
+        merged = {r.key: r for r in read_records(path)}
+        merged.update({r.key: r for r in (r if isinstance(r, CellRecord)
+                                          else CellRecord.from_dict(r) for r in new)})
         rows = [merged[k] for k in sorted(merged, key=lambda k: tuple(map(str, k)))]
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
-            json.dump(rows, handle, indent=1)
+            json.dump([r.to_dict() for r in rows], handle, indent=1)
             handle.write("\n")
         os.replace(tmp, path)
     return rows
@@ -234,7 +239,7 @@ def write_block(page: Path, begin: str, end: str, text: str) -> None:
 def _report_records(args: argparse.Namespace) -> None:
     """The verdict block of a preset judged from the committed records."""
     records = read_records(Path(args.records))
-    if not any(r["preset"] == args.preset for r in records):
+    if not any(r.preset == args.preset for r in records):
         raise InvalidSelectionError(f"no {args.preset} record in {args.records}; run "
                                     "`lens-possym paper-b queue N` (docs/paper_b.md) first")
     text = verdict_markdown(records, args.preset, tuple(args.seeds),
@@ -242,7 +247,7 @@ def _report_records(args: argparse.Namespace) -> None:
     page = Path(args.out) / "paper_b.md"
     write_block(page, *MARKERS[args.preset], text)
     print(f"wrote the {args.preset} verdicts into {page} from "
-          f"{sum(r['preset'] == args.preset for r in records)} records")
+          f"{sum(r.preset == args.preset for r in records)} records")
 
 
 def report(args: argparse.Namespace) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cells import analysis_batch, record_key
+from .cells import analysis_batch
 from .presets import (ENCODER_PRESETS, MAIN, Preset, preset_task, with_trigger_copies,
                       with_trigger_copies_name)
+from .records import CellRecord, as_dicts, record_key
 from .verdicts import LEVELLED, SATURATED, deposit_table, judge, late_gain, percent
 
 __all__ = ["verdict_markdown", "copies_ceiling", "FAITHFUL_DEPARTURES", "DISTANCE_CLAIMS"]
@@ -157,11 +158,13 @@ def _copies_block(records: list[dict], rows: list[dict[str, Any]], preset: str,
     return out
 
 
-def verdict_markdown(records: list[dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
+def verdict_markdown(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
                      *, command: str = "") -> str:
     """docs/paper_b.md's block for ``preset``: the verdict table (the paper's number, ours
     per seed, the rule, the verdict), accuracy per seed, the per-head ablation summaries,
-    claim 8's deposit counts, and the faithful variant's remaining departures."""
+    claim 8's deposit counts, and the faithful variant's remaining departures. ``records``:
+    :class:`~.records.CellRecord` or their mappings."""
+    records = as_dicts(records)
     rows = judge(records, preset, seeds)
     mine = [r for r in records if r["preset"] == preset]
     seed_txt = ", ".join(str(s) for s in seeds)

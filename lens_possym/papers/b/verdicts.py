@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 
 from ...errors import InvalidSelectionError
 from .presets import MAIN, NON_ROPE, ROPE_FAMILY
+from .records import CellRecord, as_dicts
 
 __all__ = ["Claim", "CLAIMS", "judge", "seed_view", "deposit_table", "late_gain", "percent",
            "MAIN", "ROPE_FAMILY", "NON_ROPE", "TIE", "NEAR", "SATURATED", "LEVELLED",
@@ -237,13 +238,13 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def seed_view(records: Iterable[dict], preset: str, variant: str, seed: int) -> Cells:
+def seed_view(records: Iterable[CellRecord | dict], preset: str, variant: str, seed: int) -> Cells:
     """The records of one preset, variant and seed, by ``(task, scheme)``."""
-    return {(r["task"], r["scheme"]): r for r in records
+    return {(r["task"], r["scheme"]): r for r in as_dicts(records)
             if r["preset"] == preset and r["variant"] == variant and r["seed"] == seed}
 
 
-def judge(records: list[dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
+def judge(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
           variants: tuple[str, ...] = ("intended", "faithful")) -> list[dict[str, Any]]:
     """Every claim's rule per variant and seed, and its verdict.
 
@@ -252,6 +253,7 @@ def judge(records: list[dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
     ``"holds"`` when the rule holds in at least two seeds, ``"does not hold"`` when it is
     judged in at least two seeds and holds in fewer than two, ``"not judged"`` otherwise.
     """
+    records = as_dicts(records)
     if not any(r["preset"] == preset for r in records):
         raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
     rows = []
@@ -275,12 +277,12 @@ def judge(records: list[dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
     return rows
 
 
-def deposit_table(records: list[dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2)
+def deposit_table(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2)
                   ) -> dict[tuple[str, str, str], int]:
     """``(task, variant, scheme) -> number of seeds with a deposit`` (claim 8 as the data
     say)."""
     out: dict[tuple[str, str, str], int] = {}
-    for r in records:
+    for r in as_dicts(records):
         if r["preset"] == preset and r["seed"] in seeds:
             key = (r["task"], r["variant"], r["scheme"])
             out[key] = out.get(key, 0) + int(bool(r["ablation"]["deposit"]))

@@ -89,13 +89,16 @@ def test_cell_record_has_the_committed_fields(tmp_path):
     data = pb.analyse_cell(TINY, pb.Cell("count", "mla", "faithful", 1), tmp_path,
                            profile=False)
     record = pb.cell_record(data)
-    assert pb.record_key(record) == ("cpu", "count", "faithful", "mla", 1)
-    assert record["accuracy"] == data["baseline"] and record["ablation_kind"] == "per head"
-    assert set(record["ablation"]) >= {"top_drop", "second_drop", "heads_over_10", "deposit",
-                                       "top_head"}
-    assert record["ablation_grid"] == data["ablation_heads"] != data["ablation"]
-    assert record["ablation_official_grid"] == data["ablation"]
-    assert json.loads(json.dumps(record)) == record
+    assert isinstance(record, pb.CellRecord)
+    assert pb.record_key(record) == record.key == ("cpu", "count", "faithful", "mla", 1)
+    assert record.accuracy == data["baseline"] and record.ablation_kind == "per head"
+    assert set(record.ablation) >= {"top_drop", "second_drop", "heads_over_10", "deposit",
+                                    "top_head"}
+    assert record.ablation_grid == data["ablation_heads"] != data["ablation"]
+    assert record.ablation_official_grid == data["ablation"]
+    entry = record.to_dict()                       # the file's entry, and back
+    assert json.loads(json.dumps(entry)) == entry and pb.CellRecord.from_dict(entry) == record
+    assert pb.record_key(entry) == record.key and "note" not in entry
 
 
 def test_cells_and_labels():
