@@ -63,7 +63,10 @@ def build_parser() -> ArgumentParser:
         description="Positional vs symbolic attention heads in RoPE models, per frequency.",
     )
     parser.add_argument("--version", action="version", version=f"lens-possym {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log what each step does (the model loaded: layers, heads, dtype, "
+                        "device and seconds; the conversion cache) and show Hugging Face's "
+                        "own messages and progress bars (put it before the command)")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of any error (or set LENS_POSSYM_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # parsers of our class

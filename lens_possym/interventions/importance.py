@@ -475,14 +475,25 @@ def _values(value: Any, name: str, n_prompts: int) -> tuple[float, Tensor | None
     return float(value.mean()), value
 
 
-def _as_batch(model: HookedModel, batch: Any) -> ImportanceBatch:
+def _as_batch(model: HookedModel, batch: Any, predict_last: bool = False) -> ImportanceBatch:
+    """``batch`` as an :class:`ImportanceBatch`; raw prompts/tokens with ``predict_last``
+    (the built-in ``loss``/``accuracy``): each prompt's last token is its answer, predicted
+    from the tokens before it (what ``lens-possym heads --prompts`` does)."""
     if isinstance(batch, ImportanceBatch):
         return replace(batch, tokens=as_tokens(model, batch.tokens))
     if hasattr(batch, "attribute_ids") and hasattr(batch, "query_pair"):  # a BindingTask
         return _as_batch(model, ImportanceBatch.from_binding(batch))
     if hasattr(batch, "importance_batch"):
         return _as_batch(model, batch.importance_batch())
-    return ImportanceBatch(tokens=as_tokens(model, batch))
+    tokens = as_tokens(model, batch)
+    if predict_last:
+        if tokens.shape[1] < 2:
+            raise InvalidSelectionError(
+                f"prompts of {tokens.shape[1]} token(s): the loss and accuracy of raw tokens "
+                "predict each prompt's last token from the ones before it, so each needs at "
+                "least 2")
+        return ImportanceBatch(tokens=tokens[:, :-1], answers=tokens[:, -1])
+    return ImportanceBatch(tokens=tokens)
 
 
 def _chunk_hook(members: list[tuple[int, int]], n_prompts: int, replacement: Tensor,
@@ -512,7 +523,10 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
         model: any ``HookedRootModule`` with ``blocks.{L}.attn.hook_z`` and ``cfg.n_heads``
             (bridges, toy models, encoders).
         batch: an :class:`ImportanceBatch`, a binding task (its other attributes are the
-            distractors), or prompts/tokens (custom metrics only).
+            distractors), or prompts/tokens ``[batch, pos]``: with ``"loss"`` or
+            ``"accuracy"`` each prompt's last token is its answer, predicted from the
+            ``pos − 1`` tokens before it (as ``lens-possym heads --prompts``); a custom
+            metric gets them whole.
         metric: a name in :data:`METRICS` or a callable ``metric(logits, batch) -> scalar``
             (default: ``config.metric``, ``"logit_diff"`` without a config)
             (``logits`` ``[batch, pos, d_vocab]``, only the last position when
@@ -545,7 +559,8 @@ def head_importance(model: HookedModel, batch: ImportanceBatch | ModelInput | An
         raise InvalidSelectionError(
             f"unknown setting(s) {sorted(settings)}; known: {known}") from None
     metric_fn = importance_metric(name, per_prompt=True) if isinstance(metric, str) else metric
-    data = _as_batch(model, batch)
+    data = _as_batch(model, batch, predict_last=isinstance(metric, str) and name in
+                     ("loss", "accuracy"))
     names, counts = z_hook_names(model), head_counts(model)
     n_layers, n_heads = len(counts), counts[0].n_heads
     layers = list(range(n_layers)) if config.layers is None else [

@@ -70,6 +70,8 @@ def load_model(
 
     ``name`` is a known model's name, or the path of a GGUF file or of a Hugging Face
     folder (``config.json``, weights and tokenizer, as ``save_pretrained`` writes them).
+    A Hugging Face hub id (``"gpt2"``, ``"org/name"``) loads from the local Hugging Face
+    cache when its files are there (:func:`hub_cache_folder`; never downloaded).
     The first load of a known model converts the GGUF file shipped by its pip package
     (about a minute for gemma-3-270m) and caches the result; later loads take a few
     seconds. GGUF files on disk are cached the same way (:func:`from_gguf`).
@@ -96,6 +98,10 @@ def load_model(
         if path.is_dir():
             return from_hf(path, device=device, dtype=dtype)
         return from_gguf(path, device=device, dtype=dtype, rebuild_cache=rebuild_cache)
+    if str(name) not in KNOWN_MODELS:
+        cached = hub_cache_folder(str(name))
+        if cached is not None:  # a hub id whose files are in the local Hugging Face cache
+            return from_hf(cached, name=str(name), device=device, dtype=dtype)
     entry = known_model(str(name))
     if not entry.is_installed():
         raise ModelNotInstalledError(
@@ -106,6 +112,26 @@ def load_model(
     folder = _ensure_converted(sha, lambda scratch: _materialize(entry, scratch), entry.name,
                                rebuild_cache)
     return _boot_entry(folder, sha, lambda s: _materialize(entry, s), entry.name, device, dtype)
+
+
+def hub_cache_folder(repo_id: str) -> Path | None:
+    """The local Hugging Face cache's snapshot of ``repo_id`` (``"gpt2"``,
+    ``"HuggingFaceTB/SmolLM2-135M"``) when it holds a model's ``config.json``, else
+    ``None``. Reads the cache only (``local_files_only``; ``$HF_HUB_CACHE``, or
+    ``$HF_HOME/hub``, or ``~/.cache/huggingface/hub``): lens-possym never downloads."""
+    if not repo_id or repo_id.startswith((".", "/", "~")) or repo_id.endswith(".gguf"):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    cache_dir = os.environ.get("HF_HUB_CACHE") or (
+        os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None)
+    try:
+        folder = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=cache_dir))
+    except Exception:  # not cached, or not a valid hub id: the caller says what to do
+        return None
+    return folder if (folder / "config.json").is_file() else None
 
 
 @boundary

@@ -135,9 +135,11 @@ def known_model(name: str) -> KnownModel:
         close = difflib.get_close_matches(name, list(KNOWN_MODELS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise UnknownModelError(
-            f"unknown model {name!r} (not a known name, and no file or folder at that "
-            f"path).{hint} Known models: {', '.join(KNOWN_MODELS)}; or pass the path of a "
-            ".gguf file or of a Hugging Face folder (config.json, weights, tokenizer)."
+            f"unknown model {name!r} (not a known name, no file or folder at that path, "
+            f"and not in the local Hugging Face cache).{hint} Known models: "
+            f"{', '.join(KNOWN_MODELS)}; or pass the path of a .gguf file or of a Hugging "
+            "Face folder (config.json, weights, tokenizer); a hub id such as 'gpt2' loads "
+            "when its files are in the local Hugging Face cache (lens-possym never downloads)."
         ) from None
 
 

@@ -46,3 +46,14 @@ def test_resolve_device():
     else:
         with pytest.raises(InvalidSelectionError, match="does not exist"):
             resolve_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_verbose_logs_the_model_loaded(caplog):
+    import logging
+
+    from lens_possym.cli import main
+
+    with caplog.at_level(logging.INFO, logger="lens_possym"):
+        assert main(["-v", "decompose", "--model", "tiny-llama", "--layer", "1"]) == 0
+    assert any("loaded tiny-llama in" in r.getMessage() and "2 layers × 4 heads" in
+               r.getMessage() for r in caplog.records)

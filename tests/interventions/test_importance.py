@@ -251,7 +251,8 @@ def test_bad_calls(llama64, batch, args, kwargs, match):
 
 def test_builtin_metrics_need_answers(llama64, batch):
     with pytest.raises(InvalidSelectionError, match="needs the batch's answers"):
-        head_importance(llama64, batch.tokens, "accuracy")
+        head_importance(llama64, ImportanceBatch(batch.tokens), "accuracy")
+    # raw tokens: each prompt's last token is the answer (test_loss_and_accuracy_take_raw...)
     with pytest.raises(InvalidSelectionError, match="distractors"):
         head_importance(llama64, ImportanceBatch(batch.tokens, batch.answers), "logit_diff")
     with pytest.raises(InvalidSelectionError, match="answers for 4 prompts"):
@@ -318,3 +319,18 @@ def test_every_head_effect_has_a_standard_error_and_interval(llama64, batch, tmp
     assert scalar.per_prompt is None and torch.isnan(scalar.effect_se).all()
     with pytest.raises(InvalidSelectionError, match="no per-prompt values"):
         scalar.uncertainty()
+
+
+def test_loss_and_accuracy_take_raw_tokens_as_the_command_line_does():
+    """Raw tokens: each prompt's last token is the answer (lens-possym heads --prompts)."""
+    from lens_possym.interventions import ImportanceBatch, head_importance
+
+    model = lp.tiny_model("llama")
+    tokens = lp.random_token_prompts(model, n_prompts=3, n_tokens=10, seed=1)
+    by_hand = ImportanceBatch(tokens=tokens[:, :-1], answers=tokens[:, -1])
+    for metric in ("loss", "accuracy"):
+        raw = head_importance(model, tokens, metric, progress=False)
+        made = head_importance(model, by_hand, metric, progress=False)
+        assert raw.n_prompts == 3 and torch.equal(raw.ablated, made.ablated)
+    with pytest.raises(lp.errors.InvalidSelectionError, match="distractor"):
+        head_importance(model, tokens, "logit_diff", progress=False)
