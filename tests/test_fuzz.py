@@ -225,7 +225,8 @@ EXEMPT = {
                      "plot_patching_grid", "plot_patching_top",
                      "swap_attention_figure", "binding_logit_diff", "binding_metrics",
                      "evaluate_word_distance", "check_words", "frequency_patch_setter",
-                     "rope_hadamard_terms"],
+                     "rope_hadamard_terms", "frequency_axes", "head_importance_report",
+                     "batch_check", "task_check"],
                     "arguments are objects the toolkit made"),
     # TransformerLens's activation-patching grids with lens-possym's setters: their
     # arguments are TransformerLens's (a cache, a metric), driven by patch_grid's tests
