@@ -142,6 +142,16 @@ def _grid(ctx):
                         seconds=0.5, n_passes=2, info={"model": "tiny"})
 
 
+def _path_patching(ctx):
+    from lens_possym.circuits import Edge, PathCell, path_patch
+
+    model = ctx.model
+    toks = ctx.tokens
+    return path_patch(model, toks, toks.flip(0), lambda l: l[:, -1, 3] - l[:, -1, 5],
+                      ["L0H0->L1H1.k", "L0H2->logits", PathCell.edge(
+                          Edge.parse("L0H1->L1H0.q"), (0,))])
+
+
 def _binding_task(ctx):
     from lens_possym.tasks import binding_task
 
@@ -341,6 +351,7 @@ RESULTS = {
     "lens_possym.interventions.sweep.BandSweep": _band_sweep,
     "lens_possym.interventions.compare.HeadSetComparison": _comparison,
     "lens_possym.interventions.grid.PatchingGrid": _grid,
+    "lens_possym.circuits.path.PathPatching": _path_patching,
     "lens_possym.interventions.importance.HeadImportance": _importance,
     "lens_possym.tasks.binding.BindingResult": _binding,
     "lens_possym.tasks.word_distance.WordDistanceResult": _word_distance,

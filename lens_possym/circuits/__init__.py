@@ -4,7 +4,9 @@ edge feeds the receiver's positional channel or its content.
 * :mod:`.graph`: the graph circuits are drawn on: :class:`Node` (``embed``, a head
   ``L3H5``, an MLP ``M3``, ``logits``), :class:`Edge` (a sender's output reaching one input
   of a receiver: ``q``/``k``/``v`` for a head, ``in`` for an MLP or the logits),
-  :func:`graph_nodes` / :func:`graph_edges` listing a model's.
+  :func:`graph_nodes` / :func:`graph_edges` listing a model's;
+* :mod:`.path`: path patching (:func:`path_patch`: senders' clean outputs reaching only
+  chosen receiver inputs, a query's or key's frequency pairs included), batched.
 
 See ``docs/circuits.md``.
 """
@@ -15,6 +17,8 @@ from .._lazy import lazy_attributes
 _EXPORTS = {
     "graph": ["CHANNELS", "KINDS", "Edge", "GraphShape", "Node", "graph_edges", "graph_nodes",
         "graph_shape"],
+    "path": ["OUTPUT_ACTS", "PathCell", "PathPatching", "Receiver", "node_outputs",
+        "output_hooks", "path_patch", "run_caches", "frozen_inputs", "band_freqs"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -27,4 +31,14 @@ __all__ = [
     "graph_shape",
     "graph_nodes",
     "graph_edges",
+    "Receiver",
+    "PathCell",
+    "PathPatching",
+    "path_patch",
+    "run_caches",
+    "frozen_inputs",
+    "node_outputs",
+    "output_hooks",
+    "band_freqs",
+    "OUTPUT_ACTS",
 ]
