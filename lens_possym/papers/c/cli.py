@@ -21,7 +21,7 @@ from . import discrepancy, dynamics, lengths, presets
 
 
 #: tasks.FILLERS without importing torch for --help (a test keeps them equal)
-FILLER_CHOICES = ("target", "pretarget", "mixed", "repeat")
+FILLER_CHOICES = ("target", "answer", "duplicates", "pretarget", "mixed", "repeat", "reach")
 
 
 def _gamma(text: str) -> float:

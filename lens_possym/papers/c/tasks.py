@@ -42,23 +42,46 @@ part in the hops; ``query_letter`` says where it comes from:
 ``length - 17`` extra target-window tokens *before* the effective target window; the
 pre-target window and the query are unchanged, so offsets and hops are unchanged and the
 answer stays in the effective target window. The paper does not say what the extra tokens
-are (UNCLEAR in paper_c.md §7); ``filler`` names the reading (:data:`FILLERS`):
+are (UNCLEAR in paper_c.md §7); ``filler`` names the reading (:data:`FILLERS`; the headline
+and the reason for it: docs/paper_c_rules.md):
 
-- ``"target"`` (the default, and the headline of docs/paper_c.md): drawn like the target
-  window's fillers: uniform letters for Number; letter-number pairs with off-chain first
-  letters for Letter (so the path stays unique at every length).
+- ``"target"`` (the headline): the target window's own distribution as the generator draws
+  it: uniform letters for Number (answer copies included, at 1/``n_letters`` per token);
+  letter-number pairs with off-chain first letters for Letter (the mirror's
+  ``data/symbolic_dataset.py`` draws a window's fillers from letters other than the
+  answer's and the chain's, so the answer token never recurs).
+- ``"answer"``: fillers with answer-token copies (Def F.2 allows identical duplicates).
+  Letter: each extra token's first letter uniform over the off-chain letters *and* the
+  answer's letter ``c_h``; ``c_h`` gives the identical answer token, any other letter a
+  letter-number pair with a uniform number (with the ``paper`` preset's 8 letters about
+  16 % of the extension are answer copies). Number: the target window's letters are
+  already uniform over every letter, answer included, so this is ``"target"`` (the same
+  tokens; :meth:`MultiHopTask.same_as`).
+- ``"duplicates"``: fillers with any proper duplicates. Letter: the first letter uniform
+  over the off-chain letters and the chain letters ``c_1..c_h``; ``c_h`` gives the
+  identical answer token, ``c_k`` (``k < h``) the identical path pair ``(c_k, c_{k+1})``,
+  an off-chain letter ``l`` the pair ``(l, d_l)`` with one number ``d_l`` per letter and
+  sequence (so every letter's extra copies are one identical token, Def F.2's "proper").
+  Number: each extra token a copy of a uniformly chosen token of the 16 training-frame
+  positions before the query (letters and offsets, path offsets and the answer included).
 - ``"pretarget"``: drawn like the pre-target window's fillers: uniform offsets
   ``1..max_offset`` for Number; letter-letter pairs of off-chain letters for Letter.
-- ``"mixed"``: each extra token from one of the two above, with probability 1/2 each.
+- ``"mixed"``: each extra token from ``"target"`` or ``"pretarget"``, probability 1/2 each.
 - ``"repeat"``: the effective target window tiled leftwards (the extension is copies of
   it, aligned with period ``window``): Number's answer letter recurs every ``window``
-  tokens; Letter's answer pair recurs as the identical token, which Def F.2 allows
-  ("proper": every position with that left letter holds the identical token).
+  tokens; Letter's answer pair recurs as the identical token (Def F.2's "proper").
+- ``"reach"``: Number's choice of filler offsets. The extension as ``"target"``, and every
+  non-path pre-target offset uniform over ``1..min(p, max_offset)`` at position ``p`` ("a
+  uniformly random offset to any earlier position" read at the long length), so fillers
+  may point into the extension; under the other readings they point only inside the
+  training frame (``1..p - n_extra``), as at length 17. Letter has no offsets: this is
+  ``"target"`` (the same tokens).
 
-Every reading leaves the path, the answer and the effective windows unchanged, and draws
-the extension *after* the training-length tokens, so ``"target"`` is bit-identical to the
-generator before readings existed; ``filler`` enters :meth:`config` only when it is not
-``"target"`` (checkpoints written before keep their configuration).
+Every reading leaves the path, the answer and the effective target window unchanged
+(``"reach"`` changes the pre-target fillers off the path only) and draws its tokens
+*after* the training-length tokens, so ``"target"`` is bit-identical to the generator
+before readings existed; ``filler`` enters :meth:`config` only when it is not ``"target"``
+(checkpoints written before keep their configuration).
 
 Token ids. Number: letters ``0..n_letters-1``, then offset ``o`` at ``n_letters + o - 1``.
 Letter: ``(l, d)`` at ``l·n_digits + d - 1``, then ``(l, l')`` at
@@ -87,7 +110,7 @@ __all__ = ["MultiHopTask", "NumberTask", "LetterTask", "TRAIN_LENGTH", "QUERY_LE
 TRAIN_LENGTH = 17
 QUERY_LETTERS = ("reserved", "filler")
 #: readings of the length extension's extra tokens (module docstring)
-FILLERS = ("target", "pretarget", "mixed", "repeat")
+FILLERS = ("target", "answer", "duplicates", "pretarget", "mixed", "repeat", "reach")
 HEADLINE_FILLER = "target"
 
 
@@ -169,23 +192,37 @@ class MultiHopTask(SyntheticTask):
         extra = {} if filler is None else {"filler": filler}
         return type(self)(**{**self.config(), "length": int(length), **extra})
 
-    def _refill_extension(self, tokens: Tensor, target_like: Callable[[int], Tensor],
-                          pretarget_like: Callable[[int], Tensor], gen: torch.Generator
-                          ) -> None:
+    #: readings that generate the same tokens as another one for this task (module doc)
+    SAME_AS: dict[str, str] = {}
+
+    def same_as(self, filler: str | None = None) -> str:
+        """The reading whose tokens ``filler`` (default: this task's) generates for this
+        task: itself, or the one it coincides with (Number's ``"answer"`` is
+        ``"target"``; Letter's ``"reach"`` is ``"target"``)."""
+        reading = self.filler if filler is None else filler
+        if reading not in FILLERS:
+            raise TaskConfigError(f"filler must be one of {FILLERS}, got {reading!r}")
+        return self.SAME_AS.get(reading, reading)
+
+    def _refill_extension(self, tokens: Tensor, draws: dict[str, Callable[[int], Tensor]],
+                          gen: torch.Generator) -> None:
         """Overwrite the extension ``tokens[:, :n_extra]`` (in place) by this task's
-        ``filler`` reading; a no-op for ``"target"`` (already drawn) or at length 17."""
+        ``filler`` reading; ``draws[name](e)`` gives ``[batch, e]`` tokens of the readings
+        that need the task (``"target"``, ``"pretarget"``, ``"answer"``, ``"duplicates"``).
+        A no-op for ``"target"`` and what coincides with it (already drawn) or at length 17."""
         e = self.n_extra
-        if e == 0 or self.filler == "target":
+        reading = self.same_as()
+        if e == 0 or reading in ("target", "reach"):
             return
-        if self.filler == "pretarget":
-            tokens[:, :e] = pretarget_like(e)
-        elif self.filler == "mixed":
-            a, b = target_like(e), pretarget_like(e)
+        if reading == "mixed":
+            a, b = draws["target"](e), draws["pretarget"](e)
             pick = torch.rand(tokens.shape[0], e, generator=gen) < 0.5
             tokens[:, :e] = torch.where(pick, a, b)
-        else:                                                    # "repeat"
+        elif reading == "repeat":
             src = e + (torch.arange(e) - e) % self.window
             tokens[:, :e] = tokens[:, src]
+        else:                                      # pretarget, answer, duplicates
+            tokens[:, :e] = draws[reading](e)
 
     # ---- paths --------------------------------------------------------------------------
 
@@ -271,6 +308,7 @@ class NumberTask(MultiHopTask):
 
     name = "number"
     behaviour = "positional"
+    SAME_AS = {"answer": "target"}
 
     def __init__(self, n_letters: int = 120, max_offset: int = 16, *, window: int = 8,
                  max_hops: int = 4, length: int | None = None, seed: int = 0,
@@ -315,19 +353,28 @@ class NumberTask(MultiHopTask):
         tokens = torch.empty(n, L, dtype=torch.long)
         tokens[:, : self.pre_start] = torch.randint(self.n_letters, (n, self.pre_start),
                                                     generator=gen)
-        # fillers: a uniform offset to any earlier position of the training frame
+        # fillers: a uniform offset to any earlier position of the training frame (or,
+        # under "reach", to any earlier position within max_offset)
         pos = torch.arange(self.pre_start, L)
-        reach = (pos - self.n_extra).clamp(max=self.max_offset)
+        frame = pos if self.filler == "reach" else pos - self.n_extra
+        reach = frame.clamp(max=self.max_offset)
         offsets = (torch.rand(n, len(pos), generator=gen) * reach).long() + 1
         tokens[:, self.pre_start:] = self.offset_token(offsets)
         for k in range(self.max_hops):
             src, dst = path[:, k], path[:, k + 1]
             on = dst >= 0
             tokens[rows[on], src[on]] = self.offset_token(src[on] - dst[on])
-        self._refill_extension(
-            tokens, lambda e: torch.randint(self.n_letters, (n, e), generator=gen),
-            lambda e: self.offset_token(torch.randint(1, self.max_offset + 1, (n, e),
-                                                      generator=gen)), gen)
+        frame = tokens[:, self.n_extra: L - 1]
+
+        def copies(e: int) -> Tensor:            # copies of the frame's tokens
+            pick = torch.randint(frame.shape[1], (n, e), generator=gen)
+            return frame.gather(1, pick)
+
+        self._refill_extension(tokens, {
+            "target": lambda e: torch.randint(self.n_letters, (n, e), generator=gen),
+            "pretarget": lambda e: self.offset_token(
+                torch.randint(1, self.max_offset + 1, (n, e), generator=gen)),
+            "duplicates": copies}, gen)
         answer_pos = path[rows, hops]
         return TaskBatch(tokens, tokens[rows, answer_pos], answer_pos), hops, path
 
@@ -347,6 +394,7 @@ class LetterTask(MultiHopTask):
 
     name = "letter"
     behaviour = "symbolic"
+    SAME_AS = {"reach": "target"}
 
     def __init__(self, n_letters: int = 8, n_digits: int = 8, *, window: int = 8,
                  max_hops: int = 4, length: int | None = None, seed: int = 0,
@@ -434,10 +482,33 @@ class LetterTask(MultiHopTask):
         answer_digit = torch.randint(1, self.n_digits + 1, (n,), generator=gen)
         answer = self.digit_token(chain[rows, hops], answer_digit)
         tokens[rows, answer_pos] = answer
-        self._refill_extension(
-            tokens, lambda e: self.digit_token(
+        def with_answer(e: int) -> Tensor:
+            # first letters uniform over c_h (chain[:, h]) and the off-chain letters
+            u = torch.rand(n, e, generator=gen)
+            idx = hops[:, None] + (u * (n_off + 1)[:, None]).long()
+            letter = chain.gather(1, idx)
+            digit = torch.randint(1, self.n_digits + 1, (n, e), generator=gen)
+            return torch.where(idx == hops[:, None], answer[:, None],
+                               self.digit_token(letter, digit))
+
+        def duplicates(e: int) -> Tensor:
+            # first letters uniform over c_1..c_h and the off-chain letters (chain[:, 1:]);
+            # chain letters give the identical frame token, off-chain l one (l, d_l)
+            u = torch.rand(n, e, generator=gen)
+            idx = 1 + (u * (chain.shape[1] - 1)).long()
+            letter = chain.gather(1, idx)
+            nxt = chain.gather(1, (idx + 1).clamp(max=chain.shape[1] - 1))
+            d_of = torch.randint(1, self.n_digits + 1, (n, A), generator=gen)
+            out = self.digit_token(letter, d_of.gather(1, letter))
+            on_path = idx < hops[:, None]
+            out = torch.where(on_path, self.pair_token(letter, nxt), out)
+            return torch.where(idx == hops[:, None], answer[:, None], out)
+
+        self._refill_extension(tokens, {
+            "target": lambda e: self.digit_token(
                 off_chain(e), torch.randint(1, self.n_digits + 1, (n, e), generator=gen)),
-            lambda e: self.pair_token(off_chain(e), off_chain(e)), gen)
+            "pretarget": lambda e: self.pair_token(off_chain(e), off_chain(e)),
+            "answer": with_answer, "duplicates": duplicates}, gen)
         return TaskBatch(tokens, answer, answer_pos), hops, path
 
     def _next(self, tokens: Tensor, pos: Tensor) -> Tensor:

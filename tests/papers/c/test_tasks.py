@@ -15,7 +15,11 @@ TASKS_UNDER_TEST = [NumberTask(), LetterTask(), NumberTask(n_letters=10, seed=3,
                     LetterTask(length=45, seed=1), LetterTask(query_letter="filler"),
                     LetterTask(n_letters=5, query_letter="filler", seed=4, length=30),
                     *(cls(length=40, filler=f) for f in FILLERS[1:]
-                      for cls in (NumberTask, LetterTask))]
+                      for cls in (NumberTask, LetterTask)),
+                    *(LetterTask(length=60, filler=f, query_letter="filler", seed=7)
+                      for f in FILLERS[1:]),
+                    *(LetterTask(n_letters=6, n_digits=2, length=33, filler=f, seed=8)
+                      for f in ("answer", "duplicates"))]
 
 
 def _walk(task, row: list[int]) -> tuple[int, list[int]]:
@@ -170,8 +174,10 @@ def test_the_query_letter_is_reserved_or_drawn_from_the_fillers_pool():
 
 @pytest.mark.parametrize("cls", [NumberTask, LetterTask], ids=lambda c: c.name)
 def test_filler_readings_change_only_the_extension(cls):
-    """Every reading keeps the training-length tokens, path and answer; ``target`` is the
-    generator as it was (bit for bit) and stays out of the configuration."""
+    """Every reading keeps the training-length tokens, path and answer (``"reach"``: the
+    path and the effective target window; only off-path pre-target offsets change);
+    ``target`` is the generator as it was (bit for bit) and stays out of the
+    configuration; a reading that coincides with another (``same_as``) gives its tokens."""
     base = cls(length=60)
     assert "filler" not in base.config() and base.filler == "target"
     ref, ref_hops, ref_path = base._generate_with_paths(200, torch.Generator().manual_seed(5))
@@ -182,20 +188,69 @@ def test_filler_readings_change_only_the_extension(cls):
         assert task.filler == filler and task.at_length(80).filler == filler
         assert ("filler" in task.config()) == (filler != "target")
         batch, hops, path = task._generate_with_paths(200, torch.Generator().manual_seed(5))
-        assert torch.equal(batch.tokens[:, e:], ref.tokens[:, e:])
         assert torch.equal(path, ref_path) and torch.equal(batch.answers, ref.answers)
+        if task.same_as() == "target":
+            assert torch.equal(batch.tokens, ref.tokens), filler
+            continue
+        if filler == "reach":                                    # Number only
+            keep = e + task.window
+            assert torch.equal(batch.tokens[:, :keep], ref.tokens[:, :keep])
+            pos = torch.arange(task.pre_start, task.length)
+            dest = pos - (batch.tokens[:, task.pre_start:] - task.n_letters + 1)
+            assert bool((dest >= 0).all()) and bool((dest < e).any())
+            ref_dest = pos - (ref.tokens[:, task.pre_start:] - task.n_letters + 1)
+            assert bool((ref_dest >= e).all())          # other readings: inside the frame
+            continue
+        assert torch.equal(batch.tokens[:, e:], ref.tokens[:, e:])
         ext = [[names[t] for t in row] for row in batch.tokens[:, :e].tolist()]
         if cls is NumberTask:
             offsets = [w.isdigit() for row in ext for w in row]
         else:
             offsets = [w[1].isalpha() for row in ext for w in row]      # letter-letter pairs
         share = sum(offsets) / len(offsets)
-        expected = {"target": (0.0, 0.0), "pretarget": (1.0, 1.0), "mixed": (0.4, 0.6),
-                    "repeat": (0.0, 0.0)}[filler]
+        expected = {"pretarget": (1.0, 1.0), "mixed": (0.4, 0.6), "repeat": (0.0, 0.0),
+                    "answer": (0.0, 0.0),
+                    "duplicates": (0.4, 0.6) if cls is NumberTask else (0.01, 0.3)}[filler]
         assert expected[0] <= share <= expected[1], (filler, share)
-        if filler == "target":
-            assert torch.equal(batch.tokens, ref.tokens)
         if filler == "repeat":
             window = batch.tokens[:, e: e + task.window]
             for i in range(e):
                 assert torch.equal(batch.tokens[:, i], window[:, (i - e) % task.window])
+
+
+def test_answer_copies_and_proper_duplicates_in_letters_extension():
+    """Letter ``answer``: about 1/(off-chain letters + 1) of the extension is the answer
+    token itself (about 16 % with the ``paper`` preset's task), never another token with
+    the answer's letter; ``duplicates``: every letter's extra tokens are one identical
+    token per sequence, chain letters' the frame's own (answer, path pairs)."""
+    task = LetterTask(query_letter="filler", length=217)
+    e = task.n_extra
+    for filler, low, high in (("answer", 0.13, 0.19), ("duplicates", 0.08, 0.14)):
+        long = task.at_length(217, filler=filler)
+        batch, hops, path = long._generate_with_paths(400, torch.Generator().manual_seed(2))
+        ext = batch.tokens[:, :e]
+        share = float((ext == batch.answers[:, None]).float().mean())
+        assert low <= share <= high, (filler, share)
+        same_letter = (ext < task.n_pairs) & (ext // task.n_digits
+                                              == (batch.answers // task.n_digits)[:, None])
+        assert torch.equal(same_letter, ext == batch.answers[:, None])
+        if filler == "duplicates":
+            left = torch.where(batch.tokens >= task.n_pairs,
+                               (batch.tokens - task.n_pairs) // task.n_letters,
+                               batch.tokens // task.n_digits)
+            for i in range(50):
+                row, lt = batch.tokens[i], left[i]
+                for letter in lt[:e].unique():
+                    assert len(row[:e][lt[:e] == letter].unique()) == 1
+                for k in range(1, int(hops[i])):                 # path pairs copied
+                    at = int(path[i, k])
+                    hits = (lt[:e] == lt[at]).nonzero().flatten()
+                    assert bool((row[hits] == row[at]).all())
+
+
+def test_same_as_names_the_coinciding_reading():
+    assert NumberTask().same_as("answer") == "target"
+    assert LetterTask().same_as("reach") == "target"
+    assert LetterTask(filler="answer").same_as() == "answer"
+    with pytest.raises(TaskConfigError, match="filler must be one of"):
+        NumberTask().same_as("letters")
