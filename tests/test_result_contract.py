@@ -350,7 +350,7 @@ RESULTS = {
     "lens_possym.decompose.FrequencyNorms": _norms,
     "lens_possym.interventions.sweep.BandSweep": _band_sweep,
     "lens_possym.interventions.compare.HeadSetComparison": _comparison,
-    "lens_possym.interventions.grid.PatchingGrid": _grid,
+    "lens_possym.interventions.grid_data.PatchingGrid": _grid,
     "lens_possym.circuits.path.PathPatching": _path_patching,
     "lens_possym.interventions.importance.HeadImportance": _importance,
     "lens_possym.tasks.binding.BindingResult": _binding,
@@ -563,8 +563,8 @@ CONFIGS = {
                                                     swap="block", n_blocks=4), {"method": "fast"}),
     "lens_possym.interventions.compare.HeadSetConfig": (
         _make("lens_possym.interventions.compare.HeadSetConfig", n_random=3), {"n_random": -1}),
-    "lens_possym.interventions.grid.PatchGridConfig": (
-        _make("lens_possym.interventions.grid.PatchGridConfig", layers=(0, 2)), {"side": "v"}),
+    "lens_possym.interventions.grid_data.PatchGridConfig": (
+        _make("lens_possym.interventions.grid_data.PatchGridConfig", layers=(0, 2)), {"side": "v"}),
     "lens_possym.interventions.sweep.BandSweepConfig": (
         _make("lens_possym.interventions.sweep.BandSweepConfig", bands=2, mode="mean"),
         {"bands": 0}),
