@@ -152,6 +152,23 @@ def _path_patching(ctx):
                           Edge.parse("L0H1->L1H0.q"), (0,))])
 
 
+def _edge_scores(ctx):
+    from lens_possym.circuits import path_edge_scores
+
+    toks = ctx.tokens
+    return path_edge_scores(ctx.model, toks, toks.flip(0), lambda l: l[:, -1, 3] - l[:, -1, 5],
+                            ["L0H0->L1H1.k", "L0H2->logits", "embed->L1H0.v"])
+
+
+def _circuit(ctx):
+    from lens_possym.circuits import find_circuit
+
+    toks = ctx.tokens
+    return find_circuit(ctx.model, toks, toks.flip(0), lambda l: l[:, -1, 3] - l[:, -1, 5],
+                        edges=["L0H0->L1H1.k", "L0H2->logits", "embed->L1H0.v"],
+                        positional={"L1H1": [0, 1]}, info={"model": "tiny"})
+
+
 def _binding_task(ctx):
     from lens_possym.tasks import binding_task
 
@@ -352,6 +369,8 @@ RESULTS = {
     "lens_possym.interventions.compare.HeadSetComparison": _comparison,
     "lens_possym.interventions.grid_data.PatchingGrid": _grid,
     "lens_possym.circuits.path.PathPatching": _path_patching,
+    "lens_possym.circuits.circuit.EdgeScores": _edge_scores,
+    "lens_possym.circuits.circuit.Circuit": _circuit,
     "lens_possym.interventions.importance.HeadImportance": _importance,
     "lens_possym.tasks.binding.BindingResult": _binding,
     "lens_possym.tasks.word_distance.WordDistanceResult": _word_distance,

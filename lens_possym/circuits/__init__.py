@@ -6,7 +6,11 @@ edge feeds the receiver's positional channel or its content.
   of a receiver: ``q``/``k``/``v`` for a head, ``in`` for an MLP or the logits),
   :func:`graph_nodes` / :func:`graph_edges` listing a model's;
 * :mod:`.path`: path patching (:func:`path_patch`: senders' clean outputs reaching only
-  chosen receiver inputs, a query's or key's frequency pairs included), batched.
+  chosen receiver inputs, a query's or key's frequency pairs included), batched;
+* :mod:`.circuit`: edge scores from any method (:class:`EdgeScores`, exact ones by
+  :func:`path_edge_scores`), a circuit by size or threshold (:func:`select_edges`), its
+  faithfulness (:func:`circuit_metric`) as a curve over sizes, with labels
+  (:func:`find_circuit` -> :class:`Circuit`).
 
 See ``docs/circuits.md``.
 """
@@ -19,6 +23,8 @@ _EXPORTS = {
         "graph_shape"],
     "path": ["OUTPUT_ACTS", "PathCell", "PathPatching", "Receiver", "node_outputs",
         "output_hooks", "path_patch", "run_caches", "frozen_inputs", "band_freqs"],
+    "circuit": ["ABLATIONS", "Circuit", "EdgeScores", "as_edge_scores", "circuit_metric",
+        "find_circuit", "path_edge_scores", "positional_share", "select_edges"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -41,4 +47,13 @@ __all__ = [
     "output_hooks",
     "band_freqs",
     "OUTPUT_ACTS",
+    "EdgeScores",
+    "as_edge_scores",
+    "path_edge_scores",
+    "select_edges",
+    "circuit_metric",
+    "positional_share",
+    "Circuit",
+    "find_circuit",
+    "ABLATIONS",
 ]

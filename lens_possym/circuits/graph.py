@@ -222,7 +222,10 @@ def graph_shape(model: Any) -> GraphShape:
         raise InvalidSelectionError(
             f"cannot read the graph of {type(model).__name__}: it needs cfg.n_layers and "
             f"cfg.n_heads (got {n_layers!r}, {n_heads!r}); pass a TransformerLens model")
-    return GraphShape(n_layers, n_heads, mlps=not bool(getattr(cfg, "attn_only", False)),
+    # attention-only: TransformerLens's attn_only, or a toy model's d_mlp=None
+    mlps = not bool(getattr(cfg, "attn_only", False)) and getattr(cfg, "d_mlp", 1) is not None \
+        and getattr(cfg, "d_mlp", 1) != 0
+    return GraphShape(n_layers, n_heads, mlps=mlps,
                       parallel_attn_mlp=bool(getattr(cfg, "parallel_attn_mlp", False)))
 
 

@@ -222,12 +222,17 @@ def _view(tensor: Tensor, spec: RopeSpec, channel: str) -> Tensor:
 # ---- the two passes ------------------------------------------------------------------------
 
 
+class _Captured(Exception):
+    """Raised by a hook to end a pass once what it reads has been read."""
+
+
 def frozen_inputs(resolved: Resolved, tokens: Tensor, base: Mapping[str, Tensor],
-                  per_copy: Sequence[Mapping[Node, Tensor]], wanted: Iterable[str]
-                  ) -> dict[str, Tensor]:
+                  per_copy: Sequence[Mapping[Node, Tensor]], wanted: Iterable[str], *,
+                  stop_at: str | None = None) -> dict[str, Tensor]:
     """The freeze pass: ``tokens`` stacked ``len(per_copy)`` times, every node's output
     frozen at ``base`` except copy ``c``'s nodes at ``per_copy[c]``; returns the
-    activations ``wanted`` (hook names) of the stacked run."""
+    activations ``wanted`` (hook names) of the stacked run, and its ``"logits"`` unless
+    ``stop_at`` (a hook name) ends the pass there."""
     model = resolved.model
     batch = tokens.shape[0]
     store: dict[str, Tensor] = {}
@@ -239,13 +244,21 @@ def frozen_inputs(resolved: Resolved, tokens: Tensor, base: Mapping[str, Tensor]
             return act
         return hook
 
+    def stop(act: Tensor, hook: Any = None) -> Tensor:
+        raise _Captured
+
     # read before the frozen outputs of the same hook are set: an MLP receiver's output is
     # what it computes from the frozen residual, not its frozen value
     hooks = [(name, keep(name)) for name in wanted]
     hooks += output_hooks(resolved, base, per_copy, batch)
+    if stop_at is not None:
+        hooks.append((stop_at, stop))
     stacked = tokens.repeat(len(per_copy), 1)
-    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-        model(stacked, return_type=None)
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            store["logits"] = model(stacked)
+    except _Captured:
+        pass
     missing = [n for n in wanted if n not in store]
     if missing:
         raise InvalidSelectionError(f"the hooks {missing} did not fire on this model")
