@@ -6,6 +6,8 @@
     python benchmarks/paper_c.py roles          # roles, causal roles, logit lens, residual patching
     python benchmarks/paper_c.py discrepancy    # constructions, Theorem 3.2, trained heads' gaps
     python benchmarks/paper_c.py lengths        # lengths 17..850, every filler reading
+    python benchmarks/paper_c.py grid --presets paper   # every run x reading x length,
+                                                # 1,000 prompts, into docs/paper_c_results.json
     python benchmarks/paper_c.py masking        # the extension hidden from layers 0-3, positions
     python benchmarks/paper_c.py lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
     python benchmarks/paper_c.py analyse        # every analysis above for every finished run
@@ -382,6 +384,31 @@ def stage_masking(args) -> None:
             for n, r in rows.items()))
 
 
+def stage_grid(args) -> None:
+    """The length test under every reading (docs/paper_c_rules.md, addendum of
+    2026-11-28): every finished run (``--presets``, ``--seeds``, ``--tasks``) x
+    ``--readings`` x ``--grid-lengths``, ``--grid-prompts`` prompts per cell, and the masking
+    diagnostic per reading at ``--mask-lengths``; each cell is written into
+    docs/paper_c_results.json (key ``length_cells``) as soon as it is measured, so the
+    stage resumes from the committed file (commit it as cells land)."""
+    from lens_possym.papers.c.readings import CellStore, run_grid
+
+    store = CellStore(args.docs / "paper_c_results.json")
+    runs = finished_runs(args)
+    say(f"[grid] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
+    for task, preset, seed in runs:
+        one = argparse.Namespace(**{**vars(args), "tasks": [task], "preset": preset,
+                                    "seed": seed})
+        model, t, step = final_model(task, one)
+        start = time.process_time()
+        run_grid(model, t, store, run=run_name(task, one), preset=preset, seed=seed,
+                 step=step, readings=args.readings, lengths=args.grid_lengths,
+                 mask_lengths=args.mask_lengths, n_prompts=args.grid_prompts,
+                 log=lambda line: say(f"[grid] {line}"))
+        say(f"[grid] {run_name(task, one)}: done ({time.process_time() - start:.0f} CPU s "
+            "in this call)")
+
+
 def finished_runs(args) -> list[tuple[str, str, int]]:
     """``(task, preset, seed)`` of every finished run in RUNS (``model.pt`` written),
     narrowed by ``--presets``/``--seeds``/``--tasks``."""
@@ -438,7 +465,8 @@ ANALYSES = {"dynamics": stage_dynamics, "roles": stage_roles, "discrepancy": sta
             "lengths": stage_lengths, "masking": stage_masking}
 STAGES = {"train": stage_train, "dynamics": stage_dynamics, "timing": stage_timing,
           "roles": stage_roles, "discrepancy": stage_discrepancy, "lengths": stage_lengths,
-          "masking": stage_masking, "lm": stage_lm, "analyse": stage_analyse}
+          "masking": stage_masking, "lm": stage_lm, "analyse": stage_analyse,
+          "grid": stage_grid}
 
 
 def main(argv=None) -> None:
@@ -467,10 +495,22 @@ def main(argv=None) -> None:
     parser.add_argument("--partial", action="store_true",
                         help="dynamics: score the complete 10-checkpoint chunks of a run still "
                              "training (cached for later)")
+    parser.add_argument("--readings", nargs="+", default=None,
+                        help="grid: the readings of the extra symbols (default: every one)")
+    parser.add_argument("--grid-lengths", type=int, nargs="+",
+                        default=[17, 50, 100, 200, 300, 500, 850, 1000],
+                        help="grid: the lengths (default 17 50 100 200 300 500 850 1000)")
+    parser.add_argument("--mask-lengths", type=int, nargs="*", default=list(MASK_LENGTHS),
+                        help="grid: the masking diagnostic's lengths (default 100 300 850)")
+    parser.add_argument("--grid-prompts", type=int, default=1000,
+                        help="grid: prompts per cell (default 1000)")
     parser.add_argument("--docs", type=Path, default=DOCS,
                         help="where the records (paper_c_runs/), the report, the results and "
                              "the figures go (default docs/)")
     args = parser.parse_args(argv)
+    if args.readings is None:
+        from lens_possym.papers.c.tasks import FILLERS
+        args.readings = list(FILLERS)
     global RUNS, CACHE, RECORDS
     RECORDS = args.docs / "paper_c_runs"
     RUNS = args.runs if args.runs is not None else RUNS

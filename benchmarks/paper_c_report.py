@@ -294,6 +294,9 @@ def write_report(args=None) -> Path:
     global DOC, RESULTS, RECORDS, FIGS
     docs = Path(getattr(args, "docs", None) or ROOT / "docs")
     DOC, RESULTS = docs / "paper_c.md", docs / "paper_c_results.json"
+    from lens_possym.papers.c.readings import CellStore, report_lines
+    # the length cells live in the results file itself (written by the grid stage)
+    length_cells = CellStore(RESULTS).cells()
     RECORDS, FIGS = docs / "paper_c_runs", docs / "figures" / "paper_c"
     cache = Path(getattr(args, "cache", None) or ROOT / "out" / "paper_c" / "cache")
     presets = list(getattr(args, "presets", None) or ("paper", "cpu"))
@@ -420,6 +423,8 @@ def write_report(args=None) -> Path:
         _dynamics_section(add, preset, runs[preset], recs, purity, convergence_step)
         _roles_section(add, preset, runs[preset])
         _lengths_section(add, preset, runs[preset], FILLERS, HEADLINE_FILLER)
+        for line in report_lines(length_cells, preset=preset):
+            add(line)
         _gaps_section(add, preset, runs[preset])
 
     _ablation_section(add, _json(docs / "paper_c_ablate.json"))
@@ -429,6 +434,7 @@ def write_report(args=None) -> Path:
 
     DOC.write_text("\n".join(lines))
     RESULTS.write_text(json.dumps({
+        "length_cells": length_cells,
         "source": "python benchmarks/paper_c.py report (records: docs/paper_c_runs/, "
                   "analyses: the stage cache); null = not measured yet",
         "headline_filler": HEADLINE_FILLER, "gamma": 0.1,

@@ -7,7 +7,8 @@ and purity (:mod:`.dynamics`), head roles (:mod:`.roles`), T_Index and T_Retriev
 (:mod:`.constructions`, with exact multi-layer chains), the answer along the hop path
 (:mod:`.chain`: logit lens and residual patching per stop), discrepancy and Theorem 3.2
 (:mod:`.discrepancy`), length generalisation (:mod:`.lengths`) and why it fails
-(:mod:`.masking`), the verdict rules of docs/paper_c_rules.md (:mod:`.verdicts`), the
+(:mod:`.masking`), the length test under every reading of the extra symbols
+(:mod:`.readings`), the verdict rules of docs/paper_c_rules.md (:mod:`.verdicts`), the
 1-hop prompts for pretrained LMs (:mod:`.prompts`); the ``lens-possym multihop`` command.
 """
 
@@ -39,6 +40,8 @@ _EXPORTS = {
                     "retrieval_bound", "LayerGaps", "layer_gaps"],
     "masking": ["ExtensionAccuracy", "extension_accuracy", "extension_hooks"],
     "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
+    "readings": ["CellStore", "run_grid", "length_cell", "mask_cells", "reading_claims",
+                 "all_readings_verdict", "fig5b_readings", "grid_table"],
     "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

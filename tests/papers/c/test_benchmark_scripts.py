@@ -141,3 +141,28 @@ def test_report_from_what_exists(tmp_path):
     assert number["accuracy_by_length"] == {"50": 0.4, "100": 0.3, "300": 0.1, "850": 0.02}
     assert number["first_step_at_0.99"] == 800 and number["steps"] == 1000
     assert number["pure_positional_end"] is None                    # not analysed: null
+
+
+def test_grid_stage_writes_cells_the_report_keeps(tiny_multihop_run, tmp_path):
+    """`paper_c.py grid` measures every cell of a finished run into the results file
+    (resumable), and the report keeps them there and prints the readings section."""
+    run_dir, _, _ = tiny_multihop_run
+    runs, docs = tmp_path / "runs", tmp_path / "docs"
+    runs.mkdir()
+    (runs / "number-tiny-s0").symlink_to(run_dir, target_is_directory=True)
+    script = _script("paper_c")
+    argv = ["grid", "--presets", "tiny", "--tasks", "number", "--seeds", "0", "--runs",
+            str(runs), "--cache", str(tmp_path / "cache"), "--docs", str(docs),
+            "--grid-prompts", "8", "--grid-lengths", "17", "30", "--mask-lengths", "30",
+            "--readings", "target", "answer"]
+    script.main(argv)
+    results = docs / "paper_c_results.json"
+    cells = json.loads(results.read_text())["length_cells"]
+    assert {(c["reading"], c["length"], c["mode"]) for c in cells} == {
+        (r, n, m) for r in ("target", "answer") for n, m in
+        ((17, "as built"), (30, "as built"), (30, "mask"), (30, "positions"))}
+    report = _script("paper_c_report")
+    (docs / "paper_c_runs").mkdir()
+    report.write_report(argparse.Namespace(docs=docs, cache=tmp_path / "cache",
+                                           presets=["tiny"]))
+    assert json.loads(results.read_text())["length_cells"] == cells
