@@ -40,6 +40,7 @@ RUNS = {
     "encoder": (["--task", "distance", "--scheme", "rope", "--steps", "2", "--out", "OUT"],
                 False),
     "multihop": (["lengths"], False),
+    "paper-b": (["report", "--preset", "paper-length", "--out", "OUT"], False),  # a page block
 }
 
 
