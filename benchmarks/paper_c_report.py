@@ -285,7 +285,9 @@ def write_report(args=None) -> Path:
     from lens_possym.papers.c.verdicts import (
         ROW_KEYS,
         convergence_step,
+        STRICT_RULES,
         judge_seed,
+        judge_seed_strict,
         judge_theory,
         rule,
         verdict,
@@ -307,6 +309,7 @@ def write_report(args=None) -> Path:
 
     runs: dict[str, dict] = {p: {} for p in presets}
     judged: dict[str, dict[int, dict]] = {p: {} for p in presets}
+    strict: dict[str, dict[int, dict]] = {p: {} for p in presets}
     results_json = []
     for preset in presets:
         for seed in SEEDS:
@@ -320,6 +323,8 @@ def write_report(args=None) -> Path:
                     results_json.append(result_record(rec, run))
             if any(analyses.values()):
                 judged[preset][seed] = judge_seed(analyses["number"], analyses["letter"])
+                strict[preset][seed] = judge_seed_strict(analyses["number"],
+                                                         analyses["letter"])
 
     curves = _json(cache / "index_discrepancy_v2.json")
     constructions = _json(cache / "constructions_accuracy.json")
@@ -400,6 +405,19 @@ def write_report(args=None) -> Path:
             add(f"| {key.split()[0]} | {claim} | {r.paper} | "
                 + " | ".join(_cell(x) for x in per_seed)
                 + f" | {r.rule} | **{verdict(per_seed)}** |")
+        add("")
+        add(f"Strict rules (docs/paper_c_rules.md, addendum of 2026-11-28; claims 13-15 "
+            f"per reading in the length section), beside the lenient verdict above:")
+        add("")
+        add("| # | strict rule (per seed) | seed 0 | seed 1 | seed 2 | strict verdict | "
+            "lenient verdict |")
+        add("|---|---|---|---|---|---|---|")
+        for key in ("4", "5", "6 number", "6 letter", "9", "16"):
+            per_seed = [strict[preset].get(s, {}).get(key) for s in SEEDS]
+            lenient = [judged[preset].get(s, {}).get(key) for s in SEEDS]
+            add(f"| {key} | {STRICT_RULES[key.split()[0]]} | "
+                + " | ".join(_cell(x) for x in per_seed)
+                + f" | **{verdict(per_seed)}** | {verdict(lenient)} |")
         add("")
     add("### Theory (no seed)")
     add("")

@@ -39,7 +39,8 @@ from ...errors import InvalidSelectionError
 from ...results_io import ResultIO
 
 __all__ = ["Rule", "RULES", "RunAnalyses", "RuleResult", "mid_rise", "relative_spread",
-           "convergence_step", "judge_seed", "judge_theory", "verdict", "ROW_KEYS",
+           "convergence_step", "judge_seed", "judge_seed_strict", "STRICT_RULES", "judge_theory",
+           "verdict", "ROW_KEYS",
            "GAMMA", "LENGTHS_13"]
 
 GAMMA = 0.1
@@ -463,6 +464,110 @@ def judge_seed(number: RunAnalyses | None, letter: RunAnalyses | None) -> dict[s
            _rule_6(num), _rule_6(let), _rule_7(let), _rule_8(num), _rule_9(let),
            _rule_10(num), _rule_10(let), _rule_13(num, let), _rule_14(let), _rule_15(num),
            _rule_16(num, let)]
+    return {r.key: r for r in out}
+
+
+# ---- the strict rules (docs/paper_c_rules.md, addendum of 2026-11-28) -------------------
+
+#: the strict rules' text, as the addendum gives it (printed beside the lenient rule)
+STRICT_RULES = {
+    "4": "the counted positional heads are exactly L0-L3 and the counted symbolic heads "
+         "exactly L4-L11 (4 + 8; counted cumulatively, as Fig 2C counts)",
+    "5": "the counted symbolic heads are exactly L1-L11, no head is ever counted positional, "
+         "and L0 is not pure at the end",
+    "6": "at T every head of the paper's pure set (Number: all 12; Letter: L1-L11) is pure "
+         "and stays pure from then on",
+    "9": "no head labelled Index, and each of L0-L3 labelled Retrieval (4-hop prompts)",
+    "16": "with Def 3.1's max: mean over Number L0-L3 of max gap(300) / max gap(17) < 1 "
+          "and < the same mean over Letter L1-L11",
+}
+
+
+def _counted(run: RunAnalyses) -> tuple[list[int], list[int]] | None:
+    """Layers whose head 0 is ever pure positional / ever pure symbolic (cumulative, as
+    Fig 2C counts), or ``None`` without scores."""
+    if run.pos is None or run.sym is None:
+        return None
+    state = _pure_state(run.pos, run.sym)[:, :, 0]
+    pos = sorted(int(i) for i in (state == 1).any(dim=0).nonzero().flatten())
+    sym = sorted(int(i) for i in (state == -1).any(dim=0).nonzero().flatten())
+    return pos, sym
+
+
+def _strict_4(num: RunAnalyses) -> RuleResult:
+    c = _counted(num)
+    if c is None:
+        return _missing("4", "Number's scores at every checkpoint")
+    pos, sym = c
+    holds = pos == [0, 1, 2, 3] and sym == list(range(4, num.pos.shape[1]))
+    return RuleResult("4", holds, f"counted positional L{pos}, symbolic L{sym}",
+                      {"positional": pos, "symbolic": sym})
+
+
+def _strict_5(let: RunAnalyses) -> RuleResult:
+    c = _counted(let)
+    if c is None:
+        return _missing("5", "Letter's scores at every checkpoint")
+    pos, sym = c
+    l0_end = int(_pure_state(let.pos, let.sym)[-1, 0, 0])
+    holds = not pos and sym == list(range(1, let.pos.shape[1])) and l0_end == 0
+    kind = {0: "not pure", 1: "positional", -1: "symbolic"}[l0_end]
+    return RuleResult("5", holds, f"counted positional L{pos}, symbolic L{sym}; L0 at the end: "
+                      f"{kind}", {"positional": pos, "symbolic": sym, "l0_end": l0_end})
+
+
+def _strict_6(run: RunAnalyses) -> RuleResult:
+    key = f"6 {run.task}"
+    if run.pos is None or run.history is None or run.steps is None:
+        return _missing(key, "scores at every checkpoint and the training history")
+    T = convergence_step(run.history)
+    steps = list(run.steps)
+    if math.isinf(T):
+        return RuleResult(key, False, "never converges (T = ∞)", {"T": T})
+    if int(T) not in steps:
+        return _missing(key, f"a checkpoint at T = {int(T)}")
+    state = _pure_state(run.pos, run.sym)[:, :, 0]
+    at = steps.index(int(T))
+    want = range(state.shape[1]) if run.task == "number" else range(1, state.shape[1])
+    bad = [layer for layer in want
+           if int(state[at, layer]) == 0 or bool((state[at:, layer] != state[at, layer]).any())]
+    return RuleResult(key, not bad, f"T = {int(T)}: not pure at T or not stably after: "
+                      f"{'L' + str(bad) if bad else 'none'}", {"T": T, "bad": bad})
+
+
+def _strict_9(let: RunAnalyses) -> RuleResult:
+    if let.labels is None:
+        return _missing("9", "Letter's attention roles")
+    flat = [x for row in let.labels for x in row]
+    first = [row[0] for row in let.labels[:4]]
+    holds = "Index" not in flat and all(x == "Retrieval" for x in first)
+    return RuleResult("9", holds, f"labels L0-L3: {first}; Index anywhere: {'Index' in flat}",
+                      {"first": first})
+
+
+def _strict_16(num: RunAnalyses, let: RunAnalyses) -> RuleResult:
+    n_layers = let.gap_max[17].shape[0] if let.gap_max and 17 in let.gap_max else 12
+    xn = _gap_ratio(num, range(4), "max")
+    xl = _gap_ratio(let, range(1, n_layers), "max")
+    if xn is None or xl is None:
+        return _missing("16", "trained heads' gaps at 17 and 300 (both tasks)")
+    return RuleResult("16", xn < 1 and xn < xl, f"max gap(300)/max gap(17): Number L0-L3 "
+                      f"{xn:.2f}, Letter L1-L{n_layers - 1} {xl:.2f}",
+                      {"number": xn, "letter": xl})
+
+
+def judge_seed_strict(number: RunAnalyses | None, letter: RunAnalyses | None
+                      ) -> dict[str, RuleResult]:
+    """The strict rules (:data:`STRICT_RULES`) on one ``(preset, seed)``'s two runs;
+    claims 13-15's strict rules read the length cells
+    (:func:`lens_possym.papers.c.readings.reading_claims`)."""
+    num = number or RunAnalyses("number", "", -1)
+    let = letter or RunAnalyses("letter", "", -1)
+    for run, task in ((num, "number"), (let, "letter")):
+        if run.task != task:
+            raise InvalidSelectionError(f"expected a {task} run, got {run.task!r}")
+    out = [_strict_4(num), _strict_5(let), _strict_6(num), _strict_6(let), _strict_9(let),
+           _strict_16(num, let)]
     return {r.key: r for r in out}
 
 

@@ -132,6 +132,7 @@ def test_report_from_what_exists(tmp_path):
     assert "✗ 0.100" in rows["14"] and "… not run" in rows["14"]
     assert "… missing" in rows["1"]
     assert "| number-paper-s1 | pending |" in page
+    assert "| 4 | the counted positional heads are exactly L0-L3" in page   # strict rules
     assert "| letter-s0 | 0.100 / 0.990 / 0.010 |" in page                 # the masking table
     assert ("as built at most 0.100; with the extra tokens hidden from layers 0-3 at least "
             "**0.970**" in page and "the failure is in layers 0-3's attention" in page)

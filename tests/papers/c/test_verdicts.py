@@ -31,7 +31,8 @@ STEPS = list(range(100, 7001, 100))
 
 def test_rule_texts_are_the_pages():
     rows = {}
-    for line in RULES_PAGE.read_text().splitlines():
+    lenient = RULES_PAGE.read_text().split("## Addendum")[0]     # the 2026-11-25 table
+    for line in lenient.splitlines():
         if line.startswith("| ") and line[2].isdigit():
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             rows[int(cells[0])] = cells
@@ -176,3 +177,42 @@ def test_two_of_three_seeds():
     assert verdict([yes, pending, pending]) == "pending"
     assert verdict([None, None, None]) == "pending"
     assert verdict([yes], n_seeds=1) == "holds" and verdict([pending], n_seeds=1) == "pending"
+
+
+def _strict_paper_like():
+    number, letter = copy.deepcopy(_paper_like())
+    letter.labels[0] = ["Retrieval"]                    # L0-L3 all Retrieval
+    return number, letter
+
+
+def test_strict_rules_hold_on_a_run_that_shows_the_claims_as_written():
+    from lens_possym.papers.c.verdicts import STRICT_RULES, judge_seed_strict
+
+    results = judge_seed_strict(*_strict_paper_like())
+    assert set(results) == {"4", "5", "6 number", "6 letter", "9", "16"}
+    assert {k.split()[0] for k in results} == set(STRICT_RULES)
+    failing = {k: r.ours for k, r in results.items() if r.holds is not True}
+    assert not failing, failing
+    assert all(r.holds is None for r in judge_seed_strict(None, None).values())
+
+
+@pytest.mark.parametrize("key, break_it", [
+    # 3 positional heads: the lenient rule (>= 2) holds, the strict (exactly L0-L3) not
+    ("4", lambda n, l: n.pos.__setitem__((slice(None), 0, 0), 0.5)),
+    # L0 pure symbolic at the end: lenient (>= 9 symbolic) holds, strict not
+    ("5", lambda n, l: (l.pos.__setitem__((slice(None), 0, 0), 0.03),
+                        l.sym.__setitem__((slice(None), 0, 0), 0.97))),
+    # L3 pure only from 5,000 (T = 4,800): 11 of 12 at T satisfies the lenient rule
+    ("6 number", lambda n, l: n.pos.__setitem__((slice(0, STEPS.index(5000)), 3, 0), 0.5)),
+    ("9", lambda n, l: l.labels.__setitem__(0, ["other"])),
+    # the max discrepancy grows for Number's positional heads
+    ("16", lambda n, l: n.gap_max.__setitem__(300, 3 * torch.ones(12, 1))),
+])
+def test_each_strict_rule_fails_where_the_lenient_one_may_pass(key, break_it):
+    from lens_possym.papers.c.verdicts import judge_seed_strict
+
+    number, letter = _strict_paper_like()
+    break_it(number, letter)
+    assert judge_seed_strict(number, letter)[key].holds is False
+    if key in ("4", "5", "6 number"):
+        assert judge_seed(number, letter)[key].holds is True
