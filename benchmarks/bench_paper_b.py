@@ -15,7 +15,7 @@ claim grid it then prints the grid's cost in CPU-hours (3 seeds; every cell's st
 evaluations during training, its per-head ablations and probe) and the steps per cell that
 fit in ``--budget-hours``. ``--attention`` compares a training step with the fused
 attention and with the written-out one (what a hook on the pattern forces). With ``--root``, it also prints the measured training time of
-every finished cell of the grid (``benchmarks/paper_b.py run``), which is the number the
+every finished cell of the grid (``lens-possym paper-b run``), which is the number the
 docs quote; with ``--measured-only`` it prints only those (no training, seconds).
 
 On ``--device cuda`` every time is wall-clock time with the device synchronised (the GPU
