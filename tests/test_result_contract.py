@@ -167,6 +167,11 @@ def _circuit(ctx):
     return find_circuit(ctx.model, toks, toks.flip(0), lambda l: l[:, -1, 3] - l[:, -1, 5],
                         edges=["L0H0->L1H1.k", "L0H2->logits", "embed->L1H0.v"],
                         positional={"L1H1": [0, 1]}, info={"model": "tiny"})
+def _attribution(ctx):
+    from lens_possym.circuits import attribute
+
+    return attribute(ctx.model, ctx.tokens, ctx.tokens.flip(0),
+                     lambda l: l[:, -1, 3] - l[:, -1, 5], site="frequencies")
 
 
 def _binding_task(ctx):
@@ -371,6 +376,7 @@ RESULTS = {
     "lens_possym.circuits.path.PathPatching": _path_patching,
     "lens_possym.circuits.circuit.EdgeScores": _edge_scores,
     "lens_possym.circuits.circuit.Circuit": _circuit,
+    "lens_possym.circuits.attribution.Attribution": _attribution,
     "lens_possym.interventions.importance.HeadImportance": _importance,
     "lens_possym.tasks.binding.BindingResult": _binding,
     "lens_possym.tasks.word_distance.WordDistanceResult": _word_distance,
@@ -584,6 +590,9 @@ CONFIGS = {
         _make("lens_possym.interventions.compare.HeadSetConfig", n_random=3), {"n_random": -1}),
     "lens_possym.interventions.grid_data.PatchGridConfig": (
         _make("lens_possym.interventions.grid_data.PatchGridConfig", layers=(0, 2)), {"side": "v"}),
+    "lens_possym.circuits.attribution.AttributionConfig": (
+        _make("lens_possym.circuits.attribution.AttributionConfig", site="frequencies",
+              layers=(1,), side="k"), {"saturation_threshold": 2.0}),
     "lens_possym.interventions.sweep.BandSweepConfig": (
         _make("lens_possym.interventions.sweep.BandSweepConfig", bands=2, mode="mean"),
         {"bands": 0}),

@@ -11,6 +11,9 @@ edge feeds the receiver's positional channel or its content.
   :func:`path_edge_scores`), a circuit by size or threshold (:func:`select_edges`), its
   faithfulness (:func:`circuit_metric`) as a curve over sizes, with labels
   (:func:`find_circuit` -> :class:`Circuit`).
+* :mod:`.attribution`: attribution patching (:func:`attribute`, :func:`attribution_patch`:
+  every head's output, per position, every RoPE pair of every query and key, in three
+  passes; the AtP* query-key fix and where the linear estimate is unreliable).
 
 See ``docs/circuits.md``.
 """
@@ -25,6 +28,9 @@ _EXPORTS = {
         "output_hooks", "path_patch", "run_caches", "frozen_inputs", "band_freqs"],
     "circuit": ["ABLATIONS", "Circuit", "EdgeScores", "as_edge_scores", "circuit_metric",
         "find_circuit", "path_edge_scores", "positional_share", "select_edges"],
+    "attribution": ["ATTRIBUTION_SITES", "Attribution", "AttributionConfig", "attribute",
+        "attribution_patch", "compare_to_grid", "gradient_run", "pearson", "spearman",
+        "top_overlap"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -56,4 +62,14 @@ __all__ = [
     "Circuit",
     "find_circuit",
     "ABLATIONS",
+    "ATTRIBUTION_SITES",
+    "Attribution",
+    "AttributionConfig",
+    "attribute",
+    "attribution_patch",
+    "compare_to_grid",
+    "gradient_run",
+    "pearson",
+    "spearman",
+    "top_overlap",
 ]
