@@ -44,7 +44,7 @@ from ..plugins.registry import PluginWarning, plugins, report_broken
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
-SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "patch", "heads", "dataset"]
+SUBCOMMANDS = ["models", "decompose", "profile", "ablate", "patch", "circuit", "heads", "dataset"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 

@@ -14,6 +14,7 @@ from .._lazy import lazy_attributes
 _EXPORTS = {
     "atlas": ["ATLAS_VIEWS", "atlas_values", "logit_share", "plot_frequency_atlas"],
     "attention": ["attention_view_html"],
+    "circuits": ["plot_circuit"],
     "frequency": ["frequency_axis", "frequency_axes", "plot_frequency_profile", "plot_logit_norms", "plot_usage",
         "plot_usage_heatmap"],
     "interactive": ["atlas_figure", "frequency_profile_figure", "heatmaps_figure", "plane_figure",
@@ -60,6 +61,8 @@ __all__ = [
     "plot_patching_grid",
     "plot_patching_top",
     "plot_effects",
+    # circuits
+    "plot_circuit",
     # training runs (paper A's sweep figures: lens_possym.papers.a.figures)
     "plot_training_curves",
     "plot_qk_trajectory",

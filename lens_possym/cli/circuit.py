@@ -1,0 +1,131 @@
+"""``lens-possym circuit``: find a circuit between clean and corrupted prompts, check it,
+and read it as positional or symbolic.
+
+::
+
+    lens-possym circuit --model smollm2-135m --task binding --out DIR
+    lens-possym circuit --model gemma-3-270m --task distance --heads-top 8 --size 12
+
+Builds counterfactual pairs (as ``lens-possym patch``), patches every head's output
+(the batched grid) and keeps the ``--heads-top`` heads that move the normalised logit
+difference most; every edge among them (the embedding and those heads as senders, their
+queries, keys and values and the logits as receivers) is then path-patched alone (exact:
+``lens_possym.circuits.path_patch``), the faithfulness curve of the top edges is run
+(only the circuit's edges carry their clean value), the circuit chosen (``--size``,
+``--threshold``, or the smallest size reaching 0.9), its heads scored (s_POS, s_SYM) and
+its key edges split into positional and content pairs. ``--out DIR`` writes
+``circuit.json`` (``Circuit.load`` reads it), the figures and
+``report.html``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from .. import circuits, interventions, report, scores
+from ..errors import InvalidSelectionError
+from ._command import add_command
+from ._model_args import add_model_args, load_from_args
+from ._output import check_output_dir, staged_dir
+from ._prompts import add_task_args
+from ._task_check import print_task_check
+from ._types import positive_int
+from .patch import _pairs
+from .profile import command_line
+
+HELP = "find a circuit (edges between heads through q, k, v) and check its faithfulness"
+DESCRIPTION = ("Circuit discovery on counterfactual prompt pairs: the heads that matter (the "
+               "patching grid), every edge among them path-patched exactly, the faithfulness "
+               "curve of the top edges, heads labelled s_POS/s_SYM and key edges by their "
+               "positional share.")
+
+
+def register(sub) -> None:
+    parser = add_command(sub, "circuit", run, HELP, DESCRIPTION)
+    add_model_args(parser)
+    parser.add_argument("--task", default="binding", choices=["binding", "distance"])
+    parser.add_argument("--corruption",
+                        help="binding: swap_query (default), swap_attribute, shuffle_order; "
+                        "distance: shift_cue (default), swap_answer")
+    parser.add_argument("--prompts", metavar="FILE",
+                        help="JSONL of your own pairs (clean, corrupted, clean_answer, "
+                        "corrupted_answer per line) instead of --task")
+    parser.add_argument("--heads-top", type=positive_int, default=6,
+                        help="heads kept from the patching grid (default 6)")
+    parser.add_argument("--size", type=positive_int, help="circuit size in edges")
+    parser.add_argument("--threshold", type=float, help="keep edges with |score| >= this")
+    parser.add_argument("--ablation", default="corrupted", choices=["corrupted", "mean"],  # circuits.ABLATIONS (not imported by --help)
+                        help="what edges outside the circuit carry (default corrupted)")
+    parser.add_argument("--no-labels", action="store_true",
+                        help="skip the s_POS/s_SYM scores and the key edges' positional share")
+    add_task_args(parser, distance=True)
+    parser.add_argument("--corruption-seed", type=int, default=0)
+    parser.add_argument("--patches-per-pass", type=positive_int, default=16)
+    parser.add_argument("--out", metavar="DIR",
+                        help="write circuit.json, circuit_*.png, report.html")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def run(args) -> int:
+    if args.prompts and args.corruption:
+        raise InvalidSelectionError("--corruption names a task's corruption; --prompts brings "
+                                    "its own corrupted prompts")
+    if args.size is not None and args.threshold is not None:
+        raise InvalidSelectionError("give --size or --threshold, not both")
+    if args.threshold is not None and not args.threshold >= 0:
+        raise InvalidSelectionError(f"--threshold must be >= 0, got {args.threshold}")
+    if args.out:
+        check_output_dir(args.out)
+    start = time.perf_counter()
+    model = load_from_args(args)
+    pairs = _pairs(model, args)
+    check = pairs.raw_metrics(model)
+    metric = pairs.metric(model)
+    print(f"{args.model} · {pairs.name}: {pairs.n_prompts} pairs of "
+          f"{pairs.clean_tokens.shape[1]} tokens")
+    print_task_check(check)
+    grid = interventions.patch_grid(model, pairs, interventions.PatchGridConfig(
+        site="heads", patches_per_pass=args.patches_per_pass), progress=not args.no_progress)
+    mean = grid.mean()
+    n_heads = int(mean.shape[1])
+    order = mean.abs().flatten().argsort(descending=True)[:args.heads_top].tolist()
+    top = [circuits.Node("head", i // n_heads, i % n_heads) for i in order]
+    print(f"heads by patching ({grid.seconds:.1f} s): "
+          + ", ".join(f"{n.name} {float(mean[n.layer, n.head]):+.3f}" for n in top))
+    keep = set(top) | {circuits.Node("embed"), circuits.Node("logits")}
+    edges = [e for e in circuits.graph_edges(model, mlps=False)
+             if e.sender in keep and e.receiver in keep]
+    labels = None
+    if not args.no_labels:
+        labels = scores.swap_scores(model, pairs.clean_tokens)
+    circuit = circuits.find_circuit(
+        model, pairs.clean_tokens, pairs.corrupted_tokens, metric, edges=edges,
+        size=args.size, threshold=args.threshold, ablation=args.ablation, labels=labels,
+        patches_per_pass=args.patches_per_pass,
+        info={"model": args.model, "task": pairs.name, "heads": [n.name for n in top],
+              "grid_seconds": round(grid.seconds, 3), "task_check": check})
+    circuit.info["total_seconds"] = round(time.perf_counter() - start, 3)
+    print(f"{len(edges)} edges path-patched in {circuit.info['scoring_seconds']:.1f} s; "
+          f"faithfulness by size: " + ", ".join(
+              f"{s}: {float(f):.3f}" for s, f in zip(circuit.sizes, circuit.normalised())))
+    print(f"circuit ({len(circuit.edges)} edges): " + ", ".join(
+        e + (f" [pos share {circuit.key_shares[e]:.2f}]" if e in circuit.key_shares else "")
+        for e in circuit.edges))
+    for name, lab in sorted(circuit.nodes.items()):
+        print(f"  {name}: s_POS {lab['pos']:.3f}  s_SYM {lab['sym']:.3f}")
+    print(f"total {circuit.info['total_seconds']:.1f} s")
+    if args.out:
+        out = Path(args.out)
+        figures = report.circuits.circuit_figures(circuit, title=f"{args.model}, {pairs.name}")
+        page = report.circuits.circuit_report(circuit, model=args.model,
+                                              command=command_line(args), figures=figures)
+        with staged_dir(out) as stage:  # every file, or none
+            circuit.save(stage / "circuit.json")
+            for name, fig in figures.items():
+                fig.savefig(stage / f"{name}.png", dpi=120)
+            page.save(stage / "report.html")
+        print(f"wrote {out / 'circuit.json'}, {out / 'report.html'} and {out}/circuit_*.png",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,31 @@
+"""``lens-possym circuit``: files written, numbers read back, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from lens_possym.circuits import Circuit
+from lens_possym.cli import main
+from lens_possym.errors import InvalidSelectionError
+
+
+def test_circuit_writes_json_and_report(tmp_path, capsys):
+    code = main(["circuit", "--model", "tiny-llama", "--task", "binding", "--heads-top", "3",
+                 "--size", "5", "--n-prompts", "6", "--out", str(tmp_path), "--no-progress",
+                 "--no-labels"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "faithfulness by size" in printed and "circuit (5 edges)" in printed
+    circuit = Circuit.load(tmp_path / "circuit.json")
+    assert len(circuit.edges) == 5 and circuit.faithfulness.shape[1] == 6
+    assert circuit.sizes[-1] == circuit.info["n_scored_edges"]
+    html = (tmp_path / "report.html").read_text()
+    assert "Faithfulness over circuit sizes" in html and "circuit graph" in html
+    assert (tmp_path / "circuit_graph.png").exists()
+
+
+def test_circuit_refuses_size_and_threshold(tmp_path):
+    with pytest.raises(InvalidSelectionError, match="not both"):
+        from lens_possym.cli.circuit import run
+        import argparse
+        run(argparse.Namespace(prompts=None, corruption=None, size=3, threshold=0.1, out=None))
