@@ -32,7 +32,7 @@ from ._output import check_output_dir, staged_dir
 from ._prompts import add_task_args
 from ._task_check import print_task_check
 from ._types import positive_int
-from .patch import _pairs
+from .patch import pairs_from_args
 from .profile import command_line
 
 HELP = "find a circuit (edges between heads through q, k, v) and check its faithfulness"
@@ -80,7 +80,7 @@ def run(args) -> int:
         check_output_dir(args.out)
     start = time.perf_counter()
     model = load_from_args(args)
-    pairs = _pairs(model, args)
+    pairs = pairs_from_args(model, args)
     check = pairs.raw_metrics(model)
     metric = pairs.metric(model)
     print(f"{args.model} · {pairs.name}: {pairs.n_prompts} pairs of "

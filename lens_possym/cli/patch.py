@@ -101,7 +101,8 @@ def _read_pairs(model, path: str):
                         name=Path(path).name)
 
 
-def _pairs(model, args):
+def pairs_from_args(model, args):
+    """The counterfactual pairs the command line asks for (--task/--corruption or --prompts)."""
     if args.prompts:
         return _read_pairs(model, args.prompts)
     if args.task == "binding":
@@ -121,7 +122,7 @@ def run(args) -> int:
     if args.out:
         check_output_dir(args.out)
     model = load_from_args(args)
-    pairs = _pairs(model, args)
+    pairs = pairs_from_args(model, args)
     check = pairs.raw_metrics(model)
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     config = interventions.PatchGridConfig(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..circuits.graph import Edge
+
 __all__ = ["plot_circuit"]
 
 _CHANNEL_STYLE = {"q": "-", "k": "--", "v": ":", "in": "-"}
@@ -19,8 +21,6 @@ def plot_circuit(circuit: Any, *, ax: Any = None, title: str | None = None) -> A
     black unknown). Returns ``ax``."""
     import matplotlib
     from matplotlib.figure import Figure
-
-    from ..circuits import Edge
 
     if ax is None:
         ax = Figure(figsize=(8, 5), constrained_layout=True).subplots()
