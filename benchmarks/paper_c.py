@@ -9,6 +9,7 @@
     python benchmarks/paper_c.py grid --presets paper   # every run x reading x length,
                                                 # 1,000 prompts, into docs/paper_c_results.json
     python benchmarks/paper_c.py masking        # the extension hidden from layers 0-3, positions
+    python benchmarks/paper_c.py frequency      # Table 1 / Fig 8: frequency profile per layer
     python benchmarks/paper_c.py lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
     python benchmarks/paper_c.py analyse        # every analysis above for every finished run
     python benchmarks/paper_c.py report         # docs/paper_c.md, docs/paper_c_results.json
@@ -409,6 +410,23 @@ def stage_grid(args) -> None:
             "in this call)")
 
 
+def stage_frequency(args) -> None:
+    """Table 1 / Fig 8: each layer's frequency profile of every finished run's final model
+    (100 test prompts, seed 1, last-token query)."""
+    from lens_possym.papers.c.frequency import frequency_profile
+
+    for task in args.tasks:
+        if not run_finished(task, args):
+            continue
+
+        def compute(task=task):
+            model, t, step = final_model(task, args)
+            return {"step": step, **frequency_profile(model, t, n_prompts=100, seed=1).to_dict()}
+        d = run_cached(args, f"frequency_{task}", compute)
+        say(f"[frequency] {run_name(task, args)}: weighted ID per layer "
+            f"{[round(w, 1) for w in d['weighted']]}")
+
+
 def finished_runs(args) -> list[tuple[str, str, int]]:
     """``(task, preset, seed)`` of every finished run in RUNS (``model.pt`` written),
     narrowed by ``--presets``/``--seeds``/``--tasks``."""
@@ -462,11 +480,11 @@ def stage_lm(args) -> None:
 
 
 ANALYSES = {"dynamics": stage_dynamics, "roles": stage_roles, "discrepancy": stage_discrepancy,
-            "lengths": stage_lengths, "masking": stage_masking}
+            "lengths": stage_lengths, "masking": stage_masking, "frequency": stage_frequency}
 STAGES = {"train": stage_train, "dynamics": stage_dynamics, "timing": stage_timing,
           "roles": stage_roles, "discrepancy": stage_discrepancy, "lengths": stage_lengths,
           "masking": stage_masking, "lm": stage_lm, "analyse": stage_analyse,
-          "grid": stage_grid}
+          "grid": stage_grid, "frequency": stage_frequency}
 
 
 def main(argv=None) -> None:

@@ -77,6 +77,7 @@ def load_run(cache: Path, task: str, preset: str, seed: int) -> dict:
             "roles": _json(folder / f"roles_{task}.json"),
             "gaps": _json(folder / f"gaps_{task}.json"),
             "timing": _json(folder / f"timing_{task}.json"),
+            "frequency": _json(folder / f"frequency_{task}.json"),
             "lengths": lengths, "masking": masking}
 
 
@@ -444,6 +445,7 @@ def write_report(args=None) -> Path:
         for line in report_lines(length_cells, preset=preset):
             add(line)
         _gaps_section(add, preset, runs[preset])
+        _frequency_section(add, preset, runs[preset])
 
     _ablation_section(add, _json(docs / "paper_c_ablate.json"))
     _theory_section(add, curves, measured, constructions)
@@ -576,6 +578,37 @@ def _roles_section(add, preset, runs):
         if run is not None and run["roles"] and seed == 0:
             add(f"![{task}-{preset}-s{seed} chain](figures/paper_c/chain_{task}-{preset}-s{seed}.png)")
             add("")
+
+
+def _frequency_section(add, preset, runs):
+    """Table 1 / Fig 8: each layer's weighted-average frequency ID beside the paper's."""
+    from lens_possym.papers.c.frequency import TABLE_1
+
+    have = {k: run["frequency"] for k, run in runs.items() if run and run.get("frequency")}
+    add("### Which RoPE frequencies each layer uses (Table 1 / Fig 8)")
+    add("")
+    add("`lens_possym.papers.c.frequency`: per layer, the max logit term per frequency ID "
+        "(Fig 4C's quantity; IDs 1..64, ID 1 the fastest), mean over 100 test prompts "
+        "(seed 1, last-token query), and its weighted-average ID (the centroid over the "
+        "positive part), beside Table 1's IDs.")
+    add("")
+    if not have:
+        add(f"_Pending: `python benchmarks/paper_c.py analyse --presets {preset} "
+            "--analyses frequency`._")
+        add("")
+        return
+    n_layers = max(len(f["weighted"]) for f in have.values())
+    add("| run | " + " | ".join(f"L{i}" for i in range(n_layers)) + " | L0-L3 / L4-L11 |")
+    add("|---|" + "---:|" * n_layers + "---|")
+    for (task, seed), f in sorted(have.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        w = f["weighted"]
+        early, late = w[:4], w[4:]
+        add(f"| {task}-{preset}-s{seed} | " + " | ".join(f"{x:.1f}" for x in w)
+            + f" | {sum(early) / len(early):.1f} / {sum(late) / max(1, len(late)):.1f} |")
+    for task in ("number", "letter"):
+        add(f"| {task} (Table 1) | " + " | ".join(str(x) for x in TABLE_1[task])
+            + f" | {sum(TABLE_1[task][:4]) / 4:.1f} / {sum(TABLE_1[task][4:]) / 8:.1f} |")
+    add("")
 
 
 def _lengths_section(add, preset, runs, fillers, headline):

@@ -262,6 +262,13 @@ def _extension(ctx):
                              by_hops={"none": [[1.0], [0.5]], "layer 0": [[0.9], [0.25]]})
 
 
+def _frequency_profile(ctx):
+    from lens_possym.papers.c.frequency import FrequencyProfile
+
+    return FrequencyProfile("number", [[1.0, 0.5], [0.0, 2.0]], [[0.1, 0.1], [0.0, 0.2]],
+                            [1.33, 2.0], [1.0, 0.01], 4, 1e-7)
+
+
 def _trajectory(ctx):
     from lens_possym.papers.c.dynamics import ScoreTrajectory
 
@@ -395,6 +402,7 @@ RESULTS = {
     "lens_possym.papers.c.discrepancy.LayerGaps": _layer_gaps,
     "lens_possym.papers.c.discrepancy.Discrepancy": _discrepancy,
     "lens_possym.papers.c.masking.ExtensionAccuracy": _extension,
+    "lens_possym.papers.c.frequency.FrequencyProfile": _frequency_profile,
     "lens_possym.papers.c.dynamics.ScoreTrajectory": _trajectory,
     "lens_possym.papers.c.dynamics.Purity": _purity,
     "lens_possym.papers.c.lengths.LengthAccuracy": _lengths,

@@ -40,6 +40,7 @@ _EXPORTS = {
                     "retrieval_bound", "LayerGaps", "layer_gaps"],
     "masking": ["ExtensionAccuracy", "extension_accuracy", "extension_hooks"],
     "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
+    "frequency": ["FrequencyProfile", "frequency_profile", "TABLE_1"],
     "readings": ["CellStore", "run_grid", "length_cell", "mask_cells", "reading_claims",
                  "all_readings_verdict", "fig5b_readings", "grid_table"],
     "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],

@@ -123,8 +123,12 @@ def test_report_from_what_exists(tmp_path):
                   "positions": [0.01]}
         (cache / "paper-s0" / f"masking_{task}_850.json").write_text(json.dumps(
             {"task": task, "lengths": [850], "accuracy": masked, "n_prompts": 256}))
+    (cache / "paper-s0" / "frequency_number.json").write_text(json.dumps(
+        {"weighted": [1.0, 2.0, 2.0, 2.5] + [38.0] * 8}))
     report.write_report(argparse.Namespace(docs=docs, cache=cache, presets=["paper"]))
     page = (docs / "paper_c.md").read_text()
+    assert "| number-paper-s0 | 1.0 | 2.0 | 2.0 | 2.5 | 38.0 |" in page      # Table 1 beside
+    assert "| number (Table 1) | 1 | 2 | 2 | 2 | 10 | 39 |" in page
     rows = {line.split(" | ")[0].strip("| "): line for line in page.splitlines()
             if line[:3].strip("| ").isdigit() and " | " in line}
     assert "✓ T = 500 (Letter) vs 800 (Number)" in rows["3"] and "**pending**" in rows["3"]
