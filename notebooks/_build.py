@@ -84,6 +84,8 @@ def sources(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 # what differs from run to run by nature: wall times, memory addresses, temporary paths
 _VOLATILE = [
+    (re.compile(r"\b(seconds|elapsed|wall_s|time_s)([=:]\s*)[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"),
+     r"\1\2<time>"),  # a result's repr: PatchingGrid(..., seconds=36.8, ...)
     (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:s|ms|min|seconds?)\b"), "<time>"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<address>"),
     (re.compile(r"/tmp/[^\s'\"]*"), "<tmp>"),

@@ -85,6 +85,8 @@ def test_the_output_comparison_can_fail():
         book.cells.append(cell)
         return book
 
+    assert builder.outputs_differ(nb("Grid(seconds=36.8, n=18)"), nb("Grid(seconds=41.2, n=18)")) == []
+    assert builder.outputs_differ(nb("Grid(seconds=36.8, n=18)"), nb("Grid(seconds=36.8, n=19)"))
     base = nb("accuracy 0.812, head 5.0, done in 3.2 s at 0x7f00aa\n")
     assert builder.outputs_differ(base, nb("accuracy 0.813, head 5.0, done in 9.9 s at 0x1\n")) == []
     assert builder.outputs_differ(base, nb("accuracy 0.912, head 5.0, done in 3.2 s at 0x7f00aa\n"))
