@@ -13,6 +13,7 @@
     python benchmarks/paper_c.py lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
     python benchmarks/paper_c.py analyse        # every analysis above for every finished run
     python benchmarks/paper_c.py report         # docs/paper_c.md, docs/paper_c_results.json
+    python benchmarks/paper_c.py verdicts       # recompute every verdict from committed files
     python benchmarks/paper_c.py all            # train, every analysis, report
 
 Every per-run stage works on one ``(--preset, --seed)`` (default ``cpu``, 0); ``analyse``
@@ -427,6 +428,30 @@ def stage_frequency(args) -> None:
             f"{[round(w, 1) for w in d['weighted']]}")
 
 
+def stage_verdicts(args) -> None:
+    """Every verdict recomputed from committed files only (docs/paper_c_verdict_inputs.json
+    and the length cells of docs/paper_c_results.json), printed, and compared with the
+    table the report wrote into docs/paper_c_results.json (key ``verdicts``); exits 1 on
+    any difference."""
+    from lens_possym.papers.c.readings import verdict_table
+
+    inputs = json.loads((args.docs / "paper_c_verdict_inputs.json").read_text())
+    results = json.loads((args.docs / "paper_c_results.json").read_text())
+    table = verdict_table(inputs, results.get("length_cells", []))
+    for preset, rows in table.items():
+        if preset == "theory":
+            say(f"[verdicts] theory: {rows}")
+            continue
+        for rule_set, verdicts in rows.items():
+            say(f"[verdicts] {preset} {rule_set}: " + "; ".join(
+                f"{k}: {v}" for k, v in verdicts.items()))
+    reported = results.get("verdicts")
+    if reported != table:
+        raise SystemExit("[verdicts] the recomputed table differs from the report's "
+                         f"(docs/paper_c_results.json 'verdicts'): {reported} != {table}")
+    say("[verdicts] equal to the report's table")
+
+
 def finished_runs(args) -> list[tuple[str, str, int]]:
     """``(task, preset, seed)`` of every finished run in RUNS (``model.pt`` written),
     narrowed by ``--presets``/``--seeds``/``--tasks``."""
@@ -484,7 +509,7 @@ ANALYSES = {"dynamics": stage_dynamics, "roles": stage_roles, "discrepancy": sta
 STAGES = {"train": stage_train, "dynamics": stage_dynamics, "timing": stage_timing,
           "roles": stage_roles, "discrepancy": stage_discrepancy, "lengths": stage_lengths,
           "masking": stage_masking, "lm": stage_lm, "analyse": stage_analyse,
-          "grid": stage_grid, "frequency": stage_frequency}
+          "grid": stage_grid, "frequency": stage_frequency, "verdicts": stage_verdicts}
 
 
 def main(argv=None) -> None:

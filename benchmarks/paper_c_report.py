@@ -286,7 +286,9 @@ def write_report(args=None) -> Path:
     from lens_possym.papers.c.verdicts import (
         ROW_KEYS,
         convergence_step,
+        STRICT_KEYS,
         STRICT_RULES,
+        analyses_to_dict,
         judge_seed,
         judge_seed_strict,
         judge_theory,
@@ -312,6 +314,10 @@ def write_report(args=None) -> Path:
     judged: dict[str, dict[int, dict]] = {p: {} for p in presets}
     strict: dict[str, dict[int, dict]] = {p: {} for p in presets}
     results_json = []
+    inputs_json: dict = {"source": "python benchmarks/paper_c.py report: what every rule "
+                                   "reads; 'python benchmarks/paper_c.py verdicts' recomputes "
+                                   "the verdict table from this file and the length cells",
+                         "runs": {p: {} for p in presets}}
     for preset in presets:
         for seed in SEEDS:
             analyses = {}
@@ -326,12 +332,34 @@ def write_report(args=None) -> Path:
                 judged[preset][seed] = judge_seed(analyses["number"], analyses["letter"])
                 strict[preset][seed] = judge_seed_strict(analyses["number"],
                                                          analyses["letter"])
+                inputs_json["runs"][preset][str(seed)] = {
+                    t: analyses_to_dict(a) for t, a in analyses.items() if a is not None}
 
     curves = _json(cache / "index_discrepancy_v2.json")
     constructions = _json(cache / "constructions_accuracy.json")
     measured = _json(cache / "discrepancy_measured.json")
     theory = judge_theory(constructions, (curves or {}).get("0.8000", {}).get("task_offsets_table"),
                           (curves or {}).get("0.8000", {}).get("table"))
+
+    def _slim(table):
+        return None if not table else [{"n": r["n"], "max_holds": r["max_holds"],
+                                        "min_holds": r["min_holds"]} for r in table]
+    inputs_json["theory"] = {
+        "constructions": constructions,
+        "index_table": _slim((curves or {}).get("0.8000", {}).get("task_offsets_table")),
+        "index_table_all": _slim((curves or {}).get("0.8000", {}).get("table"))}
+    from lens_possym.papers.c.readings import reading_claims
+    verdicts_json: dict = {}
+    for preset in presets:
+        verdicts_json[preset] = {
+            "lenient": {k: verdict([judged[preset].get(s, {}).get(k) for s in SEEDS])
+                        for k in ROW_KEYS if k not in ("11", "12")},
+            "strict": {k: verdict([strict[preset].get(s, {}).get(k) for s in SEEDS])
+                       for k in STRICT_KEYS}}
+        for row in reading_claims(length_cells, preset=preset):
+            if row["rule"] == "strict" and row["reading"] == HEADLINE_FILLER:
+                verdicts_json[preset]["strict"][row["claim"]] = row["verdict"]
+    verdicts_json["theory"] = {k: verdict([r], n_seeds=1) for k, r in theory.items()}
 
     # ---- header
     add("# Paper C reproduced: multi-hop Number and Letter tasks on GPT-J")
@@ -453,7 +481,10 @@ def write_report(args=None) -> Path:
     _device_section(add, docs / "device" / "h200_paper_c.txt")
 
     DOC.write_text("\n".join(lines))
+    (docs / "paper_c_verdict_inputs.json").write_text(
+        json.dumps(inputs_json, indent=None, separators=(",", ":"), default=_plain_json) + "\n")
     RESULTS.write_text(json.dumps({
+        "verdicts": verdicts_json,
         "length_cells": length_cells,
         "source": "python benchmarks/paper_c.py report (records: docs/paper_c_runs/, "
                   "analyses: the stage cache); null = not measured yet",
@@ -578,6 +609,13 @@ def _roles_section(add, preset, runs):
         if run is not None and run["roles"] and seed == 0:
             add(f"![{task}-{preset}-s{seed} chain](figures/paper_c/chain_{task}-{preset}-s{seed}.png)")
             add("")
+
+
+def _plain_json(x):
+    import math as _math
+    if isinstance(x, float) and not _math.isfinite(x):
+        return None
+    raise TypeError(type(x))
 
 
 def _frequency_section(add, preset, runs):

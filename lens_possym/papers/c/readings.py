@@ -31,6 +31,8 @@ never recomputed). :func:`reading_claims` judges claims 13, 14 and 15 per readin
 the lenient and the strict rules of docs/paper_c_rules.md, :func:`all_readings_verdict`
 the verdict that holds under every reading, :func:`fig5b_readings` the readings that
 reproduce Fig 5B, and :func:`grid_table` prints the runs x readings x lengths table.
+:func:`verdict_table` recomputes every verdict of the report (lenient and strict) from
+the committed docs/paper_c_verdict_inputs.json and the length cells alone.
 """
 
 from __future__ import annotations
@@ -47,11 +49,20 @@ import torch
 from ...errors import InvalidSelectionError
 from .masking import extension_accuracy
 from .tasks import FILLERS, HEADLINE_FILLER, MultiHopTask
-from .verdicts import RuleResult, verdict
+from .verdicts import (
+    ROW_KEYS,
+    STRICT_KEYS,
+    RuleResult,
+    analyses_from_dict,
+    judge_seed,
+    judge_seed_strict,
+    judge_theory,
+    verdict,
+)
 
 __all__ = ["GRID_LENGTHS", "MASK_LENGTHS", "FIG_5B", "FIG_5B_TOLERANCE", "standard_error",
            "length_cell", "mask_cells", "CellStore", "run_grid", "reading_claims",
-           "all_readings_verdict", "fig5b_readings", "grid_table", "report_lines"]
+           "all_readings_verdict", "fig5b_readings", "grid_table", "report_lines", "verdict_table"]
 
 GRID_LENGTHS = (17, 50, 100, 200, 300, 500, 850, 1000)
 MASK_LENGTHS = (100, 300, 850)
@@ -442,3 +453,38 @@ def report_lines(cells: Sequence[dict], *, preset: str = "paper",
                                           or ", ".join(v)) for task, v in found.items()) + ".")
     add.append("")
     return add
+
+
+def verdict_table(inputs: dict, length_cells: Sequence[dict] = ()) -> dict:
+    """Every verdict from committed inputs alone: ``inputs`` as the report writes
+    docs/paper_c_verdict_inputs.json (``{"runs": {preset: {seed: {task: analyses}}},
+    "theory": {"constructions", "index_table", "index_table_all"}}``), ``length_cells``
+    the cells of docs/paper_c_results.json. Returns ``{preset: {"lenient": {key:
+    verdict}, "strict": {key: verdict}}, "theory": {key: verdict}}``; the strict rows of
+    claims 13-15 are the headline reading's
+    (:func:`lens_possym.papers.c.readings.reading_claims`)."""
+    out: dict = {}
+    for preset, seeds in inputs.get("runs", {}).items():
+        lenient: dict[str, list] = {k: [] for k in ROW_KEYS if k not in ("11", "12")}
+        strict: dict[str, list] = {k: [] for k in STRICT_KEYS}
+        for seed in ("0", "1", "2"):
+            tasks = seeds.get(seed, {})
+            num = analyses_from_dict(tasks["number"]) if tasks.get("number") else None
+            let = analyses_from_dict(tasks["letter"]) if tasks.get("letter") else None
+            judged = judge_seed(num, let) if (num or let) else {}
+            judged_s = judge_seed_strict(num, let) if (num or let) else {}
+            for k in lenient:
+                lenient[k].append(judged.get(k))
+            for k in STRICT_KEYS:
+                strict[k].append(judged_s.get(k))
+        table = {"lenient": {k: verdict(v) for k, v in lenient.items()},
+                 "strict": {k: verdict(v) for k, v in strict.items()}}
+        for row in reading_claims(length_cells, preset=preset):
+            if row["rule"] == "strict" and row["reading"] == HEADLINE_FILLER:
+                table["strict"][row["claim"]] = row["verdict"]
+        out[preset] = table
+    th = inputs.get("theory", {})
+    theory = judge_theory(th.get("constructions"), th.get("index_table"),
+                          th.get("index_table_all"))
+    out["theory"] = {k: verdict([r], n_seeds=1) for k, r in theory.items()}
+    return out

@@ -40,7 +40,8 @@ from ...results_io import ResultIO
 
 __all__ = ["Rule", "RULES", "RunAnalyses", "RuleResult", "mid_rise", "relative_spread",
            "convergence_step", "judge_seed", "judge_seed_strict", "STRICT_RULES", "judge_theory",
-           "verdict", "ROW_KEYS",
+           "verdict", "ROW_KEYS", "STRICT_KEYS", "analyses_to_dict", "analyses_from_dict",
+
            "GAMMA", "LENGTHS_13"]
 
 GAMMA = 0.1
@@ -483,6 +484,10 @@ STRICT_RULES = {
 }
 
 
+#: the rows of the strict table (claims 13-15's strict rules read the length cells)
+STRICT_KEYS: tuple[str, ...] = ("4", "5", "6 number", "6 letter", "9", "16")
+
+
 def _counted(run: RunAnalyses) -> tuple[list[int], list[int]] | None:
     """Layers whose head 0 is ever pure positional / ever pure symbolic (cumulative, as
     Fig 2C counts), or ``None`` without scores."""
@@ -622,3 +627,44 @@ def verdict(results: Sequence[RuleResult | None], n_seeds: int = 3) -> str:
 def stack_scores(pos: Sequence, sym: Sequence) -> tuple[Tensor, Tensor]:
     """Tensors ``[n_ckpt, n_layers, n_heads]`` from nested lists (a cached trajectory)."""
     return torch.as_tensor(pos, dtype=torch.float32), torch.as_tensor(sym, dtype=torch.float32)
+
+
+# ---- the verdict table from committed inputs -------------------------------------------
+
+_TENSORS = ("pos", "sym", "hop_by_stop", "lens_decoded", "patch_restore")
+
+
+def analyses_to_dict(run: RunAnalyses) -> dict:
+    """Plain JSON of what the rules read from one run (tensors as nested lists, integer
+    keys as strings); :func:`analyses_from_dict` reads it back."""
+    out: dict = {"task": run.task, "preset": run.preset, "seed": run.seed,
+                 "history": None if run.history is None else [list(h) for h in run.history],
+                 "steps": run.steps, "accuracy_by_hops": run.accuracy_by_hops,
+                 "labels": run.labels,
+                 "lengths": None if run.lengths is None else
+                 {str(n): a for n, a in run.lengths.items()}}
+    for name in _TENSORS:
+        t = getattr(run, name)
+        out[name] = None if t is None else t.tolist()
+    for name in ("gap_min", "gap_max"):
+        d = getattr(run, name)
+        out[name] = None if d is None else {str(n): t.tolist() for n, t in d.items()}
+    return out
+
+
+def analyses_from_dict(data: dict) -> RunAnalyses:
+    run = RunAnalyses(data["task"], data["preset"], int(data["seed"]),
+                      history=None if data["history"] is None else
+                      [(int(s), float(a)) for s, a in data["history"]],
+                      steps=data["steps"], accuracy_by_hops=data["accuracy_by_hops"],
+                      labels=data["labels"],
+                      lengths=None if data["lengths"] is None else
+                      {int(n): float(a) for n, a in data["lengths"].items()})
+    for name in _TENSORS:
+        if data.get(name) is not None:
+            setattr(run, name, torch.as_tensor(data[name], dtype=torch.float32))
+    for name in ("gap_min", "gap_max"):
+        if data.get(name) is not None:
+            setattr(run, name, {int(n): torch.as_tensor(t, dtype=torch.float32)
+                                for n, t in data[name].items()})
+    return run

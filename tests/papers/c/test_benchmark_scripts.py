@@ -140,6 +140,18 @@ def test_report_from_what_exists(tmp_path):
     assert "| letter-s0 | 0.100 / 0.990 / 0.010 |" in page                 # the masking table
     assert ("as built at most 0.100; with the extra tokens hidden from layers 0-3 at least "
             "**0.970**" in page and "the failure is in layers 0-3's attention" in page)
+    # every verdict recomputed from the committed files equals the report's table
+    script = _script("paper_c")
+    script.main(["verdicts", "--docs", str(docs)])
+    table = json.loads((docs / "paper_c_results.json").read_text())["verdicts"]
+    assert table["paper"]["lenient"]["3"] == "pending" and table["paper"]["lenient"]["14"] \
+        == "pending"
+    inputs = json.loads((docs / "paper_c_verdict_inputs.json").read_text())
+    for s in ("1", "2"):                                # seeds 1, 2 as seed 0: verdicts move
+        inputs["runs"]["paper"][s] = inputs["runs"]["paper"]["0"]
+    (docs / "paper_c_verdict_inputs.json").write_text(json.dumps(inputs))
+    with pytest.raises(SystemExit, match="differs from the report"):
+        script.main(["verdicts", "--docs", str(docs)])
     results = json.loads((docs / "paper_c_results.json").read_text())["runs"]
     assert [(r["task"], r["seed"]) for r in results] == [("number", 0), ("letter", 0)]
     number = results[0]

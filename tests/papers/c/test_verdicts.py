@@ -216,3 +216,25 @@ def test_each_strict_rule_fails_where_the_lenient_one_may_pass(key, break_it):
     assert judge_seed_strict(number, letter)[key].holds is False
     if key in ("4", "5", "6 number"):
         assert judge_seed(number, letter)[key].holds is True
+
+
+def test_analyses_round_trip_and_the_table_from_inputs():
+    from lens_possym.papers.c.readings import verdict_table
+    from lens_possym.papers.c.verdicts import (analyses_from_dict, analyses_to_dict,
+                                               judge_seed_strict)
+    import json
+
+    number, letter = _strict_paper_like()
+    back = [analyses_from_dict(json.loads(json.dumps(analyses_to_dict(r))))
+            for r in (number, letter)]
+    assert {k: r.holds for k, r in judge_seed(*back).items()} == \
+        {k: r.holds for k, r in judge_seed(number, letter).items()}
+    assert {k: r.holds for k, r in judge_seed_strict(*back).items()} == \
+        {k: r.holds for k, r in judge_seed_strict(number, letter).items()}
+    runs = {str(s): {"number": analyses_to_dict(number), "letter": analyses_to_dict(letter)}
+            for s in range(3)}
+    table = verdict_table({"runs": {"paper": runs}})
+    assert set(table["paper"]["lenient"].values()) == {"holds"}
+    assert table["paper"]["strict"]["4"] == "holds"
+    assert table["paper"]["strict"]["13"] == "pending"          # no length cells given
+    assert table["theory"] == {"11": "pending", "12": "pending"}
