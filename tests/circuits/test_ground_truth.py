@@ -138,3 +138,44 @@ def test_the_constructed_circuit_is_recovered_exactly():
     assert circ.key_shares["embed->L0H0.k"] == pytest.approx(1.0, abs=1e-4)
     assert circ.key_shares["L0H0->L1H0.k"] == pytest.approx(0.0, abs=1e-4)
     assert float(circ.normalised()[2]) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_paper_a_index_head_is_recovered():
+    """Paper A's hand-built H_POS (Theorem 3) on a one-layer, two-head toy: the second head
+    is not built. Index ``s_0 … s_5 IDX_j -> s_j`` with the pairs built to break the
+    query (another index, same symbols) or the value (another symbol at ``j``): the found
+    circuit is exactly the query, value and read-out of the built head (its keys are
+    ``r`` on every symbol, so no pair moves them)."""
+    from lens_possym.papers import a as paper_a
+
+    task = paper_a.IndexTask(n_symbols=6, length=6)
+    model = paper_a.ToyTransformer(paper_a.toy_config_for(task, n_heads=2))
+    built = paper_a.build_index_head(model, task, freq=2)
+    assert (built.layer, built.head, built.kind) == (0, 0, "positional")
+    clean, corr, answers = [], [], []
+    for i, p in enumerate(list(itertools.permutations(range(6)))[::97][:8]):
+        j = i % 6
+        clean.append(list(p) + [6 + j])
+        answers.append(p[j])
+        if i % 2:
+            corr.append(list(p) + [6 + (j + 1) % 6])            # another index
+        else:
+            q = list(p)
+            k = (j + 2) % 6
+            q[j], q[k] = q[k], q[j]                             # another symbol at j
+            corr.append(q + [6 + j])
+    clean, corr, answers = torch.tensor(clean), torch.tensor(corr), torch.tensor(answers)
+    with torch.no_grad():
+        assert torch.equal(model(clean)[:, -1, :6].argmax(-1), answers)
+
+    def metric(logits):
+        last = logits[:, -1, :6]
+        return last.gather(1, answers[:, None])[:, 0] - last.mean(-1)
+
+    scores = path_edge_scores(model, clean, corr, metric)
+    top = float(scores.scores.abs().max())
+    found = {e.name for e in select_edges(scores, threshold=1e-3 * top)}
+    assert found == {"embed->L0H0.q", "embed->L0H0.v", "L0H0->logits"}
+    # the built head's query reaches it through its one rotating pair: positional
+    assert positional_share(model, clean, corr, metric, "embed->L0H0.q", built.freq_ids) == \
+        pytest.approx(1.0, abs=1e-4)
