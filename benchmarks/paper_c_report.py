@@ -23,15 +23,26 @@ FIGS = ROOT / "docs" / "figures" / "paper_c"
 TASKS = ("number", "letter")
 SEEDS = (0, 1, 2)
 PRESET_TEXT = {
-    "paper": "12 layers × 1 head, d_model = d_head = 128 (64 RoPE frequencies), MLP 512, dropout "
-             "0.1; AdamW lr 1e-4, betas (0.95, 0.999), weight decay 1e-4, batch 64, warm-up 750, "
-             "linear decay to 0 at 7,000 steps (the paper's code); Letter query letter drawn from "
-             "the fillers' pool (the paper's code)",
-    "cpu": "the quick preset: 12 layers × 1 head, d_model = d_head = 64 (32 frequencies), MLP 256, "
-           "no dropout; AdamW lr 1e-3, batch 128, warm-up 100, cosine to 2,000 steps",
+    "paper": "12 layers × 1 head, d_model = d_head = 128 (64 RoPE frequencies), MLP 512 with "
+             "exact GELU; dropout 0.1 on the residual and attention and none on the embeddings "
+             "(the code's `embed_pdrop` typo), drawn from a seeded stream saved in every "
+             "checkpoint (a resumed run equals an uninterrupted one bit for bit); AdamW lr 1e-4, "
+             "betas (0.95, 0.999), weight decay 1e-4 on weight matrices only (the Hugging Face "
+             "Trainer's rule: none on biases and LayerNorm weights), batch 64, warm-up 750, "
+             "linear decay to 0 at 7,000 steps (the paper's code); Letter query letter drawn "
+             "from the fillers' pool (the paper's code). Departures from the code that remain: "
+             "float32 on the CPU, not fp16 mixed precision (effect not measured: fp16 training "
+             "needs the GPU); the final checkpoint, not `load_best_model_at_end`; our training "
+             "loop, not the Trainer (the same last-token loss, optimiser and schedule)",
+    "cpu": "the quick preset, not the paper's recipe: 12 layers × 1 head, d_model = d_head = 64 "
+           "(32 frequencies), MLP 256 (`gelu_new`), no dropout; the Letter query's left letter "
+           "is the reserved letter (`LetterTask`'s default: a chain letter that occurs nowhere "
+           "else, not the paper's data, whose query letter is drawn from the fillers' pool); "
+           "AdamW lr 1e-3, batch 128, warm-up 100, cosine to 2,000 steps",
 }
 PAPER_LENGTHS = {"number": {50: 0.83, 100: 0.75, 200: 0.64, 300: 0.47, 500: 0.31},
                  "letter": {100: 1.0, 200: 0.99, 300: 0.98, 500: 0.95}}
+COMMANDS_MD = 'Commands (every stage caches its cells and resumes; training runs as two background queues, `benchmarks/paper_c_jobs.sh`, one thread each; `PAPER_C_RUNS` / `PAPER_C_CACHE` point at the runs and the cache, e.g. `/work/runs/paper_c/runs`):\n\n```\nmkdir -p out/paper_c\nnohup nice -n 10 benchmarks/paper_c_jobs.sh 0 > out/paper_c/queue0.log 2>&1 &   # train (hours;\nnohup nice -n 10 benchmarks/paper_c_jobs.sh 1 > out/paper_c/queue1.log 2>&1 &   #  resumes)\npython benchmarks/paper_c.py analyse --presets paper   # every analysis of every finished run\npython benchmarks/paper_c.py grid --presets paper      # run x reading x length, 1,000 prompts\npython benchmarks/paper_c.py report\npython benchmarks/paper_c.py verdicts   # every verdict recomputed from committed files\n```'
 MARK = {True: "✓", False: "✗", None: "…"}
 
 
@@ -398,14 +409,8 @@ def write_report(args=None) -> Path:
                 else:
                     add(f"| {task}-{preset}-s{seed} | pending | | | |")
     add("")
-    add("Commands (every stage caches its cells and resumes; training runs as two background "
-        "queues, `benchmarks/paper_c_jobs.sh`):")
-    add("")
-    add("```")
-    add("benchmarks/paper_c_jobs.sh 0 & benchmarks/paper_c_jobs.sh 1 &   # train (hours)")
-    add("python benchmarks/paper_c.py analyse     # every analysis of every finished run")
-    add("python benchmarks/paper_c.py report")
-    add("```")
+    for line in COMMANDS_MD.splitlines():
+        add(line)
     add("")
 
     # ---- verdicts
