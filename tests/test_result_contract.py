@@ -174,6 +174,13 @@ def _attribution(ctx):
                      lambda l: l[:, -1, 3] - l[:, -1, 5], site="frequencies")
 
 
+def _edge_attribution(ctx):
+    from lens_possym.circuits import edge_attribution
+
+    return edge_attribution(ctx.model, ctx.tokens, ctx.tokens.flip(0),
+                            lambda l: l[:, -1, 3] - l[:, -1, 5])
+
+
 def _binding_task(ctx):
     from lens_possym.tasks import binding_task
 
@@ -384,6 +391,7 @@ RESULTS = {
     "lens_possym.circuits.circuit.EdgeScores": _edge_scores,
     "lens_possym.circuits.circuit.Circuit": _circuit,
     "lens_possym.circuits.attribution.Attribution": _attribution,
+    "lens_possym.circuits.edges.EdgeAttribution": _edge_attribution,
     "lens_possym.interventions.importance.HeadImportance": _importance,
     "lens_possym.tasks.binding.BindingResult": _binding,
     "lens_possym.tasks.word_distance.WordDistanceResult": _word_distance,

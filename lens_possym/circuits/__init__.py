@@ -13,7 +13,9 @@ edge feeds the receiver's positional channel or its content.
   (:func:`find_circuit` -> :class:`Circuit`).
 * :mod:`.attribution`: attribution patching (:func:`attribute`, :func:`attribution_patch`:
   every head's output, per position, every RoPE pair of every query and key, in three
-  passes; the AtP* query-key fix and where the linear estimate is unreliable).
+  passes; the AtP* query-key fix and where the linear estimate is unreliable);
+* :mod:`.edges`: edge attribution (:func:`edge_attribution`: every edge of the graph from
+  one gradient, each q/k edge split into the receiver's positional and content pairs).
 
 See ``docs/circuits.md``.
 """
@@ -31,6 +33,7 @@ _EXPORTS = {
     "attribution": ["ATTRIBUTION_SITES", "Attribution", "AttributionConfig", "attribute",
         "attribution_patch", "compare_to_grid", "gradient_run", "pearson", "spearman",
         "top_overlap"],
+    "edges": ["EdgeAttribution", "edge_attribution"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
@@ -72,4 +75,6 @@ __all__ = [
     "pearson",
     "spearman",
     "top_overlap",
+    "EdgeAttribution",
+    "edge_attribution",
 ]

@@ -188,7 +188,7 @@ def gradient_run(resolved: Resolved, tokens: Tensor, metric: Callable[[Tensor], 
     return acts, out, values.detach().float().cpu()
 
 
-def _source_acts(resolved: Resolved, tokens: Tensor, metric, names: Sequence[str]
+def source_run(resolved: Resolved, tokens: Tensor, metric, names: Sequence[str]
                  ) -> tuple[dict[str, Tensor], Tensor]:
     with torch.no_grad():
         logits, cache = resolved.model.run_with_cache(tokens, names_filter=list(names))
@@ -207,12 +207,12 @@ def _frequency_matrix(spec: RopeSpec, dtype: torch.dtype, device) -> Tensor:
     return mat
 
 
-def _raw_scores(spec: RopeSpec, qr: Tensor, kr: Tensor) -> Tensor:
+def raw_scores(spec: RopeSpec, qr: Tensor, kr: Tensor) -> Tensor:
     """``[batch, head, q, k]`` scaled scores of rotated queries and (per query head) keys."""
     return torch.einsum("bqhd,bkhd->bhqk", qr, kr) * spec.scale
 
 
-def _pattern(spec: RopeSpec, raw: Tensor) -> Tensor:
+def attention_pattern(spec: RopeSpec, raw: Tensor) -> Tensor:
     """Softmax over keys of softcapped, masked raw scores (``[..., q, k]``)."""
     n = raw.shape[-1]
     positions = torch.arange(n, device=raw.device)
@@ -243,12 +243,12 @@ def _frequency_cells(spec: RopeSpec, side: str, run: Mapping[str, Tensor],
     at = spec.at_length(n)
     q = heads_view(run[spec.q_hook], spec).to(dtype)
     k = heads_view(run[spec.k_hook], spec).to(dtype)
-    v = _v_view(run, spec).to(dtype)
+    v = value_view(run, spec).to(dtype)
     kv = torch.tensor([spec.kv_head(h) for h in range(spec.n_heads)], device=device)
     qr = rotate(q, positions, at).to(dtype)
     kr = rotate(k, positions, at).to(dtype)[:, :, kv]
-    raw = _raw_scores(spec, qr, kr)  # [b, H, q, k]
-    pattern = _pattern(spec, raw)
+    raw = raw_scores(spec, qr, kr)  # [b, H, q, k]
+    pattern = attention_pattern(spec, raw)
     z = torch.einsum("bhqk,bkhd->bqhd", pattern, v[:, :, kv])
     z_model = run[engine.z_hook_name(spec)]
     z_model = z_model.reshape(z.shape).to(dtype)
@@ -276,7 +276,7 @@ def _frequency_cells(spec: RopeSpec, side: str, run: Mapping[str, Tensor],
     else:
         d_k = d_rot[:, :, kv]
         delta = torch.einsum("bqhd,df,bkhd->bhfqk", qr, freq_mat, d_k) * spec.scale
-    new = _pattern(spec, raw[:, :, None] + delta)
+    new = attention_pattern(spec, raw[:, :, None] + delta)
     effect = torch.einsum("bhqk,bhfqk->bhf", grad_pattern, new - pattern[:, :, None])
     if side == "k":  # a key cell moves every query head of its KV group
         grouped = torch.zeros(effect.shape[0], spec.n_kv_heads, effect.shape[2],
@@ -286,7 +286,7 @@ def _frequency_cells(spec: RopeSpec, side: str, run: Mapping[str, Tensor],
     return linear.float().cpu(), effect.permute(1, 2, 0).float().cpu(), saturation.float().cpu()
 
 
-def _v_view(run: Mapping[str, Tensor], spec: RopeSpec) -> Tensor:
+def value_view(run: Mapping[str, Tensor], spec: RopeSpec) -> Tensor:
     v = run[engine.v_hook_name(spec)]
     if v.ndim == 4:
         return v
@@ -474,7 +474,7 @@ def attribute(model: HookedModel | Resolved, run_tokens: Any, source_tokens: Any
     batch, n_pos = run.shape
     if config.site == "heads":
         names = list(z_names.values())
-        source, base_src = _source_acts(resolved, src, metric, names)
+        source, base_src = source_run(resolved, src, metric, names)
         acts, grads, baseline = gradient_run(resolved, run, metric, names)
         n_heads = int(model.cfg.n_heads)
         shape = (n_layers, n_pos, n_heads) if config.per_position else (n_layers, n_heads)
@@ -497,7 +497,7 @@ def attribute(model: HookedModel | Resolved, run_tokens: Any, source_tokens: Any
         spec = specs[L]
         names += [spec.q_hook, spec.k_hook, engine.v_hook_name(spec), z_names[L]]
     src_names = [specs[L].q_hook if config.side == "q" else specs[L].k_hook for L in layers]
-    source, base_src = _source_acts(resolved, src, metric, src_names)
+    source, base_src = source_run(resolved, src, metric, src_names)
     acts, grads, baseline = gradient_run(resolved, run, metric, names)
     n_heads = int(model.cfg.n_heads)
     n_side = n_heads if config.side == "q" else max(s.n_kv_heads for s in specs)
