@@ -14,6 +14,8 @@
     python benchmarks/paper_c.py analyse        # every analysis above for every finished run
     python benchmarks/paper_c.py report         # docs/paper_c.md, docs/paper_c_results.json
     python benchmarks/paper_c.py verdicts       # recompute every verdict from committed files
+    python benchmarks/paper_c.py time-cell --preset paper --grid-lengths 300 1000 --grid-prompts 100
+                                                # CPU seconds of one grid cell (planning)
     python benchmarks/paper_c.py all            # train, every analysis, report
 
 Every per-run stage works on one ``(--preset, --seed)`` (default ``cpu``, 0); ``analyse``
@@ -452,6 +454,25 @@ def stage_verdicts(args) -> None:
     say("[verdicts] equal to the report's table")
 
 
+def stage_time_cell(args) -> None:
+    """The CPU cost of one length cell, for planning the grid: an untrained ``--preset``
+    model (the cost does not depend on the weights), Letter, ``--grid-prompts`` prompts at
+    each of ``--grid-lengths``, one thread; prints process CPU seconds (not wall time:
+    the machine is shared) and the extrapolated cost of one run's grid."""
+    from lens_possym.papers.c.presets import build_run
+    from lens_possym.papers.c.readings import length_cell
+
+    model, task, _ = build_run("letter", args.preset, seed=0)
+    model.eval()
+    cost = {}
+    for n in args.grid_lengths:
+        start = time.process_time()
+        length_cell(model, task, "target", n, n_prompts=args.grid_prompts)
+        cost[n] = time.process_time() - start
+        say(f"[time-cell] {args.preset} letter length {n}, {args.grid_prompts} prompts: "
+            f"{cost[n]:.1f} CPU s (load {os.getloadavg()[0]:.1f})")
+
+
 def finished_runs(args) -> list[tuple[str, str, int]]:
     """``(task, preset, seed)`` of every finished run in RUNS (``model.pt`` written),
     narrowed by ``--presets``/``--seeds``/``--tasks``."""
@@ -509,7 +530,8 @@ ANALYSES = {"dynamics": stage_dynamics, "roles": stage_roles, "discrepancy": sta
 STAGES = {"train": stage_train, "dynamics": stage_dynamics, "timing": stage_timing,
           "roles": stage_roles, "discrepancy": stage_discrepancy, "lengths": stage_lengths,
           "masking": stage_masking, "lm": stage_lm, "analyse": stage_analyse,
-          "grid": stage_grid, "frequency": stage_frequency, "verdicts": stage_verdicts}
+          "grid": stage_grid, "frequency": stage_frequency, "verdicts": stage_verdicts,
+          "time-cell": stage_time_cell}
 
 
 def main(argv=None) -> None:
