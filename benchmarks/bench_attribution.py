@@ -12,7 +12,8 @@ difference, clean patched into corrupted):
 2. every head, all positions at once (``[layer, head]``), the same two;
 3. every frequency pair of every head's query (and of every KV head's key) of one layer
    (``--freq-layer``; default: the layer holding the head of largest real effect in 2):
-   the real frequency grid against the linear and the AtP* query-key-fixed estimates.
+   the real frequency grid against the linear and the AtP* query-key-fixed estimates;
+4. attribution alone for every layer's pairs (the same three passes, no grid: its cost).
 
 Prints for each: Spearman over the cells whose |real effect| is above 1% of the largest,
 Pearson and Spearman over every cell, the overlap of the top-20 cells, both times (this
@@ -110,6 +111,14 @@ def main() -> None:
               + (f" (largest gap: {bad[0]})" if bad else ""))
         print(f"  saturated rows (max weight > 0.99) per head: "
               + ", ".join(f"H{h} {float(s):.2f}" for h, s in enumerate(sat)))
+
+    # the cost does not grow with the cells: every layer's pairs in the same three passes
+    for side in ("q", "k"):
+        every, t_every = timed(lambda: attribution_patch(model, pairs, metric=metric,
+                                                         site="frequencies", side=side))
+        n_cells = int((~torch.isnan(every.linear[..., 0])).sum())
+        print(f"frequencies, every layer, side {side}: {n_cells} cells (linear and QK-fixed) "
+              f"in {t_every:.2f} s, {every.n_passes} passes")
 
 
 if __name__ == "__main__":
