@@ -370,6 +370,20 @@ def _patched_run(resolved: Resolved, tokens: Tensor, corr: Mapping[str, Tensor],
         return model(tokens.repeat(n, 1))
 
 
+def _stop_hook(resolved: Resolved, cells: Sequence[PathCell]) -> str | None:
+    """Where the freeze pass may end: the ``hook_z`` of the last layer whose inputs it reads
+    (a head's q/k/v fire before its layer's ``hook_z``; an MLP's output before the next
+    layer's); ``None`` (run it all) when a cell reads the logits or the last MLP."""
+    n_layers = graph_shape(resolved.model).n_layers
+    last = 0
+    for cell in cells:
+        for r in cell.receivers:
+            if r.node.kind == "logits":
+                return None
+            last = max(last, r.node.layer + (1 if r.node.kind == "mlp" else 0))
+    return None if last >= n_layers else engine.z_hook_name(resolved.specs[last])
+
+
 def _wanted(resolved: Resolved, cells: Sequence[PathCell]) -> list[str]:
     specs = resolved.specs
     shape = graph_shape(resolved.model)
@@ -501,7 +515,8 @@ def path_patch(model: HookedModel | Resolved, clean_tokens: Any, corrupted_token
     for lo in range(0, len(cell_list), patches_per_pass):
         chunk = cell_list[lo:lo + patches_per_pass]
         per_copy = [node_outputs(resolved, clean_cache, cell.senders) for cell in chunk]
-        frozen = frozen_inputs(resolved, corr, corr_cache, per_copy, _wanted(resolved, chunk))
+        frozen = frozen_inputs(resolved, corr, corr_cache, per_copy, _wanted(resolved, chunk),
+                               stop_at=_stop_hook(resolved, chunk))
         logits = _patched_run(resolved, corr, corr_cache, chunk, frozen)
         n_passes += 2
         for i in range(len(chunk)):
