@@ -7,12 +7,43 @@ real models load from the user's lens-possym cache (converted once, then seconds
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 import torch
 
 import lens_possym as lp
 
 from .helpers import PROMPT
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def _working_tree_state() -> set[str] | None:
+    """``git status --porcelain`` of the repository the tests run from, one entry per
+    changed or new file (``None`` outside a git checkout or without git)."""
+    if shutil.which("git") is None or not (REPOSITORY / ".git").exists():
+        return None
+    done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                          cwd=REPOSITORY, capture_output=True, text=True)
+    return set(done.stdout.splitlines()) if done.returncode == 0 else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def the_working_tree_is_left_as_found():
+    """Tests write only to temporary folders: a file that a run creates or changes in the
+    checkout (a command's output in the current directory, a report rewritten in docs/)
+    fails the run at its end, naming the files. Changes already there at the start (a
+    developer's edits) are not the run's."""
+    before = _working_tree_state()
+    yield
+    after = _working_tree_state()
+    if before is not None and after is not None and after - before:
+        pytest.fail("the test run wrote into the checkout (tests must write only to "
+                    f"tmp_path): {sorted(after - before)}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

@@ -258,6 +258,18 @@ EXEMPT = {
 EXEMPT_PACKAGES = ("lens_possym.papers.b", "lens_possym.papers.c")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def in_a_temporary_folder(tmp_path_factory):
+    """The fuzz draws relative paths ("", "x", "Alice likes red") for out_dir, path and
+    run_dir: whatever a call writes there lands in a temporary folder, never in the
+    checkout (an empty out_dir once left dataset.json, profile.json, shards/ and .lock at
+    the repository's root)."""
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("fuzz-cwd"))
+    yield
+    os.chdir(cwd)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = _world()
