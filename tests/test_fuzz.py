@@ -214,7 +214,7 @@ CASES: dict[str, Callable[[dict], tuple]] = {
 # what is not driven here, and why (each a whole category, not a hard case)
 EXEMPT = {
     # their only arguments are results and figures the toolkit made (OBJECTS)
-    **dict.fromkeys(["plane_figure", "heatmaps_figure", "plot_band_sweep", "plot_training_curves",
+    **dict.fromkeys(["plane_figure", "heatmaps_figure", "plot_band_sweep", "plot_training_curves", "plot_circuit",
                      "plot_accuracy_by_position", "plot_accuracy_vs_freq",
                      "plot_scores_vs_freq", "plot_qk_trajectory", "plot_toeplitz_terms",
                      "plot_usage_heatmap", "plot_w_max", "plot_ablation_comparison",
