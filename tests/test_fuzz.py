@@ -119,6 +119,7 @@ CASES: dict[str, Callable[[dict], tuple]] = {
     "dataset_profile": lambda w: ((w["model"], [PROMPT, "Carol likes green ."]),
                                   dict(layers=[1], per_frequency=False, shard_size=1), None),
     "read_prompts": lambda w: ((w["prompts_file"],), {}, list),
+    "task_check": lambda w: ((0.5, 0.25), dict(what="top-1 accuracy"), dict),
     "cross_logit_factors": lambda w: ((w["inputs"], [0, 1]), {}, None),
     "exact_swap_scores": lambda w: ((w["factors"], w["swaps"]), dict(tau=1e-2), None),
     "rerun_swap_scores": lambda w: ((w["model"], w["tokens"], 1, [0], w["swaps"]),
@@ -214,7 +215,8 @@ CASES: dict[str, Callable[[dict], tuple]] = {
 # what is not driven here, and why (each a whole category, not a hard case)
 EXEMPT = {
     # their only arguments are results and figures the toolkit made (OBJECTS)
-    **dict.fromkeys(["plane_figure", "heatmaps_figure", "plot_band_sweep", "plot_training_curves", "plot_circuit",
+    **dict.fromkeys(["plane_figure", "heatmaps_figure", "plot_band_sweep", "plot_training_curves",
+                     "plot_circuit",
                      "plot_accuracy_by_position", "plot_accuracy_vs_freq",
                      "plot_scores_vs_freq", "plot_qk_trajectory", "plot_toeplitz_terms",
                      "plot_usage_heatmap", "plot_w_max", "plot_ablation_comparison",
@@ -226,7 +228,7 @@ EXEMPT = {
                      "swap_attention_figure", "binding_logit_diff", "binding_metrics",
                      "evaluate_word_distance", "check_words", "frequency_patch_setter",
                      "rope_hadamard_terms", "frequency_axes", "head_importance_report",
-                     "batch_check", "task_check"],
+                     "batch_check"],
                     "arguments are objects the toolkit made"),
     # TransformerLens's activation-patching grids with lens-possym's setters: their
     # arguments are TransformerLens's (a cache, a metric), driven by patch_grid's tests

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..errors import UsageError
+
 if TYPE_CHECKING:
     from ..typing import HookedModel
     from .binding import ImportanceBatch
@@ -42,6 +44,15 @@ def task_check(accuracy: float, chance: float | None, *, what: str = "accuracy",
         ``"warning"`` sentence when the model does not solve them (``solves_task`` is
         ``None`` when ``chance`` is unknown).
     """
+    for name, value in (("accuracy", accuracy), ("chance", chance), ("margin", margin)):
+        if value is None and name == "chance":
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not 0.0 <= float(value) <= 1.0):
+            raise UsageError(f"task_check's {name} must be a share in [0, 1], got {value!r}")
+    if not isinstance(what, str):
+        raise UsageError(f"task_check's what must be a string naming what accuracy counts, "
+                         f"got {what!r}")
     out: dict[str, Any] = {"accuracy": float(accuracy), "accuracy_counts": what}
     if chance is None:
         out["solves_task"] = None
