@@ -419,6 +419,7 @@ BASE = {  # the least each command needs to run quickly on the tiny model
     "ablate": ["--n-prompts", "2", "--n-pairs", "2", "--heads", "1.0"],
     "patch": ["--n-prompts", "2", "--n-pairs", "2", "--layers", "1"],
     "heads": ["--n-prompts", "2", "--n-pairs", "2", "--layers", "1"],
+    "circuit": ["--n-prompts", "2", "--n-pairs", "2", "--heads-top", "2", "--no-labels"],
     "dataset": ["--prompts", "PROMPTS"],
     "train": ["--task", "index", "--steps", "2", "--eval-every", "1", "--length", "4",
               "--vocab", "4", "--out", "run"],

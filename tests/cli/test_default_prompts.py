@@ -20,7 +20,7 @@ def test_the_four_commands_use_the_same_binding_prompts_by_default():
     by_heads = heads._batch(_args("heads"), model, TASK_DEFAULTS["seed"],
                             TASK_DEFAULTS["n_prompts"])[0].tokens
     by_ablate = ablate._task(model, _args("ablate", "--heads", "0.0"))[0]
-    by_patch = patch._pairs(model, _args("patch")).clean_tokens
+    by_patch = patch.pairs_from_args(model, _args("patch")).clean_tokens
     assert by_profile.shape == (TASK_DEFAULTS["n_prompts"], by_profile.shape[1])
     for other in (by_heads, by_ablate, by_patch):
         assert torch.equal(other, by_profile)
@@ -30,7 +30,7 @@ def test_heads_and_patch_use_the_same_distance_prompts_by_default():
     model = lp.tiny_model("llama")  # its tokenizer has few one-token words: a short list
     args = _args("heads", "--task", "distance", "--n-words", "4")
     by_heads = heads._batch(args, model, args.seed, args.n_prompts)[0].tokens
-    by_patch = patch._pairs(model, _args("patch", "--task", "distance", "--n-words",
+    by_patch = patch.pairs_from_args(model, _args("patch", "--task", "distance", "--n-words",
                                          "4")).clean_tokens
     assert torch.equal(by_heads, by_patch)
 

@@ -30,6 +30,8 @@ RUNS = {
                        True),
     "patch": (["--model", "tiny-llama", "--n-prompts", "2", "--n-pairs", "2", "--layers", "1",
                "--no-progress", "--out", "OUT"], True),
+    "circuit": (["--model", "tiny-llama", "--n-prompts", "2", "--n-pairs", "2", "--heads-top",
+                 "2", "--no-labels", "--out", "OUT"], True),
     "heads": (["--model", "tiny-llama", "--n-prompts", "2", "--n-pairs", "2", "--layers", "1",
                "--positions", "-1", "--no-progress", "--out", "OUT"], True),
     "train": (["--task", "index", "--steps", "2", "--eval-every", "1", "--length", "4",
