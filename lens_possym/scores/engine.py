@@ -51,8 +51,8 @@ from .layer import LayerScores, assemble
 from .matrix import frequency_matrix_swap_scores, matrix_swap_scores
 from .rerun import rerun_site_scores, rerun_swap_scores
 from .results import PosSymScores
-from .sources import (CrossLogitSource, check_against_model, closed_form_refusal, layer_visible,
-                      matrix_source)
+from .sources import (CrossLogitSource, check_against_model, closed_form_refusal,
+                      effective_site, layer_visible, matrix_source)
 from .swaps import SwapSet, swap_set
 
 __all__ = ["score_model", "score_layers", "layer_grid", "closed_form_scores", "rerun_scores",
@@ -275,14 +275,15 @@ def rerun_scores(model: HookedModel | Resolved, tokens: Tensor, layer: Layer,
     :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too), any layer at
     any site by :func:`~lens_possym.scores.rerun.rerun_site_scores`."""
     resolved = resolve(model)
+    site = effective_site(_scheme(layer), config.swap_site)
 
     def one(prompt: Tensor) -> SwapScores:
-        if _has_factors(layer) and config.swap_site == "layer":
+        if _has_factors(layer) and site == "layer":
             return rerun_swap_scores(resolved, prompt, layer.layer, heads, swaps,
                                      tau=config.tau, per_frequency=config.per_frequency,
                                      cosine=config.cosine, batch_size=config.batch_size)
         return SwapScores(*rerun_site_scores(resolved, prompt, layer, heads, swaps,
-                                             config.swap_site, tau=config.tau,
+                                             site, tau=config.tau,
                                              batch_size=config.batch_size))
 
     rows = [one(tokens[b : b + 1]) for b in range(tokens.shape[0])]

@@ -13,7 +13,13 @@
   :class:`~lens_possym.errors.ExactUnderHooksError`, which says to use
   ``method="rerun"``. Hook functions declare what they do with :func:`declare_hook`
   (the toolkit's interventions do); an undeclared hook on those points is assumed to do
-  anything.
+  anything. The hooks seen (:func:`check_exact_under_hooks`): TransformerLens hooks on
+  the layer's q/k path and, where the swap is made before the layer (the ``"input"``
+  site, an absolute-PE layer's ``"content"`` site), every hook from the embeddings up to
+  it; the rotary tables at any layer or the model level (shared by every layer); PyTorch
+  forward and forward-pre hooks on any submodule upstream of the attention, and global
+  module hooks (:func:`module_hooks`, :func:`check_module_hooks`). The guard is not the
+  decomposition check: ``check=False`` never skips it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from typing import Any, Iterable, Sequence
 
 from .._hooks import HookEffect, attached_hooks, declare_hook, hook_effect, partial_key_edits
 from ..errors import ExactUnderHooksError, NonFiniteResultError
+from .sources import effective_site
 
 __all__ = ["check_finite", "declare_hook", "HookEffect", "hook_effect",
            "check_exact_under_hooks", "check_decomposable_under_hooks", "attached_hooks",
-           "partial_key_edits"]
+           "partial_key_edits", "module_hooks", "check_module_hooks"]
 
 # ---- non-finite results ---------------------------------------------------------------------
 
@@ -79,16 +86,118 @@ _SAFE = re.compile(
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 # outside the blocks, what the content of a position is made of (content and input sites)
 _EMBEDDING = re.compile(r"^(hook_embed|hook_pos_embed|embed\..*|pos_embed\..*|hook_tokens)$")
+# the rotary tables: computed once for the whole model (``rotary_emb``) and shared by
+# every layer (a hook on one layer's ``hook_cos`` that edits the tensor in place edits
+# them all), so a hook on any of them can change what any scored layer reads
+_ROTARY = re.compile(r"^(rotary_emb\..*|blocks\.\d+\.attn\.(hook_cos|hook_sin|rotary_emb\..*))$")
+# the swap point of the content and input sites' layer: the swap happens before it
+_LAYER_INPUT = re.compile(r"^blocks\.\d+\.(hook_resid_pre|hook_in)$")
 
 
-def _layer_points(model: Any, layer: int, site: str) -> list[str]:
+def _upstream(scheme: Any, site: str) -> bool:
+    """Whether the swap at ``site`` happens before the layer's input (the embeddings, or
+    the token ids), so every hook from the embeddings up to the layer counts: the
+    ``"input"`` site, and the ``"content"`` site of an absolute-PE layer (for an inside
+    scheme the content site *is* the layer site: :func:`~.sources.effective_site`)."""
+    return effective_site(scheme, site) != "layer"
+
+
+def _layer_points(model: Any, layer: int, site: str, scheme: Any = None) -> list[str]:
     hook_dict = getattr(model, "hook_dict", None) or {}
     prefix = f"blocks.{layer}."
     names = [n for n in hook_dict if n.startswith(prefix) and not _SAFE.match(n)]
-    if site != "layer":  # the swap is made before the layer: everything up to it counts
+    if _upstream(scheme, site):  # the swap is made before the layer: everything up to it counts
         names += [n for n in hook_dict if _EMBEDDING.match(n) or (
-            (m := _BLOCK.match(n)) is not None and int(m.group(1)) < layer)]
+            (m := _BLOCK.match(n)) is not None and int(m.group(1)) < layer)
+            or (n.startswith(prefix) and _LAYER_INPUT.match(n))]
+    names += [n for n in hook_dict if _ROTARY.match(n) and n not in names]
     return names
+
+
+# ---- PyTorch hooks (module hooks the TransformerLens hook points do not list) -------------
+
+# parts of a block the attention pattern does not depend on: the value path, the output,
+# the MLP and its norms (Hugging Face and bridge names of the tiny and real families)
+_SAFE_PARTS = frozenset({
+    "mlp", "o", "o_proj", "out_proj", "dense", "c_proj", "v", "v_proj", "ln2", "ln_2",
+    "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm",
+    "post_attention_dropout", "post_mlp_dropout", "resid_dropout"})
+
+
+def module_hooks(model: Any) -> list[tuple[str, str, Any]]:
+    """``(module name, kind, hook fn)`` of every PyTorch forward and forward-pre hook on
+    ``model``'s submodules that is not a TransformerLens hook (those are listed by the hook
+    points), and of the global module hooks (``torch.nn.modules.module``'s
+    ``register_module_forward_hook`` and ``_pre_hook``), named ``"(global)"``."""
+    import torch.nn.modules.module as torch_module
+
+    out: list[tuple[str, str, Any]] = []
+    for kind, table in (("global forward", "_global_forward_hooks"),
+                        ("global forward-pre", "_global_forward_pre_hooks")):
+        for fn in (getattr(torch_module, table, None) or {}).values():
+            out.append(("(global)", kind, fn))
+    named = getattr(model, "named_modules", None)
+    if not callable(named):
+        return out
+    for name, module in named():
+        lens = {getattr(getattr(h, "hook", None), "id", None)
+                for h in getattr(module, "fwd_hooks", ()) or ()}
+        for key, fn in (getattr(module, "_forward_hooks", None) or {}).items():
+            if key not in lens and not _bridge_own(fn):
+                out.append((name, "forward", fn))
+        for fn in (getattr(module, "_forward_pre_hooks", None) or {}).values():
+            if not _bridge_own(fn):
+                out.append((name, "forward-pre", fn))
+    return out
+
+
+def _bridge_own(fn: Any) -> bool:
+    """A hook the model's own machinery registers: TransformerLens's bridge (to feed its
+    hook points, e.g. ``hook_resid_pre``'s capture before the first norm) or
+    ``transformers`` (its output recorders): defined in those packages."""
+    inner = getattr(fn, "func", fn)                  # functools.partial
+    inner = getattr(inner, "__func__", inner)        # a bound method
+    module = getattr(inner, "__module__", None) or ""
+    return module.split(".")[0] in ("transformer_lens", "transformers")
+
+
+def _module_upstream(name: str, kind: str, layer: int, upstream: bool) -> bool:
+    """Whether a PyTorch hook on module ``name`` can change what ``layer``'s attention
+    reads (``upstream``: the swap is made at the embeddings or the token ids)."""
+    if name == "(global)":
+        return True
+    parts = name.split(".")
+    if "rotary_emb" in parts or any("rotary" in p for p in parts):
+        return True                                  # the tables every layer shares
+    if name == "":
+        return kind != "forward"                     # a pre-hook may edit the input ids
+    m = _BLOCK.match(name + ".")
+    if m is None:                                    # embeddings, final norm, unembedding
+        return upstream and parts[0] in ("embed", "pos_embed", "hook_embed",
+                                         "hook_pos_embed")
+    block = int(m.group(1))
+    if block != layer:
+        return block < layer and upstream
+    inner = [p for p in parts[2:] if p != "_original_component"]
+    if not inner:                                    # the block itself: its output is safe
+        return kind != "forward"
+    return not (_SAFE_PARTS & set(inner))
+
+
+def check_module_hooks(model: Any, layer: int, site: str, scheme: Any = None, *,
+                       purpose: str = "the closed-form swap scores") -> None:
+    """Refuse where a PyTorch hook (on a submodule, or global) could change what
+    ``layer``'s attention reads: the closed form reads the clean run once, and such a hook
+    is invisible to TransformerLens's hook points. Hooks declared ``"observe"``
+    (:func:`declare_hook`) are read through."""
+    upstream = _upstream(scheme, site)
+    for name, kind, fn in module_hooks(model):
+        if hook_effect(fn) == "observe" or not _module_upstream(name, kind, layer, upstream):
+            continue
+        raise ExactUnderHooksError(
+            f"layer {layer}: a PyTorch {kind} hook on {name or 'the model'} "
+            f"({_fn_name(fn)}) can change what the layer's attention reads, so {purpose} "
+            "cannot read what the hooked model computes; " + _FIX[purpose != _SCORES])
 
 
 # after the un-rotated q and k: the rotation, the scores and the pattern
@@ -102,15 +211,25 @@ def check_decomposable_under_hooks(model: Any, layers: Sequence[int]) -> None:
     from q and k, and would not carry that hook's effect."""
     hook_dict = getattr(model, "hook_dict", None) or {}
     for layer in layers:
-        names = [n for n in hook_dict if n.startswith(f"blocks.{layer}.") and _AFTER_QK.match(n)]
+        names = [n for n in hook_dict if (n.startswith(f"blocks.{layer}.") and _AFTER_QK.match(n))
+                 or _ROTARY.match(n)]
         for name, fn, _ in attached_hooks(model, names):
-            if fn is not None and hook_effect(fn) == "observe":
+            if fn is not None and (hook_effect(fn) == "observe" or _bridge_own(fn)):
                 continue
             raise ExactUnderHooksError(
-                f"layer {layer}: a hook on {name} ({_fn_name(fn)}) acts after the queries and "
+                f"layer {layer}: a hook on {_named(hook_dict, name)} ({_fn_name(fn)}) acts "
+                "after the queries and "
                 "keys are read, so the per-frequency scores (terms of q and k) would not "
                 "carry it; pass per_frequency=False (the whole-head scores re-run the hooked "
                 "model), or remove the hook")
+        for name, kind, fn in module_hooks(model):
+            if hook_effect(fn) == "observe" or not _module_upstream(name, kind, layer, False):
+                continue
+            raise ExactUnderHooksError(
+                f"layer {layer}: a PyTorch {kind} hook on {name or 'the model'} "
+                f"({_fn_name(fn)}) is invisible to the hook points, so the per-frequency "
+                "scores (terms of q and k) would not carry it; pass per_frequency=False (the "
+                "whole-head scores re-run the hooked model), or remove the hook")
 
 
 def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[int], *,
@@ -132,13 +251,15 @@ def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[i
     hook_dict = getattr(model, "hook_dict", None) or {}
     for layer in layers:
         spec = specs[layer]
+        scheme = getattr(spec, "scheme", None)
         q_point = hook_dict.get(getattr(spec, "q_hook", None) or "")
         k_point = hook_dict.get(getattr(spec, "k_hook", None) or "")
-        for name, fn, _ in attached_hooks(model, _layer_points(model, layer, site)):
+        check_module_hooks(model, layer, site, scheme, purpose=purpose)
+        for name, fn, _ in attached_hooks(model, _layer_points(model, layer, site, scheme)):
             effect = hook_effect(fn) if fn is not None else None
             point = hook_dict.get(name)
-            if effect == "observe":
-                continue
+            if effect == "observe" or (fn is not None and _bridge_own(fn)):
+                continue  # a capture, or the bridge's own wiring (part of the model)
             if point is not None and point is q_point and effect in ("position_free", "rowwise"):
                 continue  # the query row is never swapped: its post-hook value is captured
             if point is not None and point is k_point and effect == "position_free":
@@ -149,7 +270,8 @@ def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[i
                     "position_free": "edits rows"}.get(effect or "", "is not declared (it "
                                                        "may edit rows by position or mix them)")
             raise ExactUnderHooksError(
-                f"layer {layer}: a hook on {name} ({_fn_name(fn)}) {what}, so {purpose} "
+                f"layer {layer}: a hook on {_named(hook_dict, name)} ({_fn_name(fn)}) {what}, "
+                f"so {purpose} "
                 "cannot read what the hooked model computes; " + _FIX[purpose != _SCORES])
         extra = getattr(spec, "extra", None) or {}
         z_points = [n for n in (f"blocks.{layer}.attn.hook_z", extra.get("z_hook")) if n]
@@ -168,6 +290,13 @@ _FIX = ("score it with method='rerun' (which re-runs the hooked model per swap),
         "the hook (lens_possym.scores.declare_hook(fn, 'position_free') marks a hook that "
         "edits every row the same way)",
         "pass exclusion=False (Theorem 1's sums have only a closed form), or remove the hook")
+
+
+def _named(hook_dict: Any, name: str) -> str:
+    """``name`` and the other names of the same hook point (``embed.hook_out = hook_embed``)."""
+    point = hook_dict.get(name)
+    others = [n for n, p in hook_dict.items() if p is point and n != name][:3]
+    return " = ".join([name] + others)
 
 
 def _fn_name(fn: Any) -> str:

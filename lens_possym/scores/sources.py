@@ -51,7 +51,7 @@ from ..typing import HookedModel
 from .crosslogits import cross_logit_factors
 from .matrix import CrossLogitMatrix
 
-__all__ = ["CrossLogitSource", "closed_form_refusal", "matrix_source", "site_cross_logits",
+__all__ = ["CrossLogitSource", "closed_form_refusal", "effective_site", "matrix_source", "site_cross_logits",
            "check_against_model", "PATTERN_TOLERANCE"]
 
 
@@ -69,6 +69,18 @@ class CrossLogitSource(Protocol):
 
     def frequency_full(self) -> Float[Tensor, "batch head_index freq pos pos"]:
         """The per-frequency :math:`C_f` (schemes with frequencies)."""
+
+
+def effective_site(scheme: PositionalScheme | None, site: str) -> str:
+    """The site a swap at ``site`` is made at for a layer of ``scheme``: Definition 2 swaps
+    contents and keeps positions, and where position enters *inside* the head (RoPE,
+    biases, MLA, NoPE) the layer's input rows are all content, so ``"content"`` is the
+    ``"layer"`` site at every layer (both methods swap the rows of
+    ``blocks.{L}.hook_resid_pre``). Only an absolute-PE layer's content site swaps the token
+    embeddings apart from the position embeddings."""
+    if site == "content" and not isinstance(scheme, Absolute):
+        return "layer"
+    return site
 
 
 def closed_form_refusal(scheme: PositionalScheme, layer: int, site: str) -> str | None:
