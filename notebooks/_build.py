@@ -121,7 +121,9 @@ def comparable_outputs(nb: nbformat.NotebookNode) -> list[tuple[str, list[float]
         if cell.cell_type != "code":
             continue
         texts, images = _texts(cell)
-        text = "\n".join(texts)
+        # stdout arrives in one stream output or several (a warning on stderr splits it, as
+        # timing decides), so outputs are joined as lines, not with a separator each
+        text = "".join(t if t.endswith("\n") else t + "\n" for t in texts)
         for pattern, word in _VOLATILE:
             text = pattern.sub(word, text)
         # a number with at most one decimal (a head "5.0", a count, a layer) is part of the

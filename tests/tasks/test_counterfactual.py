@@ -65,8 +65,11 @@ def test_the_metric_is_0_on_the_corrupted_and_1_on_the_clean_run(llama, task):
         assert float(metric(clean).mean()) == pytest.approx(1.0, abs=1e-5)
         assert float(metric(corrupted).mean()) == pytest.approx(0.0, abs=1e-5)
         per_prompt = pairs.metric(llama, per_prompt=True)
-        assert torch.allclose(per_prompt(clean), torch.ones(6), atol=1e-5)
-        assert torch.allclose(per_prompt(corrupted), torch.zeros(6), atol=1e-5)
+        # Each prompt is divided by its own clean-minus-corrupted gap (0.007 on some tiny-model
+        # prompts), so float32 noise of 1e-7 in the logits is amplified by 1 / gap.
+        noise = 1e-6 / per_prompt.scale.abs()
+        assert ((per_prompt(clean) - 1).abs() <= noise).all()
+        assert (per_prompt(corrupted).abs() <= noise).all()
         raw = pairs.logit_diff(clean)  # logit(clean answer) − logit(corrupted answer)
         last = clean[:, -1]
         rows = torch.arange(6)
