@@ -34,26 +34,8 @@ and, as options, PyTorch's default initialisation of the official modules (``ini
 and the official dropout 0.1 (``dropout``). Intended models use GELU, no pad mask and
 ``init="normal"``.
 
-Schemes (:data:`SCHEMES`; where position enters):
-
-==============  ===========================================================================
-``nope``        nowhere
-``sinusoidal``  input: fixed interleaved sinusoids added to the token embedding
-``learned``     input: a learned table ``[n_ctx, d_model]``
-``alibi``       inside: ``B_h(δ) = -m_h|δ|``; intended slopes ``2^{-8(h+1)/H}``, faithful
-                ``e^{-h/H}`` (the official ones)
-``t5``          inside: a learned ``B_h`` per bucket; intended T5 log buckets, faithful one
-                bucket per exact offset (the official "relative" table)
-``rope``        inside: RoPE on the first ``rope_heads`` heads (all by default), NoPE on
-                the rest; faithful with ``rope_heads=None`` also **adds** the absolute
-                ``cat(sin, cos)`` encoding (official ``trans.py``), faithful with an explicit
-                ``rope_heads`` does not (official ``partialrope.py``)
-``mla``         inside: content part ``q^C_h·k^C_h`` from a compressed latent plus a
-                decoupled RoPE part whose key ``k^R`` is shared by all heads; faithful: the
-                query's RoPE part is shared too, the "rotation" is the official one (not
-                norm-preserving), and a zero-initialised learned absolute table is added
-``hybrid``      input and inside: sinusoids at the input and RoPE on every head
-==============  ===========================================================================
+Schemes (:data:`SCHEMES`): where position enters each, and what its faithful variant
+changes, is the table of :mod:`lens_possym.papers.b.schemes`.
 
 RoPE pairs dims ``f`` and ``f + d/2`` (``"half"``) in both variants; the official code pairs
 adjacent dims, which is the same model up to a fixed permutation of the learned projections.

@@ -10,10 +10,14 @@ encoder, and what that decides about the model (the encoder asks its scheme's en
                 ``e^{-h/H}`` (the official ones)
 ``t5``          inside: a learned ``B_h`` per bucket; intended T5 log buckets, faithful one
                 bucket per exact offset (the official "relative" table)
-``rope``        inside: RoPE on the first ``rope_heads`` heads (all by default); faithful
-                with ``rope_heads=None`` also adds the absolute ``cat(sin, cos)`` encoding
-``mla``         inside: a compressed latent plus a decoupled RoPE part (latent attention);
-                faithful: a zero-initialised learned absolute table is added
+``rope``        inside: RoPE on the first ``rope_heads`` heads (all by default), NoPE on
+                the rest; faithful with ``rope_heads=None`` also **adds** the absolute
+                ``cat(sin, cos)`` encoding (official ``trans.py``), faithful with an explicit
+                ``rope_heads`` does not (official ``partialrope.py``)
+``mla``         inside: content part ``q^C_h·k^C_h`` from a compressed latent plus a
+                decoupled RoPE part whose key ``k^R`` is shared by all heads; faithful: the
+                query's RoPE part is shared too, the "rotation" is the official one (not
+                norm-preserving), and a zero-initialised learned absolute table is added
 ``hybrid``      input and inside: sinusoids at the input and RoPE on every head
 ==============  ===========================================================================
 
