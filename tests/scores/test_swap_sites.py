@@ -41,19 +41,25 @@ def _scores(model, tokens, method, site, layer):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_exact_equals_rerun_at_every_site_and_layer_or_refuses(family):
+    """And for a scheme inside the head, both methods' content site past layer 0 is the
+    layer site (the same numbers), not the input site, which swaps before every earlier
+    layer (the test can fail: llama and bloom's input site is > 1e-3 away)."""
     model = _model(family)
     tokens = model.to_tokens(PROMPT)
-    outcomes = {}
+    outcomes, found = {}, {}
     for site in SITES:
         for layer in (0, 1):
             rerun = _scores(model, tokens, "rerun", site, layer)
+            found["rerun", site, layer] = rerun
             assert rerun.pos[layer].isfinite().all()
+            assert rerun.config.swap_site == site
             try:
                 exact = _scores(model, tokens, "exact", site, layer)
             except InvalidSelectionError as exc:
                 assert "method='rerun'" in str(exc)
                 outcomes[site, layer] = "refused"
                 continue
+            found["exact", site, layer] = exact
             diff = max(float((exact.pos - rerun.pos)[layer].abs().max()),
                        float((exact.sym - rerun.sym)[layer].abs().max()))
             assert diff <= TOL, (family, site, layer, diff)
@@ -63,21 +69,14 @@ def test_exact_equals_rerun_at_every_site_and_layer_or_refuses(family):
     assert outcomes["input", 1] == "refused" and outcomes["layer", 1] == "equal"
     absolute = family in ("gpt2", "opt", "gpt_neo")
     assert outcomes["content", 1] == ("refused" if absolute else "equal"), outcomes
-
-
-@pytest.mark.parametrize("family", ["llama", "bloom"])
-def test_the_content_site_is_the_layer_site_for_inside_schemes(family):
-    """Both methods: the content site past layer 0 is the layer site (the same numbers),
-    and not the input site (which swaps before every earlier layer): the test can fail."""
-    model = _model(family)
-    tokens = model.to_tokens(PROMPT)
+    if absolute:
+        return
     for method in ("exact", "rerun"):
-        content = _scores(model, tokens, method, "content", 1)
-        layer = _scores(model, tokens, method, "layer", 1)
-        assert torch.allclose(content.pos[1], layer.pos[1], atol=1e-12, rtol=0)
-        assert content.config.swap_site == "content"
-    inputs = _scores(model, tokens, "rerun", "input", 1)
-    assert float((inputs.pos - layer.pos)[1].abs().max()) > 1e-3
+        content, layer = found[method, "content", 1], found[method, "layer", 1]
+        assert torch.allclose(content.pos[1], layer.pos[1], atol=1e-12, rtol=0), method
+    if family in ("llama", "bloom"):
+        inputs = found["rerun", "input", 1]
+        assert float((inputs.pos - found["rerun", "layer", 1].pos)[1].abs().max()) > 1e-3
 
 
 def test_effective_site():
