@@ -116,8 +116,8 @@ def test_scores_table_pivots_back_to_the_tensors(results):
     angles = per_freq.groupby(["layer", "frequency"]).angle.first()
     assert angles.loc[(0, 3)] == float(scores.angles[0, 3])
     n_finite = sum(int(getattr(scores, n).isfinite().sum()) for n in
-                   ("pos", "sym", "exclusion_ratio", "balance", "pos_freq", "sym_freq",
-                    "exclusion_ratio_freq", "balance_freq"))
+                   ("pos", "sym", "exclusion_ratio", "positional_share", "pos_freq", "sym_freq",
+                    "exclusion_ratio_freq", "positional_share_freq"))
     assert len(frame) == n_finite
 
 

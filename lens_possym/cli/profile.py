@@ -156,13 +156,14 @@ _NOT_OPTIONS = ("command", "func", "commands", "verbose", "debug")
 
 def _print_top_heads(result, k: int = 5) -> None:
     """The most positional and most symbolic heads, ranked as the report ranks them (the
-    score to two decimals, then the balance)."""
+    score to two decimals, then the positional share)."""
     for by, what in (("pos", "positional"), ("sym", "symbolic")):
         rows = report.profile.heads_rows(result, by, k)
-        tie = " (ties by balance)" if result.balance is not None else ""
+        tie = " (ties by positional share)" if result.positional_share is not None else ""
         print(f"most {what} heads{tie}: " + ", ".join(
             f"{r['head']} (s_POS {r['s_POS']:.2f}, s_SYM {r['s_SYM']:.2f}"
-            + (f", balance {r['balance']:.4f}" if "balance" in r else "") + ")" for r in rows))
+            + (f", positional share {r['positional_share']:.4f}"
+               if "positional_share" in r else "") + ")" for r in rows))
 
 
 def _print_summary(result, seconds: float) -> None:

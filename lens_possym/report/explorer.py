@@ -94,7 +94,8 @@ def explorer_page_data(scores: PosSymScores, share: Tensor, attention: dict[str,
     data: dict[str, Any] = {
         "pos": _rounded(scores.pos), "sym": _rounded(scores.sym),
         "ratio": None if scores.exclusion_ratio is None else _rounded(scores.exclusion_ratio),
-        "balance": None if scores.balance is None else _rounded(scores.balance),
+        "positional_share": (None if scores.positional_share is None
+                             else _rounded(scores.positional_share)),
         "pos_freq": None if scores.pos_freq is None else _rounded(scores.pos_freq),
         "sym_freq": None if scores.sym_freq is None else _rounded(scores.sym_freq),
         "share": _rounded(share),
@@ -125,7 +126,8 @@ window.addEventListener('load', function () {
     let text = '<b>head ' + key + '</b>: s_POS ' + fmt(DATA.pos[layer][head]) +
       ' · s_SYM ' + fmt(DATA.sym[layer][head]);
     if (DATA.ratio) text += ' · Var/bound ' + fmt(DATA.ratio[layer][head]);
-    if (DATA.balance) text += ' · balance ' + fmt(DATA.balance[layer][head]);
+    const share = DATA.positional_share;
+    if (share) text += ' · positional share ' + fmt(share[layer][head]);
     info.innerHTML = text;
     info.dataset.head = key;
     if (prof && DATA.pos_freq) {

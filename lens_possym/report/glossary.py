@@ -40,9 +40,11 @@ TERMS: dict[str, tuple[str, str]] = {
                         "divided by the largest variance that the positional and symbolic "
                         "parts allow. Near 1: the logits use both; near 0: the head is "
                         "close to uniform."),
-    "balance": ("balance",
-                "S_sym / (S_pos + S_sym) of Theorem 1's sums: 1 when the logits depend on "
-                "position only, 0 when on content only."),
+    "positional_share": ("positional share",
+                         "S_sym / (S_pos + S_sym) of Theorem 1's sums (S_sym: how much the "
+                         "logits move when a key keeps its content and changes position): "
+                         "1 when the logits depend on position only, 0 when on content "
+                         "only; it points the way s_POS does."),
     "n_heads_scored": ("heads scored", "Attention heads (query heads) with scores."),
     "first_half_layers": ("first half: layers", "The first half of the scored layers."),
     "second_half_layers": ("second half: layers", "The second half of the scored layers."),
@@ -98,7 +100,7 @@ TERMS: dict[str, tuple[str, str]] = {
     "cosine": ("cosine", "How a swap's cosine treats the attention masses (docs/scores.md)."),
     "exclude_bos": ("leave out BOS", "Position 0 (an attention sink) is not swapped."),
     "query_position": ("query position", "The query row scored (−1: the last token)."),
-    "exclusion": ("Theorem 1 numbers", "Var/bound and balance were computed."),
+    "exclusion": ("Theorem 1 numbers", "Var/bound and positional share were computed."),
     "check": ("checked", "Frequency terms checked to add up to the model's scores per layer."),
     "dtype": ("dtype", "Computation dtype of the exact method."),
     "batch_size": ("re-run batch", "Swaps per re-run batch (method rerun)."),

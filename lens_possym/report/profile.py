@@ -166,14 +166,14 @@ def settings_rows(scores: PosSymScores) -> list[tuple[str, Any]]:
 
 def heads_rows(scores: PosSymScores, by: str, k: int = 8) -> list[dict[str, Any]]:
     """The ``k`` heads :meth:`~lens_possym.scores.PosSymScores.ranked_heads` puts first,
-    with their scores, the balance that breaks their ties, and Var/bound (the report's
+    with their scores, the positional share that breaks their ties, and Var/bound (the report's
     tables and the command line's lists)."""
     rows = []
     for layer, head in scores.ranked_heads(by, k):
         row = {"head": head_name(layer, head), "s_POS": float(scores.pos[layer, head]),
                "s_SYM": float(scores.sym[layer, head])}
-        if scores.balance is not None:
-            row["balance"] = float(scores.balance[layer, head])
+        if scores.positional_share is not None:
+            row["positional_share"] = float(scores.positional_share[layer, head])
         if scores.exclusion_ratio is not None:
             row["exclusion_ratio"] = float(scores.exclusion_ratio[layer, head])
         rows.append(row)
@@ -213,7 +213,7 @@ def _head_sections(report: Report, scores: PosSymScores) -> None:
     report.section("Most symbolic heads").table(heads_rows(scores, "sym"))
     report.raw("</div></div>")
     report.caption("Ranked by s_POS (s_SYM) to two decimals; heads equal to that precision "
-                   "(at tau = 1e-4 many saturate at 1) are ranked by balance, higher "
+                   "(at tau = 1e-4 many saturate at 1) are ranked by positional share, higher "
                    "(lower) first. Balance: 1 = the logits depend on position only, 0 = on "
                    "content only. Var/bound: the head's logit variance over Theorem 1's "
                    "bound (near 1: it uses both position and content; near 0: near-uniform). "
@@ -221,7 +221,7 @@ def _head_sections(report: Report, scores: PosSymScores) -> None:
 
 
 GLOSSARY = ["s_POS", "s_SYM", "per_frequency", "frequency_id", "theta", "logit_share",
-            "exclusion_ratio", "balance", "pearson_pos_sym", "sym_low_minus_high_freq",
+            "exclusion_ratio", "positional_share", "pearson_pos_sym", "sym_low_minus_high_freq",
             "pos_low_minus_high_freq", "tau", "swap", "n_blocks", "exclude_bos", "method"]
 
 

@@ -67,7 +67,7 @@ class ScoreConfig(JsonConfig):
             starts with the tokenizer's BOS (an attention sink).
         query_position: the query row (negative counts from the end).
         per_frequency: also score each frequency id as a 2-D head.
-        exclusion: also compute Theorem 1's ``Var / bound`` and balance.
+        exclusion: also compute Theorem 1's ``Var / bound`` and positional share.
         check: verify per layer that the frequency terms add up to the model's scores.
         dtype: computation dtype of the exact method, ``"float64"`` or ``"float32"``
             (a ``torch.dtype`` is accepted and stored by name).
@@ -85,7 +85,7 @@ class ScoreConfig(JsonConfig):
         nonfinite: what a ``nan`` or ``inf`` score of a head that was scored does:
             ``"raise"`` (default: :class:`~lens_possym.errors.NonFiniteResultError`, which
             names the heads; a model with non-finite weights, a setting the floats cannot
-            hold) or ``"keep"`` (return it). Undefined values are not errors: a balance
+            hold) or ``"keep"`` (return it). Undefined values are not errors: a positional share
             ``0/0`` is ``nan`` by definition, and unscored heads are ``nan``.
     """
 

@@ -30,7 +30,7 @@ frequency, the count, the mean and the spread over prompts:
 * **fans out**: shards are independent tasks for an
   :class:`~lens_possym.execution.Executor` (in process by default, or Ray).
 
-A prompt's undefined values (a balance 0/0, a head not scored) are left out of its
+A prompt's undefined values (a positional share 0/0, a head not scored) are left out of its
 entry's count, as :func:`~lens_possym.scores.swap_scores` leaves them out of its mean.
 """
 
@@ -59,7 +59,7 @@ from .config import ScoreConfig
 from .inputs import resolve_exclude_bos
 from .moments import Moments
 from .profile import per_prompt_scores
-from .results import PosSymScores
+from .results import PosSymScores, current_names
 from ..results_io import head_frame
 from ..models import TINY_FAMILIES, load_model, tiny_model
 from .._inputs import as_tokens
@@ -73,7 +73,7 @@ __all__ = ["Moments", "DatasetProfile", "dataset_profile", "read_prompts", "SCOR
 
 #: The scores a dataset profile aggregates (those :func:`per_prompt_scores` returns).
 SCORES = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "exclusion_ratio_freq",
-          "balance", "balance_freq")
+          "positional_share", "positional_share_freq")
 FORMAT = "lens-possym/dataset-profile@1"
 SHARD_FORMAT = "lens-possym/dataset-shard@1"
 
@@ -149,7 +149,7 @@ class DatasetProfile(ResultIO):
                                    f"{data.get('format')!r}); load a profile.json that "
                                    "dataset_profile wrote")
         moments = {k: Moments(*(tensor_from_json(m[x]) for x in ("count", "mean", "m2")))
-                   for k, m in data["moments"].items()}
+                   for k, m in current_names(data["moments"]).items()}
         return cls(moments=moments, angles=tensor_from_json(data["angles"]),
                    config=ScoreConfig.from_dict(data["config"]), n_prompts=data["n_prompts"],
                    n_shards=data["n_shards"], shard_size=data["shard_size"],
@@ -581,7 +581,7 @@ def _profile(prompts, task: _ShardTask, runner: Executor, config: ScoreConfig, s
                 raise ResultsFileError(
                     f"{path} changed or went missing while this profile ran; run the same "
                     "call again (it computes that shard again)")
-        for name, m in data["moments"].items():
+        for name, m in current_names(data["moments"]).items():
             m = Moments.from_dict(m)
             moments[name] = m if name not in moments else moments[name].merge(m)
         angles = data["angles"] if data["angles"] is not None else angles

@@ -211,9 +211,10 @@ def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
         keys = exclusion_keys(qpos, visible, config.exclude_bos)
         if len(keys) >= 2:
             head_ex, freq_ex = exclusion_scores(source, keys, config)
-            out.exclusion_ratio, out.balance = head_ex.ratio, head_ex.balance
+            out.exclusion_ratio, out.positional_share = head_ex.ratio, head_ex.positional_share
             if freq_ex is not None:
-                out.exclusion_ratio_freq, out.balance_freq = freq_ex.ratio, freq_ex.balance
+                out.exclusion_ratio_freq = freq_ex.ratio
+                out.positional_share_freq = freq_ex.positional_share
     return out
 
 

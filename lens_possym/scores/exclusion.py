@@ -91,7 +91,7 @@ class Exclusion:
                            torch.zeros_like(bound))
 
     @property
-    def balance(self) -> Tensor:
+    def positional_share(self) -> Tensor:
         """``S_sym / (S_pos + S_sym)``: 1 for an exactly positional head (no positional
         deviation), 0 for an exactly symbolic one; a logit-level counterpart of the scores
         (``nan`` where both sums are 0)."""

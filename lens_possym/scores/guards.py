@@ -2,7 +2,7 @@
 
 * :func:`check_finite`: a score that came out ``nan`` or ``inf`` for a head that was scored
   is an error (:class:`~lens_possym.errors.NonFiniteResultError`, naming the heads), unless
-  ``ScoreConfig(nonfinite="keep")``. A balance ``0/0`` is undefined by definition and is
+  ``ScoreConfig(nonfinite="keep")``. A positional share ``0/0`` is undefined by definition and is
   not checked.
 * :func:`check_exact_under_hooks`: the closed form reads a layer's queries and keys once and
   moves key *contents* between positions itself; that is what the model computes only when
@@ -37,7 +37,7 @@ __all__ = ["check_finite", "declare_hook", "HookEffect", "hook_effect",
 
 # ---- non-finite results ---------------------------------------------------------------------
 
-#: the per-prompt scores that are numbers whenever the head was scored (a balance is 0/0,
+#: the per-prompt scores that are numbers whenever the head was scored (a positional share is 0/0,
 #: undefined, for a head with constant logits and no deviation)
 _MUST_BE_FINITE = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio",
                    "exclusion_ratio_freq")

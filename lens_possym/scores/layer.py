@@ -42,13 +42,13 @@ class LayerScores:
     sym_freq: Float[Tensor, "prompt head freq"] | None = None
     exclusion_ratio: Float[Tensor, "prompt head"] | None = None
     exclusion_ratio_freq: Float[Tensor, "prompt head freq"] | None = None
-    balance: Float[Tensor, "prompt head"] | None = None
-    balance_freq: Float[Tensor, "prompt head freq"] | None = None
+    positional_share: Float[Tensor, "prompt head"] | None = None
+    positional_share_freq: Float[Tensor, "prompt head freq"] | None = None
 
 
 #: the per-prompt tensors of LayerScores, and whether a prompt's undefined value is left out
-#: of the mean (a balance 0/0 is undefined; a score never is)
-PER_PROMPT = {f.name: f.name.startswith("balance") for f in fields(LayerScores)
+#: of the mean (a positional share 0/0 is undefined; a score never is)
+PER_PROMPT = {f.name: f.name.startswith("positional_share") for f in fields(LayerScores)
               if f.name not in ("layer", "heads", "angles")}
 
 
@@ -61,9 +61,9 @@ def place_per_prompt(results: list[LayerScores], config: ScoreConfig, *, n_layer
     n_prompts = results[0].pos.shape[0]
     computed = {"pos": True, "sym": True, "pos_freq": config.per_frequency,
                 "sym_freq": config.per_frequency, "exclusion_ratio": config.exclusion,
-                "balance": config.exclusion,
+                "positional_share": config.exclusion,
                 "exclusion_ratio_freq": config.exclusion and config.per_frequency,
-                "balance_freq": config.exclusion and config.per_frequency}
+                "positional_share_freq": config.exclusion and config.per_frequency}
     per_prompt: dict[str, Tensor | None] = {}
     for name in PER_PROMPT:
         if not computed[name]:
@@ -89,7 +89,8 @@ def mean_over_prompts(per_prompt: dict[str, Tensor | None], angles: Float[Tensor
     """:class:`PosSymScores` from per-prompt scores (:func:`~lens_possym.scores.profile.per_prompt_scores`'
     first result; those of prompts of different lengths may be concatenated along the prompt
     axis): each score's mean over prompts, as :func:`~lens_possym.scores.swap_scores` takes
-    it (a balance that is undefined for a prompt is left out of its mean; a score never is)."""
+    it (a positional share that is undefined for a prompt is left out of its mean; a score
+    never is)."""
     means = {name: None if per_prompt.get(name) is None else
              (per_prompt[name].nanmean(0) if skip_undefined else per_prompt[name].mean(0))
              for name, skip_undefined in PER_PROMPT.items()}

@@ -28,8 +28,22 @@ from .config import ScoreConfig
 __all__ = ["PosSymScores", "pearson_r"]
 
 _TENSORS = ("pos", "sym", "pos_freq", "sym_freq", "angles", "exclusion_ratio",
-            "exclusion_ratio_freq", "balance", "balance_freq", "pos_prompts", "sym_prompts")
+            "exclusion_ratio_freq", "positional_share", "positional_share_freq", "pos_prompts",
+            "sym_prompts")
 FORMAT = "lens-possym/scores@1"
+#: tensors renamed since files were first written: old name -> name now (``balance`` said
+#: nothing of which way it points; it is 1 for a positional head)
+RENAMED = {"balance": "positional_share", "balance_freq": "positional_share_freq"}
+
+
+def current_names(named: dict[str, Any]) -> dict[str, Any]:
+    """``named`` with the keys of :data:`RENAMED` under their names now (a file written
+    before the rename reads as one written after it; a key given both ways keeps the new)."""
+    out = {RENAMED.get(k, k): v for k, v in named.items() if k not in RENAMED}
+    for old, new in RENAMED.items():
+        if old in named and new not in named:
+            out[new] = named[old]
+    return out
 
 
 @boundary
@@ -57,9 +71,12 @@ class PosSymScores(ResultIO):
         exclusion_ratio: ``[n_layers, n_heads]`` Theorem 1's ``Var(λ) / bound``, mean over
             prompts (see :mod:`lens_possym.scores.exclusion`); ``exclusion_ratio_freq`` per
             frequency.
-        balance: ``[n_layers, n_heads]`` ``S_sym / (S_pos + S_sym)`` of Theorem 1's sums,
-            mean over prompts: 1 for logits that depend on position only, 0 for content
-            only (``balance_freq`` per frequency).
+        positional_share: ``[n_layers, n_heads]`` ``S_sym / (S_pos + S_sym)`` of Theorem 1's
+            sums, mean over prompts: 1 for logits that depend on position only, 0 for
+            content only, so it points the way s_POS does (``S_sym`` sums how far the
+            logits move when a key keeps its content and moves position, which only a
+            position-dependent logit does); ``positional_share_freq`` per frequency. Files
+            written before it was named so hold it as ``balance``; :meth:`load` reads them.
         pos_prompts, sym_prompts: ``[n_prompts, n_layers, n_heads]`` per-prompt scores.
         layers: the layers scored.
         config: how the scores were computed (:class:`~lens_possym.scores.ScoreConfig`,
@@ -77,8 +94,8 @@ class PosSymScores(ResultIO):
     sym_freq: Float[Tensor, "layer head_index freq"] | None = None
     exclusion_ratio: Float[Tensor, "layer head_index"] | None = None
     exclusion_ratio_freq: Float[Tensor, "layer head_index freq"] | None = None
-    balance: Float[Tensor, "layer head_index"] | None = None
-    balance_freq: Float[Tensor, "layer head_index freq"] | None = None
+    positional_share: Float[Tensor, "layer head_index"] | None = None
+    positional_share_freq: Float[Tensor, "layer head_index freq"] | None = None
     pos_prompts: Float[Tensor, "prompt layer head_index"] | None = None
     sym_prompts: Float[Tensor, "prompt layer head_index"] | None = None
     config: ScoreConfig = field(default_factory=ScoreConfig)
@@ -105,20 +122,20 @@ class PosSymScores(ResultIO):
     def ranked_heads(self, by: str = "sym", k: int | None = None, *,
                      descending: bool = True, decimals: int | None = 2) -> list[tuple[int, int]]:
         """``(layer, head)`` pairs ordered by a score (``"pos"``, ``"sym"`` or ``"sym-pos"``),
-        ties broken by the logits' :attr:`balance`.
+        ties broken by the logits' :attr:`positional_share`.
 
         At the default ``tau = 1e-4`` the swap weights are nearly an argmax, so many heads
         saturate (s_POS or s_SYM at 1 on every prompt) and differ only in digits that say
         how nearly one-hot their attention is, not how positional they are. So the score
         is compared to ``decimals`` places (two: a hundredth, finer than one prompt's flip
         in a hundred prompts), and heads equal to that precision are ordered by
-        :meth:`tie_break`: the balance ``S_sym / (S_pos + S_sym)`` of Theorem 1's sums
+        :meth:`tie_break`: the positional share ``S_sym / (S_pos + S_sym)`` of Theorem 1's sums
         (1: the logits depend on position only, 0: on content only), for ``"pos"``
         higher first, for ``"sym"`` and ``"sym-pos"`` lower first. It is continuous, it
         is computed from every permutation of the keys (not from the one swap the weights
         pick), and it is what the scores measure, at the level of the logits (it
         correlates with s_POS at r = 0.81 over smollm2's heads, 0.90 over gemma-3-270m's).
-        Without balance (``exclusion=False``) ties are broken by the other score (lower
+        Without the positional share (``exclusion=False``) ties are broken by the other score (lower
         first). ``decimals=None`` compares the raw scores. Unscored heads are left out;
         ``descending=False`` reverses the whole order.
         """
@@ -138,12 +155,13 @@ class PosSymScores(ResultIO):
 
     def tie_break(self, by: str = "sym") -> Float[Tensor, "layer head_index"]:
         """What :meth:`ranked_heads` orders equal scores by, larger first: the
-        :attr:`balance` for ``"pos"``, ``1 − balance`` for ``"sym"`` and ``"sym-pos"``
-        (without balance: ``−s_SYM`` for ``"pos"``, ``−s_POS`` otherwise)."""
+        :attr:`positional_share` for ``"pos"``, ``1 − positional_share`` for ``"sym"`` and
+        ``"sym-pos"``
+        (without the positional share: ``−s_SYM`` for ``"pos"``, ``−s_POS`` otherwise)."""
         if by not in ("pos", "sym", "sym-pos"):
             raise InvalidSelectionError(f"rank by 'pos', 'sym' or 'sym-pos', not {by!r}")
-        if self.balance is not None:
-            return self.balance if by == "pos" else 1.0 - self.balance
+        if self.positional_share is not None:
+            return self.positional_share if by == "pos" else 1.0 - self.positional_share
         return -self.sym if by == "pos" else -self.pos
 
     def band_means(self, n_bands: int = 3) -> dict[str, Tensor]:
@@ -199,11 +217,13 @@ class PosSymScores(ResultIO):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PosSymScores":
-        """Read :meth:`to_dict`'s output (files with the older ``settings`` too)."""
+        """Read :meth:`to_dict`'s output (files with the older ``settings``, or with
+        ``balance`` for :attr:`positional_share`, too)."""
         if data.get("format") != FORMAT:
             raise ResultsFileError(
                 f"not a lens-possym scores file (format {data.get('format')!r}); load a "
                 "scores.json that PosSymScores.save wrote")
+        data = current_names(data)
         tensors = {name: None if data.get(name) is None else tensor_from_json(data[name])
                    for name in _TENSORS}
         if "config" in data:
@@ -218,11 +238,11 @@ class PosSymScores(ResultIO):
     # ``save``/``load`` (one JSON file), ``to_dataframe`` and the repr: ResultIO
 
     def _table(self):
-        """Long format: ``pos``/``sym``/``exclusion_ratio``/``balance`` per head (no
-        frequency), ``pos_freq``/``sym_freq``/``exclusion_ratio_freq``/``balance_freq``
+        """Long format: ``pos``/``sym``/``exclusion_ratio``/``positional_share`` per head (no
+        frequency), ``pos_freq``/``sym_freq``/``exclusion_ratio_freq``/``positional_share_freq``
         per frequency (``score`` names the tensor)."""
-        names = ("pos", "sym", "exclusion_ratio", "balance", "pos_freq", "sym_freq",
-                 "exclusion_ratio_freq", "balance_freq")
+        names = ("pos", "sym", "exclusion_ratio", "positional_share", "pos_freq", "sym_freq",
+                 "exclusion_ratio_freq", "positional_share_freq")
         return head_frame({name: getattr(self, name) for name in names}, self.angles)
 
     def _headline(self) -> list[str]:
@@ -251,7 +271,7 @@ def _check_shapes(tensors: dict[str, Tensor | None], layers: Any) -> None:
         raise _damaged(f"pos has shape {tuple(pos.shape)}, expected [n_layers, n_heads]")
     grid = tuple(pos.shape)
     n_layers = grid[0]
-    for name in ("sym", "exclusion_ratio", "balance"):
+    for name in ("sym", "exclusion_ratio", "positional_share"):
         t = tensors.get(name)
         if t is not None and tuple(t.shape) != grid:
             raise _damaged(f"{name} has shape {tuple(t.shape)}, pos {grid}")
@@ -259,7 +279,7 @@ def _check_shapes(tensors: dict[str, Tensor | None], layers: Any) -> None:
     if angles is None or angles.ndim != 2 or angles.shape[0] != n_layers:
         raise _damaged(f"angles has shape {None if angles is None else tuple(angles.shape)}, "
                    f"expected [{n_layers}, n_freqs]")
-    for name in ("pos_freq", "sym_freq", "exclusion_ratio_freq", "balance_freq"):
+    for name in ("pos_freq", "sym_freq", "exclusion_ratio_freq", "positional_share_freq"):
         t = tensors.get(name)
         if t is not None and tuple(t.shape) != grid + (angles.shape[1],):
             raise _damaged(f"{name} has shape {tuple(t.shape)}, expected "

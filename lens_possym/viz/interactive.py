@@ -54,8 +54,8 @@ def _hover_numbers(scores: PosSymScores, layer: int, head: int) -> str:
             f"<br>s_SYM {float(scores.sym[layer, head]):.3f}")
     if scores.exclusion_ratio is not None:
         text += f"<br>Var/bound {float(scores.exclusion_ratio[layer, head]):.3f}"
-    if scores.balance is not None:
-        text += f"<br>balance {float(scores.balance[layer, head]):.3f}"
+    if scores.positional_share is not None:
+        text += f"<br>positional share {float(scores.positional_share[layer, head]):.3f}"
     return text
 
 

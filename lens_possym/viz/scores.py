@@ -167,7 +167,7 @@ def pick_example_heads(scores: PosSymScores) -> dict[str, tuple[int, int]]:
     """A clearly positional, a clearly symbolic and a mixed head (both scores high).
 
     Positional: largest ``s_POS − s_SYM``; symbolic: largest ``s_SYM − s_POS`` (to two
-    decimals, ties broken by balance, as :meth:`PosSymScores.ranked_heads` ranks); mixed:
+    decimals, ties broken by positional share, as :meth:`PosSymScores.ranked_heads` ranks); mixed:
     largest ``min(s_POS, s_SYM)`` (paper A reads these as near-uniform attention).
     """
     both = torch.minimum(scores.pos, scores.sym)

@@ -172,12 +172,12 @@ fig, axes = plt.subplots(1, 2, figsize=(12, 4), constrained_layout=True)
 image = axes[0].imshow(scores.exclusion_ratio.numpy(), vmin=0, vmax=1, aspect="auto", cmap="cividis")
 axes[0].set(xlabel="head", ylabel="layer", title="Var(λ) / bound, mean over prompts")
 plt.colorbar(image, ax=axes[0])
-axes[1].scatter(scores.balance.flatten().numpy(), scores.pos.flatten().numpy(), s=15)
+axes[1].scatter(scores.positional_share.flatten().numpy(), scores.pos.flatten().numpy(), s=15)
 axes[1].set(xlabel="S_sym / (S_pos + S_sym)  (logits)", ylabel="s_POS  (attention swaps)",
             title="two views of the same head")
 plt.show()
-print(f"Pearson r between the balance and s_POS over heads: "
-      f"{lp.scores.pearson_r(scores.balance.flatten(), scores.pos.flatten()):.2f}")
+print(f"Pearson r between the positional share and s_POS over heads: "
+      f"{lp.scores.pearson_r(scores.positional_share.flatten(), scores.pos.flatten()):.2f}")
 """),
 ("md", r"""
 ## Token swaps or block swaps?

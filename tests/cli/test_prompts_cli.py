@@ -35,7 +35,7 @@ def test_profile_scores_your_prompts_of_any_lengths(tmp_path):
     assert scores.task["name"] == "prompts" and scores.task["n_prompts"] == 3
     model = lp.tiny_model("llama")
     alone = [lp.swap_scores(model, p) for p in PROMPTS if p]
-    for name in ("pos", "sym", "pos_freq", "balance"):
+    for name in ("pos", "sym", "pos_freq", "positional_share"):
         expected = torch.stack([getattr(s, name) for s in alone]).mean(0)
         torch.testing.assert_close(getattr(scores, name).double(), expected.double(),
                                    rtol=0, atol=1e-12)

@@ -12,8 +12,8 @@ from lens_possym.errors import InvalidSelectionError
 from lens_possym.scores import ScoreConfig
 from lens_possym.scores.crosslogits import cross_logit_factors
 
-FIELDS = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "balance",
-          "exclusion_ratio_freq", "balance_freq")
+FIELDS = ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "positional_share",
+          "exclusion_ratio_freq", "positional_share_freq")
 
 
 @pytest.mark.parametrize("swap", ["token", "block"])
@@ -86,7 +86,7 @@ def test_per_frequency_tables_in_pieces_give_the_same_scores(tiny_by_family):
     # 2 prompts x 4 heads x 24 positions = 192 per frequency: pieces of 2 and 1 frequencies
     for small in (400, 100):
         pieces = lp.swap_scores(model, tokens, max_elements=small)
-        for name in ("pos_freq", "sym_freq", "exclusion_ratio_freq", "balance_freq"):
+        for name in ("pos_freq", "sym_freq", "exclusion_ratio_freq", "positional_share_freq"):
             torch.testing.assert_close(getattr(pieces, name), getattr(whole, name), rtol=0,
                                        atol=1e-12, equal_nan=True, msg=f"{small} {name}")
 

@@ -43,7 +43,7 @@ def test_mean_and_spread_equal_swap_scores_prompt_by_prompt(model, whole):
     # each prompt alone (its own length, its own positions: nothing padded)
     single = [lp.swap_scores(model, torch.tensor([p])) for p in PROMPTS]
     assert len({len(p) for p in PROMPTS}) > 3                      # mixed lengths
-    for name in ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio_freq", "balance"):
+    for name in ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio_freq", "positional_share"):
         values = torch.stack([getattr(s, name) for s in single])
         finite = values.isfinite()
         count = finite.sum(0)
@@ -166,3 +166,24 @@ def test_scoring_leaves_torch_thread_count_as_it_was(model):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_files_that_call_the_positional_share_balance_still_load(whole, tmp_path):
+    """Files written before the rename hold ``balance`` / ``balance_freq``: a dataset
+    profile and a scores file read them as ``positional_share`` / ``_freq``."""
+    old = whole.to_dict()
+    old["moments"] = {{"positional_share": "balance", "positional_share_freq": "balance_freq"
+                       }.get(k, k): m for k, m in old["moments"].items()}
+    assert "balance" in old["moments"] and "positional_share" not in old["moments"]
+    (tmp_path / "profile.json").write_text(json.dumps(old))
+    assert _same(DatasetProfile.load(tmp_path / "profile.json"), whole)
+    scores = whole.scores()
+    data = scores.to_dict()
+    data["balance"], data["balance_freq"] = (data.pop("positional_share"),
+                                             data.pop("positional_share_freq"))
+    (tmp_path / "scores.json").write_text(json.dumps(data))
+    loaded = lp.PosSymScores.load(tmp_path / "scores.json")
+    for name in ("positional_share", "positional_share_freq"):
+        torch.testing.assert_close(getattr(loaded, name), getattr(scores, name), rtol=0,
+                                   atol=0, equal_nan=True)
+    assert not hasattr(loaded, "balance")

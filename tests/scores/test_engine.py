@@ -150,13 +150,13 @@ def test_rope_on_some_heads_is_scored_per_frequency_and_its_nope_heads_are_symbo
 
 def test_mla_exclusion_per_frequency_holds_the_bound_and_its_content_part_is_symbolic():
     """MLA supplies C_f: Theorem 1 per frequency (Var <= bound), and the content part (the
-    last id, no position) has balance 0, as a NoPE part."""
+    last id, no position) has positional share 0, as a NoPE part."""
     model = tiny_scheme_model("deepseek_v2", dtype=torch.float64)
     scores = lp.swap_scores(model, PROMPT, exclude_bos=False)
     ratio = scores.exclusion_ratio_freq
     assert ratio.shape == scores.pos_freq.shape and ratio.isfinite().all()
     assert bool((ratio <= 1 + 1e-9).all())
-    assert torch.allclose(scores.balance_freq[..., -1], torch.zeros_like(ratio[..., -1]),
+    assert torch.allclose(scores.positional_share_freq[..., -1], torch.zeros_like(ratio[..., -1]),
                           atol=1e-12)
 
 

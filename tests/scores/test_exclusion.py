@@ -67,10 +67,10 @@ def test_theorem_1_holds_on_random_heads(n, seed, kind):
     assert 0 <= float(ex.ratio) <= 1 + 1e-12
     if kind == "positional":
         assert float(ex.s_pos) == 0
-        assert float(ex.balance) == 1 or float(ex.s_sym) == 0
+        assert float(ex.positional_share) == 1 or float(ex.s_sym) == 0
     if kind == "symbolic":
         assert float(ex.s_sym) == 0
-        assert float(ex.balance) == 0 or float(ex.s_pos) == 0
+        assert float(ex.positional_share) == 0 or float(ex.s_pos) == 0
 
 
 def test_a_head_both_positional_and_symbolic_has_constant_logits():
@@ -132,7 +132,8 @@ def test_profile_reports_the_ratio_per_head_and_frequency():
     assert scores.exclusion_ratio_freq.shape == (2, 4, 5)
     for t in (scores.exclusion_ratio, scores.exclusion_ratio_freq):
         assert ((t >= 0) & (t <= 1 + 1e-9)).all()
-    # the NoPE tail: S_sym = 0, so the ratio is Var / (S_pos/N²) and the balance is 0
+    # the NoPE tail: S_sym = 0, so the ratio is Var / (S_pos/N²) and the positional share is 0
     assert scores.exclusion_ratio_freq[..., -1].isfinite().all()
-    assert torch.allclose(scores.balance_freq[..., -1], torch.zeros(2, 4, dtype=torch.float64))
-    assert ((scores.balance >= 0) & (scores.balance <= 1)).all()
+    assert torch.allclose(scores.positional_share_freq[..., -1],
+                          torch.zeros(2, 4, dtype=torch.float64))
+    assert ((scores.positional_share >= 0) & (scores.positional_share <= 1)).all()

@@ -86,17 +86,18 @@ def test_pearson_ignores_nan_and_handles_constants():
 
 
 def test_ranked_heads(scores):
-    """By the score to two decimals, then by balance (lower first for "sym"); raw scores
+    """By the score to two decimals, then by positional share (lower first for "sym"); raw scores
     with decimals=None; descending=False reverses the whole order."""
     ranked = scores.ranked_heads("sym")
-    keys = [(round(float(scores.sym[lh]) * 100), -float(scores.balance[lh])) for lh in ranked]
+    keys = [(round(float(scores.sym[lh]) * 100), -float(scores.positional_share[lh]))
+            for lh in ranked]
     assert keys == sorted(keys, reverse=True) and len(ranked) == 8
     assert scores.ranked_heads("sym", descending=False) == ranked[::-1] or len(set(keys)) < 8
     raw = [float(scores.sym[lh]) for lh in scores.ranked_heads("sym", decimals=None)]
     assert raw == sorted(raw, reverse=True)
     assert scores.ranked_heads("pos", 3, descending=False, decimals=None)[0] == min(
         ((l, h) for l in range(2) for h in range(4)), key=lambda lh: float(scores.pos[lh]))
-    torch.testing.assert_close(scores.tie_break("sym"), 1 - scores.balance)
+    torch.testing.assert_close(scores.tie_break("sym"), 1 - scores.positional_share)
     with pytest.raises(ValueError):
         scores.ranked_heads("nope")
 
@@ -154,8 +155,8 @@ def test_layers_and_heads_land_where_they_belong(llama, scores):
     for layer in (0, 1):
         one = swap_scores(llama, prompts, swap="block", n_blocks=3, layers=[layer], heads=[1, 3])
         assert one.pos[1 - layer].isnan().all() and one.pos[layer, [0, 2]].isnan().all()
-        for name in ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "balance",
-                     "exclusion_ratio_freq", "balance_freq"):
+        for name in ("pos", "sym", "pos_freq", "sym_freq", "exclusion_ratio", "positional_share",
+                     "exclusion_ratio_freq", "positional_share_freq"):
             assert torch.equal(getattr(one, name)[layer, [1, 3]],
                                getattr(scores, name)[layer, [1, 3]]), name
 
