@@ -70,6 +70,15 @@ def tiny_by_family():
 
 
 @pytest.fixture(scope="session")
+def scheme_models():
+    """Tiny float64 models of every non-RoPE scheme family, built once: ``{family: model}``
+    (tests/positions and tests/test_toeplitz.py share them)."""
+    from lens_possym.models.tiny_schemes import SCHEME_FAMILIES, tiny_scheme_model
+
+    return {family: tiny_scheme_model(family, dtype=torch.float64) for family in SCHEME_FAMILIES}
+
+
+@pytest.fixture(scope="session")
 def gemma():
     return lp.load_model("gemma-3-270m")
 

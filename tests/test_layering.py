@@ -33,7 +33,7 @@ PACKAGE = ROOT / "lens_possym"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "typing", "_checks", "_json", "_lazy", "_inputs", "_precision",
                     "_files", "_lock", "_interrupt", "_quiet", "_ids", "_mismatch", "_hooks",
-                    "_attention", "results_io", "plugins.registry", "execution", "bands"]),
+                    "_attention", "results_io", "registry", "execution", "bands"]),
     ("rope", ["rope"]),
     ("positions", ["positions"]),
     ("resolved", ["resolved"]),
@@ -41,9 +41,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("capture", ["capture"]),
     # prompt sets use the foundation only; interventions (metrics, head importance) read them
     ("tasks", ["tasks"]),
-    # analyses that run the model through capture: the Toeplitz split lives with the
-    # schemes it splits (positions/), but sits here
-    ("decompose", ["decompose", "positions.toeplitz"]),
+    # analyses that run the model through capture: per-frequency terms and the Toeplitz
+    # split (each scheme names its split; lens_possym.toeplitz computes it)
+    ("decompose", ["decompose", "toeplitz"]),
     ("scores", ["scores"]),
     ("interventions", ["interventions"]),
     ("circuits", ["circuits"]),
@@ -238,7 +238,8 @@ def test_no_module_imports_a_higher_layer():
 
 
 def test_layer_of():
-    assert LAYERS[_layer("lens_possym.positions.toeplitz")][0] == "decompose"
+    assert LAYERS[_layer("lens_possym.toeplitz")][0] == "decompose"
+    assert LAYERS[_layer("lens_possym.registry")][0] == "foundation"
     assert LAYERS[_layer("lens_possym.positions.detect")][0] == "positions"
     assert LAYERS[_layer("lens_possym")][0] == "cli"
     assert LAYERS[_layer("lens_possym._ids")][0] == "foundation"

@@ -40,7 +40,7 @@ from typing import NoReturn
 from .. import __version__
 from .._interrupt import interrupt_raises, quiet_exit_on_interrupt, was_interrupted
 from ..errors import LensPossymError, UsageError
-from ..plugins.registry import PluginWarning, plugins, report_broken
+from ..registry import PluginWarning, plugins, report_broken
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 

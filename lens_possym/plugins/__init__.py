@@ -4,7 +4,7 @@ A plug-in imports only this module and the core's public packages (``lens_possym
 ``lens_possym.scores``, ...), never a private (``_name``) module: ``tests/test_layering.py``
 holds the in-tree papers to that, and ``docs/adding_a_paper.md`` builds a plug-in from it.
 
-* **declaring a plug-in** (:mod:`lens_possym.plugins.registry`): :class:`Plugin`,
+* **declaring a plug-in** (:mod:`lens_possym.registry`): :class:`Plugin`,
   :func:`register_plugin`, :func:`unregister_plugin`, :func:`plugins`, :func:`resolve`,
   :data:`ENTRY_POINT_GROUP`, :class:`Registry`; a broken plug-in is reported once as a
   :class:`PluginWarning` and left out;
@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
-from .registry import (
+from ..registry import (
     ENTRY_POINT_GROUP,
     Plugin,
     PluginWarning,

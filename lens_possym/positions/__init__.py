@@ -1,7 +1,8 @@
 """Positional schemes: where position enters a head, and what a head's logits are made of.
 
 See ``docs/positional_schemes.md``. :func:`schemes` reads a model's per-layer schemes;
-:mod:`.toeplitz` splits logits into content and position terms.
+:mod:`lens_possym.toeplitz` (beside :mod:`lens_possym.decompose`: it runs the model)
+splits logits into content and position terms; its names are served here too.
 """
 
 from .._lazy import lazy_attributes
@@ -17,7 +18,8 @@ _EXPORTS = {
     "mla": ["MLA"],
     "nope": ["NoPE"],
     "rope": ["HeadwiseRope", "Rope"],
-    "toeplitz": ["TermMagnitudes", "ToeplitzTerms", "rope_hadamard_terms", "toeplitz_magnitudes",
+    # served from the analysis layer (lens_possym.toeplitz runs the model)
+    "..toeplitz": ["TermMagnitudes", "ToeplitzTerms", "rope_hadamard_terms", "toeplitz_magnitudes",
         "toeplitz_terms"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

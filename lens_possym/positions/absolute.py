@@ -11,7 +11,7 @@ swap of rows moves the position along with the content (see ``docs/positional_sc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .base import PositionalScheme
 
@@ -27,3 +27,8 @@ class Absolute(PositionalScheme):
     window: int | None = None
     name: str = "absolute"
     site: str = "input"
+
+    def split_logits(self, split: Any) -> Any:
+        """Token and position embedding apart, through the first layer's norm and
+        projections: ``cc``, ``cp``, ``pc``, ``pp``, ``bias`` (layer 0 only)."""
+        return split.absolute(self)

@@ -19,6 +19,8 @@ attention layer:
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
 from einops import einsum
 from jaxtyping import Bool, Float, Int
@@ -27,6 +29,7 @@ from torch import Tensor
 from .._attention import visible_mask
 from .._checks import boundary
 from ..errors import NoFrequenciesError
+from ._bridge import keys_for_heads
 from .kinds import SWAP_SITES, Site, SwapSite  # noqa: F401 - re-exported
 
 __all__ = ["PositionalScheme", "Site", "SwapSite", "causal_visible"]
@@ -58,6 +61,13 @@ class PositionalScheme:
 
     @property
     def has_frequencies(self) -> bool:
+        return False
+
+    @property
+    def has_factors(self) -> bool:
+        """Whether the score engine reads this layer as rank-2 per-frequency factors from
+        one capture pass (RoPE: :class:`~lens_possym.scores.CrossLogitFactors`) rather than
+        as a cross-logit matrix (:meth:`hook_cross_logits`)."""
         return False
 
     def frequency_angles(self) -> Float[Tensor, "freq"]:
@@ -103,6 +113,30 @@ class PositionalScheme:
         raise NoFrequenciesError(
             f"a {self.name} head has no frequencies, so there is nothing to score or ablate "
             f"per frequency; use whole-head scores (per_frequency=False)")
+
+    def hook_cross_logits(self, q: Float[Tensor, "batch pos head_index d_head"],
+                          k: Float[Tensor, "batch pos kv_head d_head"], heads: list[int],
+                          n_heads: int, query_position: int, dtype: torch.dtype
+                          ) -> tuple[Float[Tensor, "batch head pos pos"],
+                                     Callable[[], Tensor] | None]:
+        """``(C, terms_of)`` of ``heads`` for the query row at ``query_position``, from the
+        layer's ``hook_q``/``hook_k`` as the bridge gives them (position not in them; ``k``
+        with its key/value heads): :meth:`cross_logits` of ``q``, ``k`` in ``dtype``, and a
+        function giving :meth:`frequency_cross_logits` (``None`` without frequencies)."""
+        q_row = q[:, query_position][:, heads].to(dtype)
+        keys = keys_for_heads(k, heads, n_heads).to(dtype)
+        terms_of = None
+        if self.has_frequencies:  # e.g. RoPE on some heads: one C_f per pair, on every head
+            terms_of = lambda: self.frequency_cross_logits(q_row, keys, query_position)  # noqa
+        return self.cross_logits(q_row, keys, query_position), terms_of
+
+    def split_logits(self, split: Any) -> Any:
+        """This layer's logits split into content and position terms: the scheme names
+        its form and ``split`` (a :class:`lens_possym.toeplitz.LayerSplit`, which runs the
+        model) computes it; :func:`lens_possym.toeplitz.toeplitz_terms` asks this. Here
+        the additive form of :meth:`cross_logits`: ``s q·k`` plus :meth:`bias` where
+        there is one (NoPE, ALiBi, T5, a bias table)."""
+        return split.additive(self)
 
     def describe(self) -> str:
         where = "inside the head" if self.site == "inside" else "at the input"

@@ -31,7 +31,7 @@ here (:meth:`MLA.unrotate`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import Any, Callable, Literal, NoReturn
 
 import torch
 from einops import einsum
@@ -117,6 +117,23 @@ class MLA(PositionalScheme):
         """The whole ``C[b, h, p, c]``: the sum of :meth:`frequency_cross_logits` over ids."""
         return self.frequency_cross_logits(q_content, q_rope, k_content, k_rope,
                                            query_position).sum(2)
+
+    def hook_cross_logits(self, q: Float[Tensor, "batch head_index pos d_head"],
+                          k: Float[Tensor, "batch head_index pos d_head"], heads: list[int],
+                          n_heads: int, query_position: int, dtype: torch.dtype
+                          ) -> tuple[Float[Tensor, "batch head pos pos"],
+                                     Callable[[], Tensor]]:
+        """``(C, terms_of)`` from the bridge's ``hook_q``/``hook_k`` (``[b, h, pos, d]``,
+        RoPE parts rotated, :func:`mla_parts`): :meth:`mla_cross_logits` in ``dtype`` and
+        its per-frequency terms. The content width is what the RoPE pairs leave."""
+        d_content = q.shape[-1] - 2 * len(self.inv_freq)
+        parts = mla_parts(q[:, heads], k[:, heads], d_content, self, query_position)
+        return (self.mla_cross_logits(*parts, query_position).to(dtype),
+                lambda: self.frequency_cross_logits(*parts, query_position))
+
+    def split_logits(self, split: Any) -> Any:
+        """Its RoPE pairs' per-frequency terms, then its content part."""
+        return split.mla(self)
 
     def cross_logits(self, q, k, query_position) -> NoReturn:  # noqa: D102
         raise InvalidSelectionError(

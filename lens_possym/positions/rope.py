@@ -11,6 +11,8 @@ RoPE on some heads only is :class:`HeadwiseRope`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -42,6 +44,10 @@ class Rope(PositionalScheme):
 
     @property
     def has_frequencies(self) -> bool:
+        return True
+
+    @property
+    def has_factors(self) -> bool:
         return True
 
     def frequency_angles(self) -> Tensor:
@@ -82,6 +88,11 @@ class Rope(PositionalScheme):
         terms = (cos.T[:, :, None] * x + sin.T[:, :, None] * y) * self.spec.scale
         visible = causal_visible(query_position, k.shape[1], self.window).to(terms.device)
         return terms.masked_fill(~visible[:, None], float("-inf"))
+
+    def split_logits(self, split: Any) -> Any:
+        """One term per frequency id, in the Hadamard form (content product times the
+        Toeplitz kernel ``e^{i(n−m)θ_f}``)."""
+        return split.rope(self)
 
     def _factors(self, q: Tensor, k: Tensor, query_position: int, dtype: torch.dtype
                  ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -148,3 +159,7 @@ class HeadwiseRope(PositionalScheme):
 
     def cross_logits(self, q: Tensor, k: Tensor, query_position: int) -> Tensor:
         return self.frequency_cross_logits(q, k, query_position).sum(2)
+
+    def split_logits(self, split: Any) -> Any:
+        """No split read from a model yet (the hooks' q and k are rotated on some heads)."""
+        return split.unsupported(self)

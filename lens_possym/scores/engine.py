@@ -75,7 +75,7 @@ def _scheme(layer: Layer) -> PositionalScheme:
 
 def _has_factors(layer: Layer) -> bool:
     """RoPE: the layer supplies per-frequency factors (from captured q and k)."""
-    return isinstance(_scheme(layer), Rope)
+    return _scheme(layer).has_factors
 
 
 def _frequencies_scored(layer: Layer, method: str) -> bool:
@@ -83,7 +83,7 @@ def _frequencies_scored(layer: Layer, method: str) -> bool:
     form and re-run), and in closed form every other scheme with frequencies (it supplies
     its terms: MLA, RoPE on some heads)."""
     scheme = _scheme(layer)
-    return isinstance(scheme, Rope) or (scheme.has_frequencies and method == "exact")
+    return scheme.has_factors or (scheme.has_frequencies and method == "exact")
 
 
 def per_frequency_available(model: HookedModel | Resolved, config: ScoreConfig,

@@ -42,10 +42,7 @@ from ..capture import capture_attention_inputs, run_capturing
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..positions import LayerScheme, causal_visible
 from ..positions._bridge import keys_for_heads
-from ..positions.absolute import Absolute
 from ..positions.base import PositionalScheme
-from ..positions.mla import MLA, mla_parts
-from ..positions.rope import Rope
 from ..resolved import Resolved, model_of
 from ..typing import HookedModel
 from .crosslogits import cross_logit_factors
@@ -78,7 +75,7 @@ def effective_site(scheme: PositionalScheme | None, site: str) -> str:
     ``"layer"`` site at every layer (both methods swap the rows of
     ``blocks.{L}.hook_resid_pre``). Only an absolute-PE layer's content site swaps the token
     embeddings apart from the position embeddings."""
-    if site == "content" and not isinstance(scheme, Absolute):
+    if site == "content" and (scheme is None or scheme.site == "inside"):
         return "layer"
     return site
 
@@ -87,7 +84,7 @@ def closed_form_refusal(scheme: PositionalScheme, layer: int, site: str) -> str 
     """Why ``site`` has no closed form at ``layer`` under ``scheme`` (``None``: it has one):
     ``"input"`` past layer 0, and ``"content"``/``"input"`` past layer 0 of an absolute-PE
     model. Then ``method="rerun"`` scores it and the exclusion is not computed."""
-    absolute = isinstance(scheme, Absolute)
+    absolute = scheme.site == "input"  # position added at the input (absolute PE)
     if site == "input" and layer > 0:
         return (
             f"swapping token ids at the input changes every layer before layer {layer}, so "
@@ -133,13 +130,6 @@ def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerSche
     return full.masked_fill(~visible[:, None], float("-inf"))
 
 
-def _mla_inputs(model: HookedModel, tokens: Tensor, ls: LayerScheme, heads: list[int], qpos: int
-                ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
-    return mla_parts(got[ls.q_hook][:, heads], got[ls.k_hook][:, heads], ls.d_content,
-                     ls.scheme, qpos)
-
-
 def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
                   heads: list[int], qpos: int, site: str, dtype: torch.dtype = torch.float64
                   ) -> CrossLogitMatrix:
@@ -151,20 +141,13 @@ def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme
     model = model_of(model)
     scheme = ls.scheme
     visible = layer_visible(ls, qpos, tokens.shape[1])
-    if isinstance(scheme, Absolute) and site in ("content", "input"):
+    if scheme.site == "input" and site in ("content", "input"):
         cross = _content_site_cross_logits(model, tokens, ls, heads, qpos).to(dtype)
         return CrossLogitMatrix(cross, visible)
-    if isinstance(scheme, MLA):
-        parts = _mla_inputs(model, tokens, ls, heads, qpos)
-        return CrossLogitMatrix(scheme.mla_cross_logits(*parts, qpos).to(dtype), visible,
-                                terms_of=lambda: scheme.frequency_cross_logits(*parts, qpos))
     got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
-    q = got[ls.q_hook][:, qpos][:, heads].to(dtype)
-    k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads).to(dtype)
-    terms_of = None
-    if scheme.has_frequencies:  # e.g. RoPE on some heads: one C_f per pair, on every head
-        terms_of = lambda: scheme.frequency_cross_logits(q, k, qpos)  # noqa: E731
-    return CrossLogitMatrix(scheme.cross_logits(q, k, qpos), visible, terms_of)
+    cross, terms_of = scheme.hook_cross_logits(got[ls.q_hook], got[ls.k_hook], heads,
+                                               ls.n_heads, qpos, dtype)
+    return CrossLogitMatrix(cross, visible, terms_of)
 
 
 def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
@@ -181,7 +164,7 @@ def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerSc
     refusal = closed_form_refusal(ls.scheme, ls.layer, site)
     if refusal is not None:
         raise InvalidSelectionError(refusal)
-    if isinstance(ls.scheme, Rope):
+    if ls.scheme.has_factors:
         inputs = capture_attention_inputs(model, tokens, ls.layer,
                                           query_positions=qpos)[ls.layer]
         return cross_logit_factors(inputs, heads, dtype=dtype).head_full()

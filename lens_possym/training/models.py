@@ -17,7 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import InvalidSelectionError, TrainingError
-from ..plugins.registry import Registry
+from ..registry import Registry
 
 __all__ = ["TrainableModel", "ModelConfig", "batched_token_ids", "MODELS", "register_model"]
 

@@ -28,7 +28,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from ..errors import TaskConfigError
-from ..plugins.registry import Registry
+from ..registry import Registry
 
 __all__ = ["Task", "TaskBatch", "SyntheticTask", "Split", "TASKS", "make_task", "register_task"]
 

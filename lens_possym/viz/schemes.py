@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ..positions.toeplitz import TermMagnitudes
+from ..toeplitz import TermMagnitudes
 from ._axes import to_numpy
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ def plot_toeplitz_terms(magnitudes: TermMagnitudes, *, axes=None, cmap: str = "m
     ``bias``, or one per RoPE frequency): mean ``|term|`` over visible (query, key) entries,
     layers down, heads across, on one colour scale so the terms compare.
 
-    ``magnitudes``: from :func:`lens_possym.positions.toeplitz_magnitudes`. Returns the
+    ``magnitudes``: from :func:`lens_possym.toeplitz.toeplitz_magnitudes`. Returns the
     axes (a new figure's when ``axes`` is ``None``); layers without a split stay blank.
     """
     import matplotlib.pyplot as plt

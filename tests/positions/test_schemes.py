@@ -16,13 +16,12 @@ from hypothesis import strategies as st
 
 import lens_possym as lp
 from lens_possym.capture import capture_attention_inputs
-from lens_possym.decompose import decompose_inputs
 from lens_possym.errors import (InvalidSelectionError, LensPossymError, NoFrequenciesError,
                                 NotRopeModelError)
 from lens_possym.models.tiny_schemes import SCHEME_FAMILIES, tiny_scheme_model
 from lens_possym.positions import (MLA, Absolute, AdditiveBias, NoPE, Rope, alibi_slopes,
                                    positional_scheme, schemes, t5_bucket)
-from lens_possym.positions.toeplitz import rope_hadamard_terms, toeplitz_terms
+from lens_possym.toeplitz import toeplitz_terms
 from lens_possym.scores import ScoreConfig, swap_scores
 from lens_possym.scores.sites import matrix_swap_scores
 from lens_possym.scores.swaps import swap_set
@@ -35,22 +34,8 @@ SCORE = dict(per_frequency=False, tau=0.05, exclude_bos=False)
 
 
 @pytest.fixture(scope="module")
-def models():
-    return {family: tiny_scheme_model(family, dtype=torch.float64) for family in SCHEME_FAMILIES}
-
-
-# ---- every decomposition adds up to the model's logits -----------------------------------
-
-@pytest.mark.parametrize("family", SCHEME_FAMILIES)
-def test_toeplitz_terms_add_up_to_the_model(models, family):
-    terms = toeplitz_terms(models[family], PROMPT, 0)  # raises if the sum misses the model
-    assert terms.max_abs_error < 1e-6
-    expected = ({"cc", "cp", "pc", "pp", "bias"} if family in ABSOLUTE
-                else {"f0", "f1", "f2", "f3", "content"} if family in MLA_MODELS
-                else {"content", "bias"})
-    assert set(terms.terms) == expected
-    # the random layer-norm and projection biases make every term count
-    assert all(float(m.min()) > 0 for m in terms.magnitudes().values())
+def models(scheme_models):
+    return scheme_models
 
 
 @pytest.mark.parametrize("family", MLA_MODELS)
@@ -67,11 +52,6 @@ def test_mla_models_split_and_score_per_frequency(models, family):
                           atol=1e-6)
 
 
-def test_toeplitz_refuses_deeper_absolute_layers(models):
-    with pytest.raises(InvalidSelectionError, match="only at layer 0"):
-        toeplitz_terms(models["gpt2"], PROMPT, 1)
-
-
 @pytest.mark.parametrize("family", ("bloom", "mpt"))
 def test_alibi_bias_is_toeplitz_up_to_a_row_constant(models, family):
     scheme = positional_scheme(models[family], 1)
@@ -82,18 +62,6 @@ def test_alibi_bias_is_toeplitz_up_to_a_row_constant(models, family):
     assert torch.allclose(shift, shift[..., :1].expand_as(shift), atol=1e-12)
     n, m = 6, 2
     assert torch.allclose(relative[:, n, m], -scheme.slopes * (n - m))
-
-
-def test_rope_hadamard_form_is_the_frequency_decomposition():
-    model = lp.tiny_model("neox", dtype=torch.float64)   # partial rotary: a tail id too
-    inputs = capture_attention_inputs(model, PROMPT, 1, query_positions=None)[1]
-    heads = list(range(inputs.spec.n_heads))
-    hadamard = rope_hadamard_terms(inputs, heads)
-    relative = decompose_inputs(inputs, heads).terms           # [b, h, q, k, f]
-    mask = inputs.mask()
-    assert torch.allclose(hadamard[:, :, mask], relative[:, :, mask].to(hadamard), atol=1e-6)
-    terms = toeplitz_terms(model, PROMPT, 1)
-    assert len(terms.terms) == inputs.spec.n_freqs and terms.max_abs_error < 1e-5
 
 
 # ---- the scheme objects -----------------------------------------------------------------
@@ -256,29 +224,6 @@ def test_unknown_scheme_names_the_known_ones():
     assert isinstance(error.value, LensPossymError) and isinstance(error.value, ValueError)
     with pytest.raises(InvalidSelectionError, match="unknown family"):
         tiny_scheme_model("t5")
-
-
-# ---- the figure of term magnitudes --------------------------------------------------------
-
-def test_term_magnitudes_and_figure(models):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from lens_possym import viz
-    from lens_possym.positions import toeplitz_magnitudes
-
-    absolute = toeplitz_magnitudes(models["gpt2"], PROMPT)
-    assert absolute.names == ["cc", "cp", "pc", "pp", "bias"]
-    assert absolute.values[0].isfinite().all() and absolute.values[1].isnan().all()
-    alibi = toeplitz_magnitudes(models["bloom"], PROMPT)
-    assert alibi.values.isfinite().all()
-    # ALiBi's bias does not depend on content: the same at every layer
-    assert torch.allclose(alibi.values[0, :, 1], alibi.values[1, :, 1])
-    axes = viz.plot_toeplitz_terms(absolute)
-    assert [ax.get_title() for ax in axes] == absolute.names
-    plt.close("all")
 
 
 # ---- MLA: a content part plus a decoupled RoPE part with a shared key ----------------------

@@ -9,7 +9,7 @@ and its record), the analyses :mod:`.deposit` (per-head ablation, the deposit ru
 :mod:`.verdicts` (the claims' rules) and :mod:`.report` (docs/paper_b.md's block); the
 ``lens-possym encoder`` command, and the reproduction pipeline (:mod:`.pipeline`: the grid
 as queues, the report) as ``lens-possym paper-b run | queue | report | refresh-probe``. (The Toeplitz decomposition of a head's logits is the
-core's: :mod:`lens_possym.positions.toeplitz`.)
+core's: :mod:`lens_possym.toeplitz`.)
 """
 
 from ...plugins import Plugin, lazy_attributes

@@ -49,25 +49,21 @@ from einops import einsum
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from .._attention import visible_mask
-from .._inputs import ModelInput, as_heads, as_tokens
-from ..capture import capture_attention_inputs, run_capturing
-from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
-from ..resolved import Resolved, resolve
-from ..results_io import ResultIO, head_frame
-from ..typing import HookedModel
-from ._bridge import keys_for_heads
-from .absolute import Absolute
-from .bias import AdditiveBias
-from .mla import MLA, mla_parts
-from .detect import LayerScheme
-from .nope import NoPE
-from .rope import Rope
-from ..rope import to_pairs
-from .._inputs import as_layers
+from ._attention import visible_mask
+from ._inputs import ModelInput, as_heads, as_layers, as_tokens
+from .capture import capture_attention_inputs, run_capturing
+from .errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
+from .positions.base import PositionalScheme
+from .positions.detect import LayerScheme
+from .positions._bridge import keys_for_heads
+from .positions.mla import mla_parts
+from .resolved import Resolved, resolve
+from .results_io import ResultIO, head_frame
+from .rope import to_pairs
+from .typing import HookedModel
 
-__all__ = ["ToeplitzTerms", "toeplitz_terms", "rope_hadamard_terms", "TermMagnitudes",
-           "toeplitz_magnitudes", "TOLERANCE"]
+__all__ = ["ToeplitzTerms", "toeplitz_terms", "LayerSplit", "rope_hadamard_terms",
+           "TermMagnitudes", "toeplitz_magnitudes", "TOLERANCE"]
 
 #: largest |sum of terms − model scores| accepted, relative to the scores' scale
 TOLERANCE = 1e-6
@@ -218,51 +214,92 @@ def toeplitz_terms(model: HookedModel | Resolved, input: ModelInput, layer: int 
             scores (or, where the family has no pre-softmax hook, pattern).
     """
     resolved = resolve(model)
-    model = resolved.model
-    tokens = as_tokens(model, input)
+    tokens = as_tokens(resolved.model, input)
     layers = resolved.schemes
     if not -len(layers) <= layer < len(layers):
         raise InvalidSelectionError(
             f"layer {layer} out of range: the model has {len(layers)} layers")
     ls = layers[layer]
-    heads = as_heads(heads, ls.n_heads, ls.layer)
-    n_pos = tokens.shape[1]
-    scheme = ls.scheme
-    if isinstance(scheme, Rope):
-        inputs = capture_attention_inputs(resolved, tokens, ls.layer,
+    split = LayerSplit(resolved, tokens, ls, as_heads(heads, ls.n_heads, ls.layer), check)
+    return ls.scheme.split_logits(split)
+
+
+class LayerSplit:
+    """One layer's logits to split, for chosen heads: what a scheme's
+    :meth:`~lens_possym.positions.PositionalScheme.split_logits` asks for. Each scheme
+    names the split it has (``scheme.split_logits(split)`` calls one method below, with
+    itself); the split runs the model for what that form needs, builds the terms and,
+    with ``check``, holds their sum to the model's scores (or pattern).
+
+    Attributes:
+        resolved, tokens: the model and the prompts ``[batch, pos]``.
+        ls: the layer's :class:`~lens_possym.positions.LayerScheme`.
+        heads: the heads to split.
+        check: whether to check the terms against the model.
+    """
+
+    def __init__(self, resolved: Resolved, tokens: Tensor, ls: LayerScheme, heads: list[int],
+                 check: bool = True) -> None:
+        self.resolved, self.tokens, self.ls, self.heads = resolved, tokens, ls, heads
+        self.check = check
+
+    def rope(self, scheme: PositionalScheme) -> "ToeplitzTerms":
+        """RoPE: one term per frequency id, the Hadamard form (:func:`rope_hadamard_terms`),
+        checked against the scores captured in the same pass."""
+        ls, heads = self.ls, self.heads
+        inputs = capture_attention_inputs(self.resolved, self.tokens, ls.layer,
                                           query_positions=None)[ls.layer]
         per_freq = rope_hadamard_terms(inputs, heads)
         terms = {f"f{f}": per_freq[..., f] for f in range(per_freq.shape[-1])}
-        mask = inputs.mask().cpu()
-        result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
-        if check and inputs.model_scores is not None:
+        result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, inputs.mask().cpu())
+        if self.check and inputs.model_scores is not None:
             _check(result, inputs.model_scores[:, heads], None)
         return result
-    if isinstance(scheme, MLA):
-        terms = _mla_terms(model, tokens, ls, heads)
-    elif isinstance(scheme, Absolute):
+
+    def mla(self, scheme: PositionalScheme) -> "ToeplitzTerms":
+        """MLA: its RoPE pairs' terms, then its content part (:func:`_mla_terms`)."""
+        return self._checked(scheme, _mla_terms(self.resolved.model, self.tokens, self.ls,
+                                                self.heads))
+
+    def absolute(self, scheme: PositionalScheme) -> "ToeplitzTerms":
+        """Position added at the input: ``cc``, ``cp``, ``pc``, ``pp`` and ``bias``, at
+        layer 0 only (module docstring)."""
         with torch.no_grad():
-            terms = _absolute_terms(model, tokens, ls, heads)
-    elif isinstance(scheme, (AdditiveBias, NoPE)):
-        got = run_capturing(model, tokens, [ls.q_hook, ls.k_hook])
+            terms = _absolute_terms(self.resolved.model, self.tokens, self.ls, self.heads)
+        return self._checked(scheme, terms)
+
+    def additive(self, scheme: PositionalScheme) -> "ToeplitzTerms":
+        """``content`` (``s q·k``) plus, where the scheme has one, its Toeplitz ``bias``
+        (NoPE has none)."""
+        ls, heads = self.ls, self.heads
+        got = run_capturing(self.resolved.model, self.tokens, [ls.q_hook, ls.k_hook])
         q = got[ls.q_hook][:, :, heads]
         k = keys_for_heads(got[ls.k_hook], heads, ls.n_heads)
         terms = {"content": _logits(q, k) * scheme.scale}
-        if isinstance(scheme, AdditiveBias):
-            positions = torch.arange(n_pos)
-            terms["bias"] = scheme.bias(positions, positions)[heads][None].to(q)
-    else:
+        positions = torch.arange(self.tokens.shape[1])
+        bias = scheme.bias(positions, positions)
+        if bias is not None:
+            terms["bias"] = bias[heads][None].to(q)
+        return self._checked(scheme, terms)
+
+    def unsupported(self, scheme: PositionalScheme) -> "ToeplitzTerms":
+        """A scheme with no split read from a model yet."""
         raise UnsupportedModelError(
             f"no Toeplitz split of a {scheme.name} layer read from a model yet")
-    positions = torch.arange(n_pos)
-    mask = visible_mask(positions, positions, scheme.window)
-    result = ToeplitzTerms(ls.layer, heads, scheme.name, terms, mask)
-    if check:
-        names = [ls.scores_hook or ls.pattern_hook]
-        got = run_capturing(model, tokens, names)[names[0]][:, heads]
-        _check(result, None if ls.scores_hook is None else got,
-               got if ls.scores_hook is None else None)
-    return result
+
+    def _checked(self, scheme: PositionalScheme, terms: dict[str, Tensor]) -> "ToeplitzTerms":
+        """The terms as a result with the causal (window) mask, checked against the model's
+        scores where the family has a pre-softmax hook, its pattern otherwise."""
+        ls = self.ls
+        positions = torch.arange(self.tokens.shape[1])
+        mask = visible_mask(positions, positions, scheme.window)
+        result = ToeplitzTerms(ls.layer, self.heads, scheme.name, terms, mask)
+        if self.check:
+            names = [ls.scores_hook or ls.pattern_hook]
+            got = run_capturing(self.resolved.model, self.tokens, names)[names[0]][:, self.heads]
+            _check(result, None if ls.scores_hook is None else got,
+                   got if ls.scores_hook is None else None)
+        return result
 
 
 def _check(result: ToeplitzTerms, scores: Tensor | None, pattern: Tensor | None) -> None:
@@ -350,7 +387,8 @@ def toeplitz_magnitudes(model: HookedModel | Resolved, input: ModelInput,
     chosen = as_layers(layers, len(layer_schemes))
     found: dict[int, dict[str, Tensor]] = {}
     for layer in chosen:
-        if isinstance(layer_schemes[layer].scheme, Absolute) and layer > 0 and not asked:
+        # position added at the input splits at layer 0 only
+        if layer_schemes[layer].scheme.site == "input" and layer > 0 and not asked:
             continue
         found[layer] = toeplitz_terms(resolved, input, layer).magnitudes()
     names = list(dict.fromkeys(name for terms in found.values() for name in terms))

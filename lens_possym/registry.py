@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from ..errors import LensPossymError, PluginError
+from .errors import LensPossymError, PluginError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
