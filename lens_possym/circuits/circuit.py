@@ -10,7 +10,13 @@ r"""Circuits: edges selected by their scores, run alone, and read as positional 
   edge with ``|score| >= threshold``.
 * **Faithfulness** (:func:`circuit_metric`): the metric of the model in which only the
   circuit's edges carry their value, every other edge its corrupted value (``ablation=
-  "corrupted"``) or its mean over the clean prompts (``"mean"``). Each receiver input
+  "corrupted"``) or its mean over the clean prompts (``"mean"``). Which edges are
+  "every other" is the *scope* (:data:`SCOPES`): ``"graph"``, every edge of the model's
+  graph outside the circuit (the circuit must do the task alone: the empty circuit is the
+  corrupted model); ``"candidates"``, only the scored candidate edges outside the circuit,
+  every edge that was never a candidate carrying its value (the circuit must do, among the
+  candidates, what the candidates do: the empty circuit is the model with every candidate
+  ablated, the whole candidate set the clean model). Each receiver input
   ``(r, c)`` reads ``base_in(r, c) + Σ_{s : s→r.c ∈ circuit} (out_s − base_out_s)``, where
   ``out_s`` is ``s``'s output *in the circuit's run* (the embedding's is the clean one):
   the whole model is the circuit with every edge (the clean metric, exactly) and the
@@ -49,10 +55,15 @@ from .graph import Edge, Node, graph_edges, graph_shape
 from .path import (PathCell, Receiver, frozen_inputs, node_outputs, path_patch, run_caches)
 
 __all__ = ["EdgeScores", "as_edge_scores", "path_edge_scores", "select_edges",
-           "circuit_metric", "Circuit", "find_circuit", "positional_share", "ABLATIONS"]
+           "circuit_metric", "Circuit", "find_circuit", "positional_share", "ABLATIONS",
+           "SCOPES"]
 
 #: what an edge outside the circuit carries: the corrupted run's value, or the clean mean
 ABLATIONS = ("corrupted", "mean")
+
+#: which edges outside the circuit are ablated: every edge of the graph, or only the
+#: candidates (the edges that were scored), every other edge carrying its value
+SCOPES = ("graph", "candidates")
 
 
 # ---- edge scores --------------------------------------------------------------------------
@@ -180,12 +191,47 @@ def _mean_cache(cache: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return {k: v.mean(0, keepdim=True).expand_as(v).clone() for k, v in cache.items()}
 
 
+def _senders_into(edges: Iterable[Edge]) -> dict[tuple[Node, str], frozenset]:
+    """``{(receiver, channel): frozenset of senders}`` of ``edges``."""
+    acc: dict[tuple[Node, str], set] = defaultdict(set)
+    for e in edges:
+        acc[(e.receiver, e.channel)].add(e.sender)
+    return defaultdict(frozenset, {k: frozenset(v) for k, v in acc.items()})
+
+
+def _with_non_candidates(model: HookedModel, edge_list: list[Edge],
+                         candidates: Iterable[Edge | str]) -> list[Edge]:
+    """``edge_list`` plus every edge of the graph that is not a candidate (scope
+    ``"candidates"``: those always carry their value)."""
+    cands = {e if isinstance(e, Edge) else Edge.parse(e) for e in candidates}
+    outside = [e.name for e in edge_list if e not in cands]
+    if outside:
+        raise InvalidSelectionError(
+            f"circuit edges {outside[:3]} are not among the candidates; a circuit is chosen "
+            f"among the candidate edges (pass them all in candidates=)")
+    graph = graph_edges(model)
+    unknown = cands - set(graph)
+    if unknown:
+        raise InvalidSelectionError(
+            f"candidate edges {sorted(e.name for e in unknown)[:3]} are not edges of this "
+            f"model's graph (circuits.graph_edges lists them)")
+    return edge_list + [e for e in graph if e not in cands]
+
+
 def circuit_metric(model: HookedModel | Resolved, clean_tokens: Any, corrupted_tokens: Any,
                    metric: Callable[[Tensor], Tensor], edges: Iterable[Edge | str], *,
-                   ablation: str = "corrupted", caches=None) -> Tensor:
+                   ablation: str = "corrupted", candidates: Iterable[Edge | str] | None = None,
+                   caches=None) -> Tensor:
     """``metric`` per prompt (``[batch]``) of the model in which only ``edges`` carry their
-    value (module docstring); the rest carry the corrupted run's (``ablation=
-    "corrupted"``) or the clean prompts' mean (``"mean"``)."""
+    value (module docstring) among ``candidates`` (default: every edge of the graph, scope
+    ``"graph"``; given: scope ``"candidates"``, every edge that is not a candidate carries
+    its value too); the rest carry the corrupted run's (``ablation="corrupted"``) or the
+    clean prompts' mean (``"mean"``).
+
+    A node whose every input reads all its senders, each of them clean, is the clean
+    model's node: it is read from the clean cache, not recomputed (so the cost is the
+    stages from the first receiver that misses an edge on).
+    """
     if ablation not in ABLATIONS:
         raise InvalidSelectionError(f"ablation {ablation!r}: choose one of {ABLATIONS}")
     resolved = resolve(model)
@@ -197,12 +243,20 @@ def circuit_metric(model: HookedModel | Resolved, clean_tokens: Any, corrupted_t
     clean_cache, corr_cache = caches or run_caches(resolved, clean, corr)
     base = corr_cache if ablation == "corrupted" else _mean_cache(clean_cache)
     edge_list = [e if isinstance(e, Edge) else Edge.parse(e) for e in edges]
+    if candidates is not None:
+        edge_list = _with_non_candidates(model, edge_list, candidates)
     batch = corr.shape[0]
-    into: dict[tuple[Node, str], frozenset] = defaultdict(frozenset)
-    for e in edge_list:
-        into[(e.receiver, e.channel)] = into[(e.receiver, e.channel)] | {e.sender}
+    into = _senders_into(edge_list)
+    full = _senders_into(graph_edges(model))
     need = {e.sender for e in edge_list if e.sender.kind != "embed"}
     cur: dict[Node, Tensor] = dict(node_outputs(resolved, clean_cache, [Node("embed")]))
+    is_clean: set[Node] = {Node("embed")}
+
+    def clean_node(node: Node, channels: Sequence[str]) -> bool:
+        # every input reads every sender it can, and each of them is the clean model's
+        return all(into[(node, c)] == full[(node, c)] and full[(node, c)] <= is_clean
+                   for c in channels)
+
     last = shape.n_layers
     # stages in the order their inputs become known: a layer's heads, then its MLP (with
     # them, for a parallel block), then the logits
@@ -220,6 +274,13 @@ def circuit_metric(model: HookedModel | Resolved, clean_tokens: Any, corrupted_t
             if Node("head", head_layer, h) in need]
         mlp = None if mlp_layer is None else Node("mlp", mlp_layer)
         mlp = mlp if mlp in need else None
+        known = [n for n in heads if clean_node(n, ("q", "k", "v"))]
+        if mlp is not None and clean_node(mlp, ("in",)):
+            known.append(mlp)
+        cur.update(node_outputs(resolved, clean_cache, known))
+        is_clean.update(known)
+        heads = [n for n in heads if n not in is_clean]
+        mlp = None if mlp in is_clean else mlp
         if not heads and mlp is None and not final:
             continue
         stage = head_layer if head_layer is not None else (mlp_layer if mlp_layer is not None
@@ -316,6 +377,8 @@ class Circuit(ResultIO):
         key_shares: ``{edge name: positional share}`` for the circuit's q/k edges into
             heads with known positional pairs.
         ablation, method: what edges outside the circuit carry; how edges were scored.
+        scope: which edges outside the circuit were ablated (:data:`SCOPES`): ``"graph"``
+            every edge of the graph, ``"candidates"`` only the scored ones.
         info: free-form (model, task, prompts, timings).
     """
 
@@ -330,6 +393,7 @@ class Circuit(ResultIO):
     ablation: str = "corrupted"
     method: str = "path"
     info: dict[str, Any] = field(default_factory=dict)
+    scope: str = "graph"
 
     FORMAT = "lens-possym/circuit@1"
 
@@ -350,7 +414,7 @@ class Circuit(ResultIO):
         return {"edges": list(self.edges), "scores": list(self.scores), "sizes": list(self.sizes),
                 "faithfulness": self.faithfulness, "clean": self.clean, "ablated": self.ablated,
                 "nodes": self.nodes, "key_shares": self.key_shares, "ablation": self.ablation,
-                "method": self.method, "info": self.info}
+                "method": self.method, "info": self.info, "scope": self.scope}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Circuit":
@@ -362,14 +426,15 @@ class Circuit(ResultIO):
                           for k, v in data.get("nodes", {}).items()},
                    key_shares={k: float(v) for k, v in data.get("key_shares", {}).items()},
                    ablation=str(data.get("ablation", "corrupted")),
-                   method=str(data.get("method", "path")), info=dict(data.get("info", {})))
+                   method=str(data.get("method", "path")), info=dict(data.get("info", {})),
+                   scope=str(data.get("scope", "graph")))
 
     def summary(self) -> dict[str, Any]:
         norm = self.normalised()
         return {"n_edges": len(self.edges), "nodes": sorted(self.node_names()),
                 "sizes": list(self.sizes),
                 "faithfulness": [None if v != v else round(float(v), 4) for v in norm],
-                "ablation": self.ablation, "method": self.method,
+                "ablation": self.ablation, "scope": self.scope, "method": self.method,
                 "key_shares": {k: round(v, 4) for k, v in self.key_shares.items()}}
 
     def node_names(self) -> set[str]:
@@ -407,7 +472,7 @@ def find_circuit(model: HookedModel | Resolved, clean_tokens: Any, corrupted_tok
                  edges: Iterable[Edge | str] | None = None,
                  size: int | None = None, threshold: float | None = None,
                  sizes: Sequence[int] | None = None, ablation: str = "corrupted",
-                 labels: Any = None, positional: Mapping[str, Sequence[int]] | None = None,
+                 scope: str = "graph", labels: Any = None, positional: Mapping[str, Sequence[int]] | None = None,
                  patches_per_pass: int = 16, info: Mapping[str, Any] | None = None) -> Circuit:
     """Score edges (``scores``, from any method, or exact path patching over ``edges``,
     default every edge), pick the circuit by ``size`` or ``threshold`` (default: the
@@ -416,11 +481,19 @@ def find_circuit(model: HookedModel | Resolved, clean_tokens: Any, corrupted_tok
     label its heads and key edges.
 
     Args:
+        ablation: what an ablated edge carries (:data:`ABLATIONS`).
+        scope: which edges outside the circuit are ablated (:data:`SCOPES`): ``"graph"``
+            every edge of the model's graph (the circuit alone must do the task; the
+            empty circuit is the corrupted model), ``"candidates"`` only the scored edges
+            (the rest of the model keeps its value; the empty circuit is the model with
+            every candidate ablated, the whole candidate set the clean model).
         labels: a :class:`~lens_possym.scores.PosSymScores` of the same model (its
             ``pos``/``sym`` label the heads; its per-frequency scores give each head's
             positional pairs).
         positional: ``{head name: frequency ids}`` positional pairs, overriding ``labels``.
     """
+    if scope not in SCOPES:
+        raise InvalidSelectionError(f"scope {scope!r}: choose one of {SCOPES}")
     resolved = resolve(model)
     start = time.perf_counter()
     clean = as_tokens(resolved.model, clean_tokens)
@@ -437,16 +510,17 @@ def find_circuit(model: HookedModel | Resolved, clean_tokens: Any, corrupted_tok
             k *= 2
         sizes.append(n)
     sizes = sorted(set(int(s) for s in sizes))
-    clean_m = circuit_metric(resolved, clean, corr, metric, graph_edges(resolved.model),
-                             ablation=ablation, caches=caches) if ablation == "mean" else None
+    among = es.edge_list() if scope == "candidates" else None
+
+    def run(chosen: Iterable[Edge | str]) -> Tensor:
+        return circuit_metric(resolved, clean, corr, metric, chosen, ablation=ablation,
+                              candidates=among, caches=caches)
+
+    # the whole graph is the clean model in either scope and ablation (module docstring)
     with torch.no_grad():
-        if clean_m is None:
-            clean_m = torch.as_tensor(metric(resolved.model(clean))).detach().float().cpu()
-    ablated = circuit_metric(resolved, clean, corr, metric, [], ablation=ablation,
-                             caches=caches)
-    curve = torch.stack([circuit_metric(resolved, clean, corr, metric,
-                                        select_edges(es, size=s), ablation=ablation,
-                                        caches=caches) for s in sizes])
+        clean_m = torch.as_tensor(metric(resolved.model(clean))).detach().float().cpu()
+    ablated = run([])
+    curve = torch.stack([run(select_edges(es, size=s)) for s in sizes])
     if size is None and threshold is None:
         lo, hi = float(ablated.mean()), float(clean_m.mean())
         norm = (curve.mean(-1) - lo) / (hi - lo) if hi != lo else curve.mean(-1) * float("nan")
@@ -475,4 +549,4 @@ def find_circuit(model: HookedModel | Resolved, clean_tokens: Any, corrupted_tok
     return Circuit(edges=[e.name for e in chosen], scores=[by_name[e.name] for e in chosen],
                    sizes=list(sizes), faithfulness=curve, clean=clean_m, ablated=ablated,
                    nodes=nodes, key_shares=shares, ablation=ablation, method=es.method,
-                   info=meta)
+                   info=meta, scope=scope)

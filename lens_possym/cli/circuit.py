@@ -11,7 +11,9 @@ Builds counterfactual pairs (as ``lens-possym patch``), patches every head's out
 difference most; every edge among them (the embedding and those heads as senders, their
 queries, keys and values and the logits as receivers) is then path-patched alone (exact:
 ``lens_possym.circuits.path_patch``), the faithfulness curve of the top edges is run
-(only the circuit's edges carry their clean value), the circuit chosen (``--size``,
+(only the circuit's edges carry their clean value; ``--scope graph``: every other edge of
+the model ablated, ``--scope candidates``: only the other path-patched edges), the circuit
+chosen (``--size``,
 ``--threshold``, or the smallest size reaching 0.9), its heads scored (s_POS, s_SYM) and
 its key edges split into positional and content pairs. ``--out DIR`` writes
 ``circuit.json`` (``Circuit.load`` reads it), the figures and
@@ -29,7 +31,7 @@ from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
-from ._prompts import add_task_args
+from ._prompts import add_pair_args, check_pair_args
 from ._task_check import print_task_check
 from ._types import positive_int
 from .patch import pairs_from_args
@@ -45,23 +47,20 @@ DESCRIPTION = ("Circuit discovery on counterfactual prompt pairs: the heads that
 def register(sub) -> None:
     parser = add_command(sub, "circuit", run, HELP, DESCRIPTION)
     add_model_args(parser)
-    parser.add_argument("--task", default="binding", choices=["binding", "distance"])
-    parser.add_argument("--corruption",
-                        help="binding: swap_query (default), swap_attribute, shuffle_order; "
-                        "distance: shift_cue (default), swap_answer")
-    parser.add_argument("--prompts", metavar="FILE",
-                        help="JSONL of your own pairs (clean, corrupted, clean_answer, "
-                        "corrupted_answer per line) instead of --task")
+    add_pair_args(parser)
     parser.add_argument("--heads-top", type=positive_int, default=6,
                         help="heads kept from the patching grid (default 6)")
     parser.add_argument("--size", type=positive_int, help="circuit size in edges")
     parser.add_argument("--threshold", type=float, help="keep edges with |score| >= this")
     parser.add_argument("--ablation", default="corrupted", choices=["corrupted", "mean"],  # circuits.ABLATIONS (not imported by --help)
                         help="what edges outside the circuit carry (default corrupted)")
+    parser.add_argument("--scope", default="graph", choices=["graph", "candidates"],  # circuits.SCOPES
+                        help="which edges outside the circuit are ablated: graph, every edge "
+                        "of the model (the circuit must do the task alone; default), or "
+                        "candidates, only the path-patched edges among the kept heads (the "
+                        "rest of the model keeps its value)")
     parser.add_argument("--no-labels", action="store_true",
                         help="skip the s_POS/s_SYM scores and the key edges' positional share")
-    add_task_args(parser, distance=True)
-    parser.add_argument("--corruption-seed", type=int, default=0)
     parser.add_argument("--patches-per-pass", type=positive_int, default=16)
     parser.add_argument("--out", metavar="DIR",
                         help="write circuit.json, circuit_*.png, report.html")
@@ -69,9 +68,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    if args.prompts and args.corruption:
-        raise InvalidSelectionError("--corruption names a task's corruption; --prompts brings "
-                                    "its own corrupted prompts")
+    check_pair_args(args)
     if args.size is not None and args.threshold is not None:
         raise InvalidSelectionError("give --size or --threshold, not both")
     if args.threshold is not None and not args.threshold >= 0:
@@ -102,7 +99,8 @@ def run(args) -> int:
         labels = scores.swap_scores(model, pairs.clean_tokens)
     circuit = circuits.find_circuit(
         model, pairs.clean_tokens, pairs.corrupted_tokens, metric, edges=edges,
-        size=args.size, threshold=args.threshold, ablation=args.ablation, labels=labels,
+        size=args.size, threshold=args.threshold, ablation=args.ablation, scope=args.scope,
+        labels=labels,
         patches_per_pass=args.patches_per_pass,
         info={"model": args.model, "task": pairs.name, "heads": [n.name for n in top],
               "grid_seconds": round(grid.seconds, 3), "task_check": check})

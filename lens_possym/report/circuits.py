@@ -42,8 +42,12 @@ def circuit_report(circuit, *, model: str, command: str = "",
         "Edges (a sender's output reaching a receiver's query, key or value, an MLP or the "
         f"logits) scored by {circuit.method} patching, the circuit the top edges by |score|. "
         "Faithfulness: the metric with only the circuit's edges carrying their value and "
-        f"every other edge its {circuit.ablation} value, 1 = the whole model, 0 = nothing; "
-        "means over prompts with 95% bootstrap intervals."))
+        + ("every other edge of the model" if circuit.scope == "graph" else
+           "every other candidate edge (the scored ones; the rest of the model keeps its "
+           "value)")
+        + f" its {circuit.ablation} value, 1 = the whole model, 0 = "
+        + ("nothing" if circuit.scope == "graph" else "every candidate ablated")
+        + "; means over prompts with 95% bootstrap intervals."))
     if info.get("task_check"):
         task_check_section(report, info["task_check"])
     report.section("How it was found")

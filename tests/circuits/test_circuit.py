@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lens_possym.circuits import (Circuit, EdgeScores, as_edge_scores, circuit_metric,
+from lens_possym.circuits import (Circuit, EdgeScores, Node, as_edge_scores, circuit_metric,
                                   find_circuit, graph_edges, path_edge_scores, select_edges)
 from lens_possym.errors import InvalidSelectionError
 
@@ -80,3 +80,55 @@ def test_find_circuit_curve(tiny_by_family, tmp_path):
     assert u.mean.shape == (3,)
     back = Circuit.load(circ.save(tmp_path / "c.json"))
     assert back.edges == circ.edges and torch.equal(back.faithfulness, circ.faithfulness)
+
+
+@pytest.mark.parametrize("family", ["llama", "neox"])
+def test_candidate_scope_ablates_only_the_candidates(tiny_by_family, family):
+    """Scope "candidates": only the scored edges outside the circuit are ablated. Checked
+    against the model's own hooks: every edge into a head's q, k and v as the candidates,
+    the empty circuit is the clean run with that head's hook_z corrupted; every edge into
+    the logits, it is the corrupted model; the whole candidate set is the clean model;
+    every edge of the graph as the candidates is scope "graph"."""
+    model = tiny_by_family[family]
+    clean, corr = _tokens(model, 6), _tokens(model, 7)
+    with torch.no_grad():
+        m_clean, m_corr = _metric(model(clean)), _metric(model(corr))
+        _, cc = model.run_with_cache(corr, names_filter=lambda n: n.endswith("hook_z"))
+    scale = max(1.0, float(m_clean.abs().max()))
+    close = lambda a, b: torch.allclose(a, b, atol=1e-5 * scale, rtol=0)  # noqa: E731
+    head = Node("head", 0, 1)
+    into_head = graph_edges(model, receivers=[head])
+    name = "blocks.0.attn.hook_z"
+
+    def corrupt_head(z, hook):
+        z = z.clone()
+        z[:, :, 1] = cc[name][:, :, 1]
+        return z
+    with torch.no_grad(), model.hooks(fwd_hooks=[(name, corrupt_head)]):
+        m_head = _metric(model(clean))
+    got = circuit_metric(model, clean, corr, _metric, [], candidates=into_head)
+    assert close(got, m_head) and not close(got, m_clean)
+    assert close(circuit_metric(model, clean, corr, _metric, into_head, candidates=into_head),
+                 m_clean)
+    into_logits = graph_edges(model, receivers=[Node("logits")])
+    assert close(circuit_metric(model, clean, corr, _metric, [], candidates=into_logits), m_corr)
+    some = into_head[:3] + into_logits[:2]
+    every = graph_edges(model)
+    assert torch.equal(circuit_metric(model, clean, corr, _metric, some, candidates=every),
+                       circuit_metric(model, clean, corr, _metric, some))
+    with pytest.raises(InvalidSelectionError, match="not among the candidates"):
+        circuit_metric(model, clean, corr, _metric, into_logits[:1], candidates=into_head)
+
+
+def test_find_circuit_candidate_scope(tiny_by_family, tmp_path):
+    model = tiny_by_family["llama"]
+    clean, corr = _tokens(model, 4), _tokens(model, 5)
+    edges = [e for e in graph_edges(model) if e.receiver.layer == 1 or e.receiver.kind == "logits"]
+    circ = find_circuit(model, clean, corr, _metric, edges=edges, sizes=[2, len(edges)],
+                        scope="candidates")
+    # every candidate kept is the clean model
+    assert circ.scope == "candidates"
+    assert torch.allclose(circ.faithfulness[-1], circ.clean, atol=1e-5, rtol=0)
+    assert Circuit.load(circ.save(tmp_path / "c.json")).scope == "candidates"
+    with pytest.raises(InvalidSelectionError, match="scope"):
+        find_circuit(model, clean, corr, _metric, edges=edges, scope="all")
