@@ -334,7 +334,7 @@ def _patched_run(resolved: Resolved, tokens: Tensor, corr: Mapping[str, Tensor],
             for i, (sl, h, _) in enumerate(where):
                 check = z_all[m + i]
                 model_rows = z[sl, :, h]
-                err = float((check.float() - model_rows.float()).abs().max())
+                err = float((check.double() - model_rows.double()).abs().max())
                 tol = model_tolerance(z.dtype) * max(1.0, float(model_rows.abs().max()))
                 if not err <= tol:
                     raise DecompositionMismatchError(
@@ -511,7 +511,7 @@ def path_patch(model: HookedModel | Resolved, clean_tokens: Any, corrupted_token
     clean_cache, corr_cache = caches if caches is not None else run_caches(resolved, clean, corr)
     n_passes = 0 if caches is not None else 2
     batch = corr.shape[0]
-    values = torch.empty(len(cell_list), batch)
+    rows: list[Tensor] = []
     for lo in range(0, len(cell_list), patches_per_pass):
         chunk = cell_list[lo:lo + patches_per_pass]
         per_copy = [node_outputs(resolved, clean_cache, cell.senders) for cell in chunk]
@@ -519,9 +519,9 @@ def path_patch(model: HookedModel | Resolved, clean_tokens: Any, corrupted_token
                                stop_at=_stop_hook(resolved, chunk))
         logits = _patched_run(resolved, corr, corr_cache, chunk, frozen)
         n_passes += 2
-        for i in range(len(chunk)):
-            values[lo + i] = _per_prompt(metric(logits[i * batch:(i + 1) * batch]), batch)
-    return PathPatching(cells=[c.name for c in cell_list], values=values,
+        rows += [_per_prompt(metric(logits[i * batch:(i + 1) * batch]), batch)
+                 for i in range(len(chunk))]
+    return PathPatching(cells=[c.name for c in cell_list], values=torch.stack(rows),
                         seconds=time.perf_counter() - start, n_passes=n_passes)
 
 
@@ -541,7 +541,10 @@ def run_caches(resolved: Resolved, clean: Tensor, corr: Tensor
 
 
 def _per_prompt(value: Any, batch: int) -> Tensor:
-    value = torch.as_tensor(value).detach().float().cpu()
+    """The metric's ``[batch]`` values on the CPU, float32 (float64 kept: a float64 model's
+    path patching is checked to 1e-10)."""
+    value = torch.as_tensor(value).detach().cpu()
+    value = value if value.dtype == torch.float64 else value.float()
     if value.shape != (batch,):
         raise InvalidSelectionError(
             f"the metric returned shape {tuple(value.shape)}; it must give one value per "
