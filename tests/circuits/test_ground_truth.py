@@ -179,3 +179,62 @@ def test_paper_a_index_head_is_recovered():
     # the built head's query reaches it through its one rotating pair: positional
     assert positional_share(model, clean, corr, metric, "embed->L0H0.q", built.freq_ids) == \
         pytest.approx(1.0, abs=1e-4)
+
+
+def test_paper_c_hop_chain_is_recovered():
+    """Paper C's hand-built two-hop chain (``t_index_chain_model``: T_Index in each of two
+    layers, built with the core's construction helpers) with a second, unbuilt head in
+    every layer. Prompt: letters at 0..7, offset tokens at 8..11; the query (11, offset 2)
+    hops to p1 = 9, whose offset 6 hops to p2 = 3: the answer is the letter at 3, copied
+    into p1's carry by L0H0 and read from there by L1H0. Each corrupted prompt breaks one
+    link: the query's offset (L1H0's query), p1's offset (L0H0's query), the letter at p2
+    (L0H0's value). Found: exactly those edges, the carry L0H0 -> L1H0.v and the read-out;
+    nothing of the unbuilt heads. T_Index is positional in its query (the offset token's
+    phase −σθ on the θ pair) and its keys are ``r`` on every token: the query edges into
+    both positional heads are labelled positional (share 1), their key edges carry nothing
+    a prompt can move and are, rightly, not found."""
+    from lens_possym.papers.c.constructions import t_index_chain_model
+    from lens_possym.papers.c.tasks import NumberTask
+
+    task = NumberTask()
+    model, built = t_index_chain_model(task, 0.8, n_layers=2, n_heads=2)
+    assert [(b.layer, b.head, b.kind) for b in built] == [(0, 0, "positional"),
+                                                           (1, 0, "positional")]
+    off = lambda sigma: task.n_letters + sigma - 1  # noqa: E731
+    g = torch.Generator().manual_seed(0)
+    clean, corr, answers = [], [], []
+    for i in range(6):
+        letters = torch.randperm(task.n_letters, generator=g)[:8].tolist()
+        prompt = letters + [off(5), off(6), off(4), off(2)]
+        broken = list(prompt)
+        if i % 3 == 0:
+            broken[11] = off(1)            # the query hops to 10 (-> letter 6)
+        elif i % 3 == 1:
+            broken[9] = off(4)             # p1 hops to 5
+        else:
+            broken[3] = next(t for t in range(task.n_letters) if t not in letters)
+        clean.append(prompt)
+        corr.append(broken)
+        answers.append(letters[3])
+    clean, corr, answers = torch.tensor(clean), torch.tensor(corr), torch.tensor(answers)
+    with torch.no_grad():
+        assert torch.equal(model(clean)[:, -1, :task.n_letters].argmax(-1), answers)
+        assert (model(corr)[:, -1, :task.n_letters].argmax(-1) != answers).all()
+
+    def metric(logits):
+        last = logits[:, -1, :task.n_letters]
+        return last.gather(1, answers[:, None])[:, 0] - last.mean(-1)
+
+    scores = path_edge_scores(model, clean, corr, metric)
+    assert len(scores.edges) == len(graph_edges(model))
+    top = float(scores.scores.abs().max())
+    found = {e.name for e in select_edges(scores, threshold=1e-3 * top)}
+    assert found == {"embed->L0H0.q", "embed->L0H0.v", "embed->L1H0.q", "L0H0->L1H0.v",
+                     "L1H0->logits"}
+    for edge in ("embed->L0H0.q", "embed->L1H0.q"):
+        assert positional_share(model, clean, corr, metric, edge, built[0].freq_ids[:1]) == \
+            pytest.approx(1.0, abs=1e-4)
+    with torch.no_grad():
+        whole = metric(model(clean))
+    assert torch.allclose(circuit_metric(model, clean, corr, metric, sorted(found)), whole,
+                          atol=1e-3)

@@ -156,15 +156,17 @@ def t_retrieval_model(task: LetterTask, theta: float, *, max_length: int | None 
 
 # ---- chains: one hop per layer ---------------------------------------------------------------
 
-def _chain_config(task, theta: float, n_layers: int, n_ctx: int):
-    """A toy config with ``n_layers`` layers, one RoPE pair at ``theta``, a θ = 0 tail of
-    one dim per answer token, and one *carry* coordinate per answer token after the
-    task's vocabulary (ids ``d_vocab + i``)."""
+def _chain_config(task, theta: float, n_layers: int, n_ctx: int, n_heads: int = 1):
+    """A toy config with ``n_layers`` layers of ``n_heads`` heads, one RoPE pair at
+    ``theta``, a θ = 0 tail of one dim per answer token, and one *carry* coordinate per
+    answer token after the task's vocabulary (ids ``d_vocab + i``)."""
     if n_layers < 1:
         raise InvalidSelectionError(f"n_layers must be >= 1, got {n_layers}")
+    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
+        raise InvalidSelectionError(f"n_heads must be an int >= 1, got {n_heads!r}")
     n_answers = len(task.answer_tokens)
     return toy_config_for(task, angles=[theta], nope_dims=n_answers, n_ctx=n_ctx,
-                          n_layers=n_layers, d_vocab=task.d_vocab + n_answers)
+                          n_layers=n_layers, n_heads=n_heads, d_vocab=task.d_vocab + n_answers)
 
 
 def _chain(model: ToyTransformer, task, kind: str, theta: float, A: float, margin,
@@ -201,8 +203,8 @@ def _chain(model: ToyTransformer, task, kind: str, theta: float, A: float, margi
 
 
 def t_index_chain_model(task: NumberTask, theta: float, *, n_layers: int | None = None,
-                        max_length: int | None = None, margin: float = 30.0
-                        ) -> tuple[ToyTransformer, list[HeadConstruction]]:
+                        max_length: int | None = None, margin: float = 30.0,
+                        n_heads: int = 1) -> tuple[ToyTransformer, list[HeadConstruction]]:
     r"""A hand-built **chain** for multi-hop Number: T_Index in each of ``n_layers``
     layers (default ``task.max_hops``), paper C's decomposition
     ``Reflexive^{ℓ-h} ∘ Index^h`` made exact.
@@ -217,12 +219,14 @@ def t_index_chain_model(task: NumberTask, theta: float, *, n_layers: int | None 
     ``j`` blocks carries it at ``p_k`` iff ``j >= h-k``; patching the clean stream into a
     run with another answer value restores the clean answer exactly at ``j = h-k``; the
     model answers every ``h``-hop prompt with ``h <= n_layers``. ``margin`` is 30 nats
-    (not 10): the carry channel amplifies what leaks past the hop (``e^{-margin}``)."""
+    (not 10): the carry channel amplifies what leaks past the hop (``e^{-margin}``).
+    ``n_heads`` > 1 adds heads left at zero in every layer (head 0 is the built one): a
+    circuit finder must leave them out."""
     if not isinstance(task, NumberTask):
         raise InvalidSelectionError(f"t_index_chain_model needs a NumberTask, got {task.name!r}")
     n_ctx = int(max_length or task.n_ctx)
     layers = task.max_hops if n_layers is None else n_layers
-    model = ToyTransformer(_chain_config(task, theta, layers, n_ctx))
+    model = ToyTransformer(_chain_config(task, theta, layers, n_ctx, n_heads))
     A = _index_amplitude(model, theta, margin, n_ctx)
     built = _chain(model, task, "positional", theta, A, margin,
                    lambda attn, dims, r: _t_index_qk(attn, task, dims, r, theta))
