@@ -25,23 +25,12 @@ heads.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from _timing import add_binding_args, binding_setup, timed
 
-import lens_possym as lp
 from lens_possym.circuits.attribution import attribution_patch, compare_to_grid
 from lens_possym.interventions import patch_grid
-from lens_possym.tasks import binding_pairs
-
-
-def timed(fn):
-    """``fn()`` and the CPU seconds this process spent on it (``time.process_time``: on a
-    shared machine, wall time measures the other jobs too; with one torch thread the two
-    agree on an idle one)."""
-    start = time.process_time()
-    out = fn()
-    return out, time.process_time() - start
 
 
 def report(name: str, estimate: torch.Tensor, grid, t_grid: float, t_attr: float) -> None:
@@ -55,21 +44,12 @@ def report(name: str, estimate: torch.Tensor, grid, t_grid: float, t_attr: float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--n-prompts", type=int, default=8)
-    parser.add_argument("--n-pairs", type=int, default=4)
-    parser.add_argument("--corruption", default="swap_query")
+    add_binding_args(parser, n_prompts=8)
     parser.add_argument("--freq-layer", type=int)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-positions", action="store_true",
                         help="skip the per-position grid (the slow one)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    model = lp.load_model(args.model)
-    pairs = binding_pairs(model, None, args.corruption, n_prompts=args.n_prompts,
-                          n_pairs=args.n_pairs)
-    metric = pairs.metric(model)
+    model, pairs, metric = binding_setup(args)
     tokens = pairs.corrupted_tokens
     print(f"{args.model}: binding {args.corruption}, {tokens.shape[0]} prompts of "
           f"{tokens.shape[1]} tokens; {model.cfg.n_layers} layers x {model.cfg.n_heads} heads; "

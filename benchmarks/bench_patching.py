@@ -22,29 +22,19 @@ import time
 
 import pandas as pd
 import torch
+from _timing import add_binding_args, binding_setup
 from transformer_lens import patching as tl_patching
 
-import lens_possym as lp
 from lens_possym.interventions import generic_patch_grid
-from lens_possym.tasks import binding_pairs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--n-prompts", type=int, default=4)
-    parser.add_argument("--n-pairs", type=int, default=4)
-    parser.add_argument("--corruption", default="swap_query")
+    add_binding_args(parser, n_prompts=4)
     parser.add_argument("--patches-per-pass", type=int, default=16)
     parser.add_argument("--layers", type=int, help="only the first N layers (both sides)")
-    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    model = lp.load_model(args.model)
-    pairs = binding_pairs(model, None, args.corruption, n_prompts=args.n_prompts,
-                          n_pairs=args.n_pairs)
-    metric = pairs.metric(model)
+    model, pairs, metric = binding_setup(args)
     n_layers = args.layers or int(model.cfg.n_layers)
     n_heads = int(model.cfg.n_heads)
     _, clean = model.run_with_cache(pairs.clean_tokens,

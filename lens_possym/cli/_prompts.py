@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
     from ..typing import HookedModel
 
-__all__ = ["add_prompts_args", "add_task_args", "prompt_tokens", "equal_length", "TASK_DEFAULTS",
+__all__ = ["add_prompts_args", "add_task_args", "add_pair_args",
+           "check_pair_args", "prompt_tokens", "equal_length", "TASK_DEFAULTS",
            "SAME_PROMPTS"]
 
 #: The one default prompt set of each task, shared by ``profile``, ``heads``, ``ablate`` and
@@ -66,6 +67,30 @@ def add_task_args(parser: argparse.ArgumentParser, *, distance: bool = False) ->
                             help=f"distance: words in the list (default {d['n_words']})")
         parser.add_argument("--n-cue", type=positive_int, default=d["n_cue"],
                             help=f"distance: words in the cue (default {d['n_cue']})")
+
+
+def add_pair_args(parser: argparse.ArgumentParser) -> None:
+    """The counterfactual pairs of ``patch`` and ``circuit`` (read by
+    ``cli.patch.pairs_from_args``): ``--task`` (binding, distance), ``--corruption``,
+    ``--prompts FILE`` (JSONL pairs), the task arguments (:func:`add_task_args`) and
+    ``--corruption-seed``."""
+    parser.add_argument("--task", default="binding", choices=["binding", "distance"])
+    parser.add_argument("--corruption",
+                        help="binding: swap_query (default), swap_attribute, shuffle_order; "
+                        "distance: shift_cue (default), swap_answer")
+    parser.add_argument("--prompts", metavar="FILE",
+                        help="JSONL of your own pairs (clean, corrupted, clean_answer, "
+                        "corrupted_answer per line) instead of --task")
+    add_task_args(parser, distance=True)
+    parser.add_argument("--corruption-seed", type=int, default=0)
+
+
+def check_pair_args(args: argparse.Namespace) -> None:
+    """Refuse what :func:`add_pair_args`'s options cannot mean together, before any model
+    is loaded."""
+    if args.prompts and args.corruption:
+        raise InvalidSelectionError("--corruption names a task's corruption; --prompts brings "
+                                    "its own corrupted prompts")
 
 
 def prompt_tokens(model: "HookedModel", path: str | Path, field: str = "text") -> list["Tensor"]:

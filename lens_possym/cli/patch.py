@@ -29,7 +29,7 @@ from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_dir, staged_dir
-from ._prompts import add_task_args
+from ._prompts import add_pair_args, check_pair_args
 from ._task_check import print_task_check
 from ._types import freq_ids_text, ids_text, layers_text, positive_int
 from .profile import command_line
@@ -46,13 +46,7 @@ DESCRIPTION = ("Activation patching on counterfactual prompt pairs: every head (
 def register(sub) -> None:
     parser = add_command(sub, "patch", run, HELP, DESCRIPTION)
     add_model_args(parser)
-    parser.add_argument("--task", default="binding", choices=["binding", "distance"])
-    parser.add_argument("--corruption",
-                        help="binding: swap_query (default), swap_attribute, shuffle_order; "
-                        "distance: shift_cue (default), swap_answer")
-    parser.add_argument("--prompts", metavar="FILE",
-                        help="JSONL of your own pairs (clean, corrupted, clean_answer, "
-                        "corrupted_answer per line) instead of --task")
+    add_pair_args(parser)
     parser.add_argument("--patch", default="heads", choices=SITES,
                         help="what each cell patches (default heads: hook_z)")
     parser.add_argument("--per-position", action="store_true",
@@ -66,8 +60,6 @@ def register(sub) -> None:
     parser.add_argument("--freqs", type=freq_ids_text, help="--patch frequencies: ids (default all)")
     parser.add_argument("--side", default="q", choices=["q", "k"],
                         help="--patch frequencies: query pairs (q) or key pairs of KV heads (k)")
-    add_task_args(parser, distance=True)
-    parser.add_argument("--corruption-seed", type=int, default=0)
     parser.add_argument("--patches-per-pass", type=positive_int, default=16)
     parser.add_argument("--top", type=positive_int, default=10, help="cells to list")
     parser.add_argument("--out", metavar="DIR",
@@ -102,7 +94,8 @@ def _read_pairs(model, path: str):
 
 
 def pairs_from_args(model, args):
-    """The counterfactual pairs the command line asks for (--task/--corruption or --prompts)."""
+    """The counterfactual pairs the command line asks for (--task/--corruption or --prompts:
+    ``_prompts.add_pair_args``)."""
     if args.prompts:
         return _read_pairs(model, args.prompts)
     if args.task == "binding":
@@ -116,9 +109,7 @@ def pairs_from_args(model, args):
 
 
 def run(args) -> int:
-    if args.prompts and args.corruption:
-        raise InvalidSelectionError("--corruption names a task's corruption; --prompts brings "
-                                    "its own corrupted prompts")
+    check_pair_args(args)
     if args.out:
         check_output_dir(args.out)
     model = load_from_args(args)
