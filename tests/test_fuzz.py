@@ -430,6 +430,9 @@ BASE = {  # the least each command needs to run quickly on the tiny model
     # the pipeline of paper B (lens_possym/papers/b/pipeline.py): its report, from records
     # that are not there (one line, exit 1; its steps' options are tested in tests/papers/b)
     "paper-b": ["report", "--preset", "paper-length", "--records", "NOFILE", "--out", "FOLDER"],
+    # paper C's (lens_possym/papers/c/pipeline.py): its verdicts, from a folder with no
+    # report in it (one line, exit 1; its steps' options are tested in tests/papers/c)
+    "paper-c": ["verdicts", "--docs", "FOLDER"],
 }
 
 

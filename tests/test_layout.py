@@ -69,3 +69,10 @@ def test_no_module_is_longer_than_700_lines():
     long = sorted(f"{p.relative_to(ROOT)} ({n} lines)" for p in PACKAGE.rglob("*.py")
                   if (n := len(p.read_text().splitlines())) > MAX_LINES)
     assert not long, f"modules over {MAX_LINES} lines (split them by idea): {long}"
+
+
+def test_benchmarks_hold_only_performance_benchmarks():
+    """The papers' pipelines are commands of their plug-ins (``lens-possym paper-b``,
+    ``paper-c``; issue 38): ``benchmarks/`` holds no ``paper_*`` file."""
+    found = sorted(p.name for p in (ROOT / "benchmarks").glob("paper_*"))
+    assert not found, f"reproduction code in benchmarks/ (move it into its plug-in): {found}"

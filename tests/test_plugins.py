@@ -165,7 +165,8 @@ def test_the_papers_are_plugins_found_through_entry_points():
     assert {"paper-a", "paper-b", "paper-c"} <= set(found)
     assert {"index", "distance", "number", "letter"} <= set(TASKS)
     assert {"toy", "scheme-encoder", "gptj"} <= set(MODELS)
-    assert found["paper-c"].commands == ("lens_possym.papers.c.cli",)
+    assert found["paper-c"].commands == ("lens_possym.papers.c.cli",
+                                         "lens_possym.papers.c.cli_pipeline")
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -10,7 +10,7 @@ between a head's two largest attention logits).
 
 This notebook runs every piece on a tiny budget (seconds). The CPU-preset runs and their
 results (reproduction table, figures) are in `docs/paper_c.md`, made by
-`benchmarks/paper_c.py`.
+`lens-possym paper-c`.
 """),
 ("code", r"""
 import math, tempfile, time

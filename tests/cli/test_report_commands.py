@@ -43,6 +43,7 @@ RUNS = {
                 False),
     "multihop": (["lengths"], False),
     "paper-b": (["report", "--preset", "paper-length", "--out", "OUT"], False),  # a page block
+    "paper-c": (["verdicts", "--docs", "OUT"], False),       # docs/paper_c.md's verdicts
 }
 
 

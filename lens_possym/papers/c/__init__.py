@@ -9,7 +9,10 @@ and purity (:mod:`.dynamics`), head roles (:mod:`.roles`), T_Index and T_Retriev
 (:mod:`.discrepancy`), length generalisation (:mod:`.lengths`) and why it fails
 (:mod:`.masking`), the length test under every reading of the extra symbols
 (:mod:`.readings`), the verdict rules of docs/paper_c_rules.md (:mod:`.verdicts`), the
-1-hop prompts for pretrained LMs (:mod:`.prompts`); the ``lens-possym multihop`` command.
+1-hop prompts for pretrained LMs (:mod:`.prompts`); the ``lens-possym multihop`` command;
+and the reproduction pipeline (:mod:`.pipeline`: training queues, :mod:`.stages` the
+cached analyses, :mod:`.report` docs/paper_c.md, :mod:`.settings_ablation` one setting at a
+time) as ``lens-possym paper-c train | queue | analyse | grid | report | verdicts | ...``.
 """
 
 from ...plugins import Plugin, lazy_attributes
@@ -21,7 +24,7 @@ PLUGIN = Plugin(
     tasks={"number": "lens_possym.papers.c.tasks:NumberTask",
            "letter": "lens_possym.papers.c.tasks:LetterTask"},
     models={"gptj": "lens_possym.papers.c.gptj:GPTJTaskModel"},
-    commands=("lens_possym.papers.c.cli",),
+    commands=("lens_possym.papers.c.cli", "lens_possym.papers.c.cli_pipeline"),
 )
 
 _EXPORTS = {

@@ -414,7 +414,7 @@ def report_lines(cells: Sequence[dict], *, preset: str = "paper",
             "`docs/paper_c_results.json`, key `length_cells`.", ""]
     if not any(c["mode"] == "as built" for c in cells):
         return add + ["_Pending: no cell measured yet "
-                      "(`python benchmarks/paper_c.py grid`)._", ""]
+                      "(`lens-possym paper-c grid`)._", ""]
     add += grid_table(cells, preset=preset) + [""]
     mask = [c for c in cells if c["mode"] in ("mask", "positions")]
     if mask:

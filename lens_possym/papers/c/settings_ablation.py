@@ -1,9 +1,9 @@
 """Why Letter fails at length: one setting at a time from a base preset, with the
 toolkit's own instruments tracked over training (issue 22, Build item 4).
 
-    python benchmarks/paper_c_ablate_settings.py                      # cpu base, Letter
-    python benchmarks/paper_c_ablate_settings.py --variants base dropout --tasks letter
-    python benchmarks/paper_c_ablate_settings.py --base tiny --track-every 20   # a dry run
+    lens-possym paper-c ablate-settings                      # cpu base, Letter
+    lens-possym paper-c ablate-settings --variants base dropout --tasks letter
+    lens-possym paper-c ablate-settings --base tiny --track-every 20   # a dry run
 
 Variants (:func:`variants`), each the base with exactly one setting changed to the `paper`
 preset's value (scaled for another base):
@@ -25,29 +25,40 @@ the extra tokens hidden from layers 0-3, and at trained-range position ids) at
 ``--mask-lengths``; and the **early heads' top-2 logit gaps** (layers 0-3, Lemma F.1's
 min and the mean over 64 inputs, :func:`lens_possym.papers.c.discrepancy.layer_gaps`) at
 17 and the longest mask length. Runs go to ``--out``/runs (resumable), every measurement to
-``--out``/cache (one file per (run, step), so the script resumes), the table to stdout and
-``--out``/summary.json. Everything on one CPU thread.
+``--out``/cache (one file per (run, step), so the command resumes), the table to stdout and
+``--out``/summary.json (and ``--record``: the committed record the report reads,
+docs/paper_c_ablate.json). Everything on one CPU thread unless ``--threads`` says otherwise.
 
 The ``base`` variant is the base preset's own run: when ``--preset-runs`` (default
-``out/paper_c/runs``, where ``benchmarks/paper_c.py train`` writes) holds a finished
-``{task}-{base}-s{seed}`` run trained with exactly the variant's model, task and training
-settings, that run is read instead of training it again (the script says so; anything that
-differs, and it trains its own).
+``$PAPER_C_RUNS`` or ``out/paper_c/runs``, where ``lens-possym paper-c train`` writes) holds a
+finished ``{task}-{base}-s{seed}`` run trained with exactly the variant's model, task and
+training settings, that run is read instead of training it again (the command says so;
+anything that differs, and it trains its own).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import torch
+from ...training.loop import TrainConfig, train
+from ...training.runs import checkpoint_paths, latest_checkpoint, read_checkpoint
+from ...training.tasks import make_task
+from .discrepancy import layer_gaps
+from .gptj import GPTJTaskConfig, GPTJTaskModel
+from .lengths import accuracy_by_length
+from .masking import extension_accuracy
+from .presets import preset
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "out" / "paper_c" / "ablate"
+__all__ = ["OUT", "VARIANTS", "Variant", "variants", "settings", "track", "same_run",
+           "run_variant", "format_row", "command_line", "run"]
+
+#: the default output folder (relative to the working directory)
+OUT = Path("out") / "paper_c" / "ablate"
 VARIANTS = ("base", "dropout", "width", "lr_schedule", "steps")
 
 
@@ -60,8 +71,6 @@ class Variant:
 
 def variants(base: str) -> dict[str, Variant]:
     """The base preset and each one-setting change (module docstring)."""
-    from lens_possym.papers.c.presets import preset
-
     p = preset(base)
     m, t = p.model, p.train
     return {
@@ -77,13 +86,9 @@ def variants(base: str) -> dict[str, Variant]:
     }
 
 
-def settings(base: str, name: str, task_name: str, seed: int, out_dir: Path):
+def settings(base: str, name: str, task_name: str, seed: int,
+             out_dir: Path) -> tuple[GPTJTaskModel, Any, TrainConfig]:
     """``(model, task, TrainConfig)`` of one variant's run."""
-    from lens_possym.papers.c.gptj import GPTJTaskConfig, GPTJTaskModel
-    from lens_possym.papers.c.presets import preset
-    from lens_possym.training.loop import TrainConfig
-    from lens_possym.training.tasks import make_task
-
     p, v = preset(base), variants(base)[name]
     task = make_task(task_name, seed=seed, **p.task.get(task_name, {}))
     model = GPTJTaskModel(GPTJTaskConfig(d_vocab=task.d_vocab, n_ctx=max(128, task.n_ctx),
@@ -107,10 +112,6 @@ def cached(path: Path, compute):
 
 def track(model, task, args) -> dict:
     """The diagnostics on one checkpoint's model (module docstring)."""
-    from lens_possym.papers.c.discrepancy import layer_gaps
-    from lens_possym.papers.c.lengths import accuracy_by_length
-    from lens_possym.papers.c.masking import extension_accuracy
-
     early = list(range(min(4, model.cfg.n_layers)))
     acc = accuracy_by_length(model, task, args.lengths, n_prompts=args.n_prompts, seed=11)
     mask = extension_accuracy(model, task, args.mask_lengths, layers=early,
@@ -129,16 +130,11 @@ def track(model, task, args) -> dict:
 def same_run(folder: Path, model, task, config) -> bool:
     """Whether ``folder`` is a finished run of exactly these settings (its last checkpoint
     differs in nothing the training loop would refuse to resume with)."""
-    from lens_possym.training.runs import checkpoint_paths, read_checkpoint
-
     found = checkpoint_paths(folder) if (folder / "model.pt").is_file() else []
     return bool(found) and not read_checkpoint(found[-1][1]).differs_from(model, task, config)
 
 
 def run_variant(name: str, task_name: str, args) -> list[dict]:
-    from lens_possym.training.loop import train
-    from lens_possym.training.runs import checkpoint_paths, latest_checkpoint, read_checkpoint
-
     run = f"{task_name}-{args.base}-{name}-s{args.seed}"
     out_dir = args.out / "runs" / run
     model, task, config = settings(args.base, name, task_name, args.seed, out_dir)
@@ -181,43 +177,34 @@ def format_row(row: dict) -> str:
             f"early min gaps {gaps}")
 
 
-def main(argv=None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", default="cpu", help="the preset the variants change")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--tasks", nargs="+", default=["letter"], choices=["number", "letter"])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--track-every", type=int, default=500)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[17, 100, 300, 850])
-    parser.add_argument("--mask-lengths", type=int, nargs="+", default=[300, 850])
-    parser.add_argument("--n-prompts", type=int, default=256)
-    parser.add_argument("--gap-inputs", type=int, default=64)
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--preset-runs", type=Path, default=OUT.parent / "runs",
-                        help="where the presets' own runs are (the base variant reads its "
-                             "run there when the settings are the same)")
-    parser.add_argument("--record", type=Path, default=None,
-                        help="also write the summary here (the committed record the paper C "
-                             "report reads: docs/paper_c_ablate.json)")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+def command_line(args: argparse.Namespace) -> str:
+    """The command that measures what ``args`` measure (every setting spelt out; where the
+    outputs go left out, but for ``--record``)."""
+    text = (f"lens-possym paper-c ablate-settings --base {args.base} --variants "
+            f"{' '.join(args.variants)} --tasks {' '.join(args.tasks)} --seed {args.seed} "
+            f"--track-every {args.track_every} --lengths {' '.join(map(str, args.lengths))} "
+            f"--mask-lengths {' '.join(map(str, args.mask_lengths))} --n-prompts "
+            f"{args.n_prompts} --gap-inputs {args.gap_inputs}")
+    return text + (f" --record {args.record}" if args.record else "")
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """Every variant of ``args.variants`` for every task of ``args.tasks``: trained (or
+    read), tracked, and summarised into ``args.out``/summary.json (and ``args.record``);
+    returns the tracked rows."""
+    args.out, args.preset_runs = Path(args.out), Path(args.preset_runs)
     rows = []
     for task_name in args.tasks:
         for name in args.variants:
             rows += run_variant(name, task_name, args)
     summary = json.dumps({
-        "command": "python benchmarks/paper_c_ablate_settings.py " + " ".join(argv or []),
+        "command": command_line(args),
         "base": args.base, "seed": args.seed, "n_prompts": args.n_prompts,
         "variants": {n: {"model": v.model, "train": v.train}
                      for n, v in variants(args.base).items() if n in args.variants},
         "rows": rows}, indent=1)
     args.out.mkdir(parents=True, exist_ok=True)
     for path in filter(None, (args.out / "summary.json", args.record)):
-        path.write_text(summary + "\n")
+        Path(path).write_text(summary + "\n")
         say(f"wrote {path}")
     return rows
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,0 +1,252 @@
+"""Paper C reproduced: train, analyse and report, one cached stage at a time (the
+``lens-possym paper-c`` command: :mod:`.cli_pipeline`).
+
+    lens-possym paper-c train          # one run per task (resumable)
+    lens-possym paper-c queue 0|1      # the twelve runs as two queues, one per core
+    lens-possym paper-c analyse        # every analysis below for every finished run
+    lens-possym paper-c analyse-queue  # analyse + report every --poll s until all 12 are done
+    lens-possym paper-c dynamics       # scores/entropy/accuracy at every checkpoint
+    lens-possym paper-c timing         # exact over all checkpoints vs re-run
+    lens-possym paper-c roles          # roles, causal roles, logit lens, residual patching
+    lens-possym paper-c discrepancy    # constructions, Theorem 3.2, trained heads' gaps
+    lens-possym paper-c lengths        # lengths 17..850, every filler reading
+    lens-possym paper-c masking        # the extension hidden from layers 0-3, positions
+    lens-possym paper-c frequency      # Table 1 / Fig 8: frequency profile per layer
+    lens-possym paper-c grid --presets paper   # every run x reading x length, 1,000 prompts,
+                                               # into docs/paper_c_results.json
+    lens-possym paper-c lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
+    lens-possym paper-c report         # docs/paper_c.md, docs/paper_c_results.json
+    lens-possym paper-c verdicts       # recompute every verdict from committed files
+    lens-possym paper-c time-cell --preset paper --grid-lengths 300 1000 --grid-prompts 100
+                                       # CPU seconds of one grid cell (planning)
+    lens-possym paper-c ablate-settings   # why Letter fails at length, one setting at a time
+    lens-possym paper-c all            # train, every analysis, report
+
+Every per-run stage works on one ``(--preset, --seed)`` (default ``cpu``, 0); ``analyse``
+finds every finished run (``model.pt`` present) in the runs folder (``--presets`` and
+``--seeds`` narrow it) and runs dynamics, roles, trained discrepancy, lengths, masking and
+frequency on each (:mod:`.stages`), then the shared theory stages. Where things live
+(:mod:`.workspace`): runs in ``--runs``
+(default ``out/paper_c/runs/{task}-{preset}-s{seed}``; checkpoints: not committed); each
+stage's numbers in ``--cache`` (default ``out/paper_c/cache/{preset}-s{seed}/*.json``, one
+file per cell, so a stage that stops resumes where it was; the environment variables
+``PAPER_C_RUNS`` and ``PAPER_C_CACHE`` set the defaults); finished runs' records in
+``--docs``/paper_c_runs/ and the report in ``--docs`` (default ``docs``, committed). Paths
+are relative to the working directory (run it from the repository's root). Seeds:
+``--seed`` seeds the weights, the data stream and the test sets; the scored prompts use
+seed 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from ... import models
+from ...errors import ResultsFileError, TrainingError
+from .lengths import lm_hop_accuracy
+from .presets import build_run, train_multihop
+from .readings import CellStore, length_cell, run_grid, verdict_table
+from .report import write_report
+from .stages import ANALYSES, stage_discrepancy
+from .workspace import (LM_MODELS, SEEDS, TASKS, cached, final_model, finished_runs,
+                        one_run, records_dir, run_cached, run_dir, run_finished, run_name, say)
+
+__all__ = ["QUEUES", "stage_train", "stage_grid", "stage_verdicts", "stage_time_cell",
+           "stage_lm", "stage_analyse", "queue", "analyse_queue", "stage_all"]
+
+#: the training queues: the paper preset's seeds 0, 1, 2, then the cpu preset's; Number on
+#: queue 0, Letter on queue 1
+QUEUES = {n: [(preset, seed, task) for preset in ("paper", "cpu") for seed in SEEDS]
+          for n, task in enumerate(TASKS)}
+
+
+
+# ---- stages -------------------------------------------------------------------------------
+
+def stage_train(args: argparse.Namespace) -> None:
+    """Train (or resume) one run per ``--tasks`` of ``(--preset, --seed)``; a finished run's
+    record goes to ``--docs``/paper_c_runs/{task}-{preset}-s{seed}.json."""
+    records = records_dir(args)
+    for task in args.tasks:
+        out = run_dir(task, args)
+        if run_finished(task, args) and (records / f"{run_name(task, args)}.json").is_file():
+            # a finished run's record stays as written (reloading it would restamp its time)
+            say(f"[train] {run_name(task, args)}: finished, record in {records}")
+            continue
+        say(f"[train] {task} preset={args.preset} seed={args.seed} -> {out}")
+        _, _, result = train_multihop(task, args.preset, seed=args.seed, out_dir=out,
+                                      device=args.device,
+                                      log=lambda line, t=task: say(f"  {t}: {line}"))
+        record = run_cached(args, f"train_{task}", lambda: {
+            "task": task, "preset": args.preset, "seed": args.seed,
+            "steps": result.steps_run, "test_accuracy": result.test_accuracy,
+            "train_time_s": result.train_time_s, "threads": torch.get_num_threads(),
+            "command": f"lens-possym paper-c train --preset {args.preset} "
+                       f"--seed {args.seed} --tasks {task}",
+            "train_config": result.train_config, "task_config": result.task_config,
+            "model_config": result.model_config,
+            "history": [{"step": h.step, "test_accuracy": h.test_accuracy,
+                         "train_loss": h.train_loss, "test_loss": h.test_loss, "lr": h.lr,
+                         "elapsed_s": h.elapsed_s} for h in result.history]}, force=True)
+        records.mkdir(parents=True, exist_ok=True)
+        (records / f"{run_name(task, args)}.json").write_text(json.dumps(record, indent=1))
+        say(f"[train] {task}: {result.steps_run} steps, test accuracy "
+            f"{result.test_accuracy:.4f}, {result.train_time_s:.0f} s")
+
+
+def stage_grid(args: argparse.Namespace) -> None:
+    """The length test under every reading (docs/paper_c_rules.md, addendum of
+    2026-11-28): every finished run (``--presets``, ``--seeds``, ``--tasks``) x
+    ``--readings`` x ``--grid-lengths``, ``--grid-prompts`` prompts per cell, and the masking
+    diagnostic per reading at ``--mask-lengths``; each cell is written into
+    ``--docs``/paper_c_results.json (key ``length_cells``) as soon as it is measured, so the
+    stage resumes from the committed file (commit it as cells land)."""
+    store = CellStore(Path(args.docs) / "paper_c_results.json")
+    runs = finished_runs(args)
+    say(f"[grid] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
+    for task, preset, seed in runs:
+        one = one_run(args, task, preset, seed)
+        model, t, step = final_model(task, one)
+        start = time.process_time()
+        run_grid(model, t, store, run=run_name(task, one), preset=preset, seed=seed,
+                 step=step, readings=args.readings, lengths=args.grid_lengths,
+                 mask_lengths=args.mask_lengths, n_prompts=args.grid_prompts,
+                 log=lambda line: say(f"[grid] {line}"))
+        say(f"[grid] {run_name(task, one)}: done ({time.process_time() - start:.0f} CPU s "
+            "in this call)")
+
+
+def stage_verdicts(args: argparse.Namespace) -> None:
+    """Every verdict recomputed from committed files only (paper_c_verdict_inputs.json and
+    the length cells of paper_c_results.json in ``--docs``), printed, and compared with the
+    table the report wrote into paper_c_results.json (key ``verdicts``); raises
+    :class:`~lens_possym.errors.ResultsFileError` (exit 1) on any difference."""
+    docs = Path(args.docs)
+    for name in ("paper_c_verdict_inputs.json", "paper_c_results.json"):
+        if not (docs / name).is_file():
+            raise ResultsFileError(f"{docs / name} does not exist: pass --docs the folder "
+                                   "'lens-possym paper-c report' wrote into")
+    inputs = json.loads((docs / "paper_c_verdict_inputs.json").read_text())
+    results = json.loads((docs / "paper_c_results.json").read_text())
+    table = verdict_table(inputs, results.get("length_cells", []))
+    for preset, rows in table.items():
+        if preset == "theory":
+            say(f"[verdicts] theory: {rows}")
+            continue
+        for rule_set, verdicts in rows.items():
+            say(f"[verdicts] {preset} {rule_set}: " + "; ".join(
+                f"{k}: {v}" for k, v in verdicts.items()))
+    reported = results.get("verdicts")
+    if reported != table:
+        raise ResultsFileError(
+            f"[verdicts] the recomputed table differs from the report's ({docs}/"
+            f"paper_c_results.json 'verdicts'): {reported} != {table}; run 'lens-possym "
+            "paper-c report' again")
+    say("[verdicts] equal to the report's table")
+
+
+def stage_time_cell(args: argparse.Namespace) -> None:
+    """The CPU cost of one length cell, for planning the grid: an untrained ``--preset``
+    model (the cost does not depend on the weights), Letter, ``--grid-prompts`` prompts at
+    each of ``--grid-lengths``; prints process CPU seconds (not wall time: the machine is
+    shared)."""
+    model, task, _ = build_run("letter", args.preset, seed=0)
+    model.eval()
+    for n in args.grid_lengths:
+        start = time.process_time()
+        length_cell(model, task, "target", n, n_prompts=args.grid_prompts)
+        cost = time.process_time() - start
+        say(f"[time-cell] {args.preset} letter length {n}, {args.grid_prompts} prompts: "
+            f"{cost:.1f} CPU s (load {os.getloadavg()[0]:.1f})")
+
+
+def stage_lm(args: argparse.Namespace) -> None:
+    """Paper Table 3's protocol on small pretrained LMs (:data:`LM_MODELS`): 1-hop prompts
+    at ``--lm-lengths``, ``--lm-prompts`` each, one cache file per (model, task, length)."""
+    cache = Path(args.cache)
+    for name in LM_MODELS:
+        model = None
+        for task in TASKS:
+            for n in args.lm_lengths:
+                key = f"lm_{name}_{task}_{n}_{args.lm_prompts}"
+                if (cache / f"{key}.json").is_file():
+                    continue
+                if model is None:
+                    model = models.load_model(name)
+                data = cached(args, key, lambda: lm_hop_accuracy(
+                    model, task, [n], n_prompts=args.lm_prompts, seed=args.seed,
+                    name=name).to_dict())
+                say(f"[lm] {name} {task} {n}: {data['accuracy'][0]:.2f}")
+
+
+def stage_analyse(args: argparse.Namespace) -> None:
+    """Every analysis in ``--analyses`` for every finished run, one run at a time (each cell
+    cached), then the theory part of ``discrepancy`` (also with no run)."""
+    runs = finished_runs(args)
+    say(f"[analyse] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
+    for task, preset, seed in runs:
+        one = one_run(args, task, preset, seed)
+        for stage in args.analyses:
+            start = time.perf_counter()
+            ANALYSES[stage](one)
+            say(f"[analyse] {task}-{preset}-s{seed} {stage}: {time.perf_counter() - start:.0f} s")
+    if "discrepancy" in args.analyses:               # the theory part, also with no run
+        stage_discrepancy(argparse.Namespace(**{**vars(args), "tasks": []}))
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def queue(args: argparse.Namespace) -> None:
+    """Training queue ``args.number`` (:data:`QUEUES`; one per core): each run trained or
+    resumed from its latest checkpoint (dropout's stream included, so the result equals an
+    uninterrupted run; a finished run is skipped in seconds), its record written to
+    ``--docs``/paper_c_runs/. A failed run is reported and the queue goes on; raises
+    :class:`~lens_possym.errors.TrainingError` at the end if any failed."""
+    failed = []
+    for preset, seed, task in QUEUES[args.number]:
+        say(f"== {_stamp()} {preset} seed {seed} {task}")
+        one = argparse.Namespace(**{**vars(args), "tasks": [task], "preset": preset,
+                                    "seed": seed})
+        try:
+            stage_train(one)
+        except Exception as error:  # noqa: BLE001 - one run's failure; the queue goes on
+            failed.append(f"{preset} seed {seed} {task}")
+            say(f"== failed: {preset} seed {seed} {task} ({type(error).__name__}: {error})")
+    say(f"== {_stamp()} queue {args.number} done")
+    if failed:
+        raise TrainingError(f"queue {args.number}: {', '.join(failed)} failed (see above)")
+
+
+def analyse_queue(args: argparse.Namespace) -> None:
+    """The analyses as one job that follows the training queues: every ``--poll`` seconds,
+    ``analyse`` (every finished run, every cell not cached yet) then ``report``; stops once
+    ``--until`` runs of ``--presets`` x ``--seeds`` x ``--tasks`` are finished and analysed.
+    A failed step is reported and the loop goes on."""
+    while True:
+        for name, step in (("analyse", stage_analyse), ("report", write_report)):
+            say(f"== {_stamp()} {name}")
+            try:
+                step(args)
+            except Exception as error:  # noqa: BLE001 - the loop outlives one failed step
+                say(f"== {name} failed ({type(error).__name__}: {error})")
+        done = len(finished_runs(args))
+        if done >= args.until:
+            say(f"== {_stamp()} all {done} runs finished and analysed")
+            return
+        time.sleep(args.poll)
+
+
+def stage_all(args: argparse.Namespace) -> None:
+    """train, analyse, report."""
+    stage_train(args)
+    stage_analyse(args)
+    write_report(args)
+
