@@ -44,16 +44,16 @@ from ._lazy import lazy_attributes
 _EXPORTS = {
     "capture": ["capture_attention_inputs"],
     "decompose": ["frequency_logits", "frequency_logits_all", "frequency_norms"],
-    "interventions": ["FrequencyGate", "Intervention", "ablate_frequencies", "band_sweep",
-                      "compare_with_random_heads", "patch_frequencies", "patch_heads",
-                      "permute_content"],
+    "experiments": ["band_sweep", "compare_with_random_heads"],
+    "interventions": ["FrequencyGate", "Intervention", "ablate_frequencies", "patch_frequencies",
+                      "patch_heads", "permute_content"],
     "models": ["from_gguf", "from_hf", "list_models", "load_model", "tiny_model"],
     "rope": ["RopeSpec", "rope_spec", "rope_specs"],
     "scores": ["PosSymScores", "ScoreConfig", "swap_scores"],
     "tasks": ["binding_task", "evaluate_binding", "random_token_prompts"],
 }
-_SUBPACKAGES = ["errors", "execution", "interventions", "models", "scores", "tasks",
-                "training", "viz", "typing", "plugins"]
+_SUBPACKAGES = ["errors", "execution", "interventions", "experiments", "models", "scores",
+                "tasks", "training", "viz", "typing", "plugins"]
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBPACKAGES)
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "scores",
     "tasks",
     "interventions",
+    "experiments",
     "training",
     "viz",
     # models

@@ -5,7 +5,7 @@ imports nothing heavy: ``lens_possym`` itself and each paper plug-in use it.
 
 maps each name to the submodule (relative to the package) that defines it; a submodule's
 own name is served too. Where a name is also the name of a submodule
-(``interventions.uncertainty``, the function in ``interventions/uncertainty.py``), the
+(``experiments.uncertainty``, the function in ``experiments/uncertainty.py``), the
 name means what an eager ``from .uncertainty import uncertainty`` would make it mean: the
 function, even after the submodule was imported (the import system would otherwise bind
 the module over it).

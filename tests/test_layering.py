@@ -39,13 +39,15 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("resolved", ["resolved"]),
     ("models", ["models"]),
     ("capture", ["capture"]),
-    # prompt sets use the foundation only; interventions (metrics, head importance) read them
+    # prompt sets use the foundation only; experiments (metrics, head importance) read them
     ("tasks", ["tasks"]),
     # analyses that run the model through capture: per-frequency terms and the Toeplitz
     # split (each scheme names its split; lens_possym.toeplitz computes it)
     ("decompose", ["decompose", "toeplitz"]),
     ("scores", ["scores"]),
+    # hook primitives, then the experiments and statistics built on them
     ("interventions", ["interventions"]),
+    ("experiments", ["experiments"]),
     ("circuits", ["circuits"]),
     ("training", ["training"]),
     ("viz, report", ["viz", "report"]),

@@ -21,10 +21,10 @@ def test_naming_a_submodule_imports_nothing_until_it_is_used():
     out = _fresh(
         "import sys\n"
         "from lens_possym import _ids, decompose\n"
-        "from lens_possym.interventions import importance\n"
+        "from lens_possym.experiments import importance\n"
         "from lens_possym.report import patching\n"
         "print(sorted(m for m in sys.modules if m in ('torch', 'lens_possym._ids', "
-        "'lens_possym.decompose', 'lens_possym.interventions.importance', "
+        "'lens_possym.decompose', 'lens_possym.experiments.importance', "
         "'lens_possym.report.patching', 'matplotlib')))\n"
         "print(callable(_ids.read_ids), 'lens_possym._ids' in sys.modules,\n"
         "      'torch' in sys.modules)\n"
@@ -59,10 +59,11 @@ def test_a_name_that_is_neither_an_export_nor_a_submodule_is_an_attribute_error(
 
 
 def test_an_export_wins_over_the_submodule_of_the_same_name():
-    from lens_possym import interventions
-    from lens_possym.interventions.uncertainty import uncertainty
+    from lens_possym import experiments, interventions
+    from lens_possym.experiments.uncertainty import uncertainty
 
-    assert interventions.uncertainty is uncertainty  # the function, not its module
+    assert experiments.uncertainty is uncertainty  # the function, not its module
+    assert interventions.uncertainty is uncertainty  # served from the experiments' layer
 
 
 def test_a_name_may_come_from_a_sibling_package():

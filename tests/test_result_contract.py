@@ -334,7 +334,7 @@ def _rule(ctx):
 
 
 def _uncertainty(ctx):
-    from lens_possym.interventions.uncertainty import uncertainty
+    from lens_possym.experiments.uncertainty import uncertainty
 
     values = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(0))
     values[1, 2] = math.nan
@@ -384,15 +384,15 @@ RESULTS = {
     "lens_possym.scores.dataset.DatasetProfile": _dataset,
     "lens_possym.decompose.FrequencyLogits": _logits,
     "lens_possym.decompose.FrequencyNorms": _norms,
-    "lens_possym.interventions.sweep.BandSweep": _band_sweep,
-    "lens_possym.interventions.compare.HeadSetComparison": _comparison,
-    "lens_possym.interventions.grid_data.PatchingGrid": _grid,
+    "lens_possym.experiments.sweep.BandSweep": _band_sweep,
+    "lens_possym.experiments.compare.HeadSetComparison": _comparison,
+    "lens_possym.experiments.grid_data.PatchingGrid": _grid,
     "lens_possym.circuits.path.PathPatching": _path_patching,
     "lens_possym.circuits.circuit.EdgeScores": _edge_scores,
     "lens_possym.circuits.circuit.Circuit": _circuit,
     "lens_possym.circuits.attribution.Attribution": _attribution,
     "lens_possym.circuits.edges.EdgeAttribution": _edge_attribution,
-    "lens_possym.interventions.importance.HeadImportance": _importance,
+    "lens_possym.experiments.importance.HeadImportance": _importance,
     "lens_possym.tasks.binding.BindingResult": _binding,
     "lens_possym.tasks.word_distance.WordDistanceResult": _word_distance,
     "lens_possym.training.loop.TrainResult": _train,
@@ -400,7 +400,7 @@ RESULTS = {
     "lens_possym.training.trajectories.HeadScores": _head_scores,
     "lens_possym.training.trajectories.CheckpointScores": _checkpoint_scores,
     "lens_possym.report.profile.ProfileDetails": _profile_details,
-    "lens_possym.interventions.uncertainty.Uncertainty": _uncertainty,
+    "lens_possym.experiments.uncertainty.Uncertainty": _uncertainty,
     "lens_possym.scores.exact.SwapScores": _swap_scores,
     "lens_possym.toeplitz.ToeplitzTerms": _toeplitz_terms,
     "lens_possym.toeplitz.TermMagnitudes": _term_magnitudes,
@@ -602,18 +602,18 @@ def _make(path: str, **kwargs):
 CONFIGS = {
     "lens_possym.scores.config.ScoreConfig": (_make("lens_possym.scores.config.ScoreConfig",
                                                     swap="block", n_blocks=4), {"method": "fast"}),
-    "lens_possym.interventions.compare.HeadSetConfig": (
-        _make("lens_possym.interventions.compare.HeadSetConfig", n_random=3), {"n_random": -1}),
-    "lens_possym.interventions.grid_data.PatchGridConfig": (
-        _make("lens_possym.interventions.grid_data.PatchGridConfig", layers=(0, 2)), {"side": "v"}),
+    "lens_possym.experiments.compare.HeadSetConfig": (
+        _make("lens_possym.experiments.compare.HeadSetConfig", n_random=3), {"n_random": -1}),
+    "lens_possym.experiments.grid_data.PatchGridConfig": (
+        _make("lens_possym.experiments.grid_data.PatchGridConfig", layers=(0, 2)), {"side": "v"}),
     "lens_possym.circuits.attribution.AttributionConfig": (
         _make("lens_possym.circuits.attribution.AttributionConfig", site="frequencies",
               layers=(1,), side="k"), {"saturation_threshold": 2.0}),
-    "lens_possym.interventions.sweep.BandSweepConfig": (
-        _make("lens_possym.interventions.sweep.BandSweepConfig", bands=2, mode="mean"),
+    "lens_possym.experiments.sweep.BandSweepConfig": (
+        _make("lens_possym.experiments.sweep.BandSweepConfig", bands=2, mode="mean"),
         {"bands": 0}),
-    "lens_possym.interventions.importance.ImportanceConfig": (
-        _make("lens_possym.interventions.importance.ImportanceConfig", positions=(-1, 2),
+    "lens_possym.experiments.importance.ImportanceConfig": (
+        _make("lens_possym.experiments.importance.ImportanceConfig", positions=(-1, 2),
               mode="mean", per_position=True), {"top_k": 0}),
     "lens_possym.training.loop.TrainConfig": (
         _make("lens_possym.training.loop.TrainConfig", steps=10, betas=(0.9, 0.95),

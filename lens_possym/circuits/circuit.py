@@ -47,7 +47,7 @@ from torch import Tensor
 from .._inputs import as_tokens
 from ..errors import InvalidSelectionError
 from ..interventions import engine
-from ..interventions.uncertainty import Uncertainty, uncertainty
+from ..experiments.uncertainty import Uncertainty, uncertainty
 from ..resolved import Resolved, resolve
 from ..results_io import ResultIO
 from ..typing import HookedModel

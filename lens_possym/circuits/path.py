@@ -62,7 +62,7 @@ from .._precision import model_tolerance
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..interventions import engine
 from ..interventions.selection import FreqsLike, parse_freqs
-from ..interventions.uncertainty import Uncertainty, uncertainty
+from ..experiments.uncertainty import Uncertainty, uncertainty
 from ..resolved import Resolved, resolve
 from ..results_io import ResultIO
 from ..rope import RopeSpec

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import interventions, report, resolved, tasks, viz
+from .. import experiments, interventions, report, resolved, tasks, viz
 from .._json import dumps
 from ..errors import InvalidSelectionError
 from ..interventions.modes import MODES, SIDES
@@ -92,7 +92,7 @@ def _change(before: dict, after: dict) -> dict[str, dict[str, float]]:
     for name, values in before.items():
         if values is None or after.get(name) is None:
             continue
-        out[name] = interventions.uncertainty((after[name] - values)[None]).item()
+        out[name] = experiments.uncertainty((after[name] - values)[None]).item()
     return out
 
 
@@ -101,9 +101,9 @@ def _task(model, args):
     binding task or of ``--prompts``."""
     if args.prompts:
         full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
-        batch = interventions.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1],
+        batch = experiments.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1],
                                               name="prompts")
-        metric = interventions.importance.importance_metric
+        metric = experiments.importance.importance_metric
         metrics = {name: (lambda logits, fn=metric(name, per_prompt=True): fn(logits, batch))
                    for name in ("accuracy", "loss")}
         header = (f"{args.model} · {batch.n_prompts} prompts from {args.prompts}, cut to {n} "
@@ -122,8 +122,8 @@ def _task(model, args):
               f"{task.tokens.shape[1]} tokens (seed {args.seed})")
     info = {"name": "binding", "n_prompts": task.n_prompts, "n_pairs": task.n_pairs,
             "n_tokens": int(task.tokens.shape[1]), "seed": args.seed,
-            "task_check": tasks.batch_check(model, interventions.ImportanceBatch.from_binding(task))}
-    return (task.tokens, interventions.binding_metrics(task, per_prompt=True), "logit_diff",
+            "task_check": tasks.batch_check(model, experiments.ImportanceBatch.from_binding(task))}
+    return (task.tokens, experiments.binding_metrics(task, per_prompt=True), "logit_diff",
             header, info, reference)
 
 
@@ -146,10 +146,10 @@ def run(args) -> int:
         spec = interventions.Intervention("ablate_frequencies", selection, mode=args.mode,
                                           side=args.side, per_position=per_position)
         with torch.no_grad():
-            before, before_prompts = interventions.metrics.evaluate_metrics_per_prompt(
+            before, before_prompts = experiments.metrics.evaluate_metrics_per_prompt(
                 metrics, model(tokens))
             with spec.apply(geometry, reference=reference):
-                after, after_prompts = interventions.metrics.evaluate_metrics_per_prompt(
+                after, after_prompts = experiments.metrics.evaluate_metrics_per_prompt(
                     metrics, model(tokens))
         change = _change(before_prompts, after_prompts)
         heads = [f"{layer}.{head}" for layer, hs in selection.items() for head in hs]
@@ -178,7 +178,7 @@ def run(args) -> int:
         return 0
 
     start = time.perf_counter()
-    sweep = interventions.band_sweep(model, tokens, metrics, bands=args.bands,
+    sweep = experiments.band_sweep(model, tokens, metrics, bands=args.bands,
                        mode=args.mode, side=args.side, per_position=per_position, layers=args.layers,
                        reference=reference, progress=not args.no_progress)
     seconds = time.perf_counter() - start

@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import _ids, interventions, report, tasks, viz
+from .. import _ids, experiments, report, tasks, viz
 from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
@@ -74,14 +74,14 @@ def register(sub) -> None:
 def _batch(args, model, seed: int, n_prompts: int):
     if args.prompts:
         full, n = equal_length(prompt_tokens(model, args.prompts, args.field))
-        batch = interventions.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1],
+        batch = experiments.ImportanceBatch(tokens=full[:, :-1], answers=full[:, -1],
                                               name="prompts")
         return batch, (
             f"{full.shape[0]} prompts from {args.prompts}, cut to {n} tokens: the last one "
             f"predicted from the {n - 1} before it")
     if args.task == "binding":
         task = tasks.binding_task(model, n_prompts=n_prompts, n_pairs=args.n_pairs, seed=seed)
-        return interventions.ImportanceBatch.from_binding(task), (
+        return experiments.ImportanceBatch.from_binding(task), (
             f"binding task: {task.n_prompts} prompts of {task.n_pairs} pairs, "
             f"{task.tokens.shape[1]} tokens")
     task = tasks.word_distance_task(model, n_prompts=n_prompts, n_words=args.n_words,
@@ -104,7 +104,7 @@ def run(args) -> int:
     model = load_from_args(args)
     batch, header = _batch(args, model, args.seed, args.n_prompts)
     check = tasks.batch_check(model, batch)
-    config = interventions.ImportanceConfig(
+    config = experiments.ImportanceConfig(
         metric=args.metric, mode=args.mode, heads_per_pass=args.heads_per_pass,
         layers=None if args.layers is None else _ids.read_ids(
             args.layers, int(model.cfg.n_layers), what="layer", from_end=True),
@@ -114,7 +114,7 @@ def run(args) -> int:
     if args.mode == "mean":  # your prompts: the means over them
         reference = batch.tokens if args.prompts else _batch(
             args, model, args.seed + 1000, args.reference_prompts)[0].tokens
-    result = interventions.head_importance(model, batch, args.metric, config=config,
+    result = experiments.head_importance(model, batch, args.metric, config=config,
                                            reference=reference, progress=not args.no_progress)
     result.info.update({"model": args.model, "task": "prompts" if args.prompts else args.task,
                         "seed": args.seed, "description": header, "task_check": check})

@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import _ids, interventions, report, tasks
+from .. import _ids, experiments, report, tasks
 from ..errors import InvalidSelectionError
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
@@ -116,14 +116,14 @@ def run(args) -> int:
     pairs = pairs_from_args(model, args)
     check = pairs.raw_metrics(model)
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-    config = interventions.PatchGridConfig(
+    config = experiments.PatchGridConfig(
         site=args.patch, per_position=args.per_position, direction=args.direction,
         layers=None if args.layers is None else _ids.read_ids(args.layers, n_layers,
                                                               what="layer", from_end=True),
         heads=None if args.heads is None else _ids.read_ids(args.heads, n_heads, what="head"),
         freqs=args.freqs, side=args.side,
         patches_per_pass=args.patches_per_pass)
-    grid = interventions.patch_grid(model, pairs, config, progress=not args.no_progress)
+    grid = experiments.patch_grid(model, pairs, config, progress=not args.no_progress)
     grid.info.update({"model": args.model, "task_check": check})
     print(f"{args.model} · {pairs.name}: {pairs.n_prompts} pairs of {pairs.clean_tokens.shape[1]} "
           f"tokens (positions changed: {pairs.changed_positions().tolist()})")

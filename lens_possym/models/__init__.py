@@ -11,17 +11,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
-__all__ = [
-    "load_model",
-    "from_gguf",
-    "from_hf",
-    "list_models",
-    "tiny_model",
-    "tiny_hf_model",
-    "tiny_tokenizer",
-    "TINY_FAMILIES",
-    "KNOWN_MODELS",
-    "KnownModel",
-    "ModelInfo",
-    "DEFAULT_MODEL",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]

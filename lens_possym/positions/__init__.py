@@ -24,8 +24,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
-__all__ = ["PositionalScheme", "Site", "SwapSite", "SWAP_SITES", "causal_visible", "NoPE", "MLA",
-           "Absolute", "AdditiveBias", "alibi_slopes", "t5_bucket", "Rope", "HeadwiseRope",
-           "LayerScheme",
-           "schemes", "positional_scheme", "ToeplitzTerms", "toeplitz_terms",
-           "rope_hadamard_terms", "TermMagnitudes", "toeplitz_magnitudes"]
+__all__ = [name for names in _EXPORTS.values() for name in names]

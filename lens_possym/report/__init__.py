@@ -29,20 +29,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
-__all__ = [
-    "Report",
-    "format_value",
-    "TERMS",
-    "describe",
-    "profile_report",
-    "render_profile_report",
-    "profile_details",
-    "ProfileDetails",
-    "ablation_report",
-    "band_sweep_report",
-    "head_importance_report",
-    "train_report",
-    "save_profile_figures",
-    "attention_view_html",
-    "write_report",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]

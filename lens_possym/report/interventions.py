@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
-from ..interventions.sweep import BandSweep
+from ..experiments.sweep import BandSweep
 from .builder import Report
 from ..interventions.selection import freqs_label
 from ..viz.patching import plot_effects

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from .builder import Report
 from .interventions import task_check_section
 from ..viz.patching import plot_patching_grid, plot_patching_top
-from ..interventions.uncertainty import uncertainty
+from ..experiments.uncertainty import uncertainty
 
 __all__ = ["patching_report", "patching_figures"]
 

@@ -35,30 +35,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
-__all__ = [
-    "declare_hook",
-    "swap_scores",
-    "ScoreConfig",
-    "PosSymScores",
-    "LayerScores",
-    "pearson_r",
-    "CrossLogitFactors",
-    "cross_logit_factors",
-    "CrossLogitMatrix",
-    "SwapSet",
-    "swap_set",
-    "swap_cosines",
-    "clamped_cosines",
-    "Cosine",
-    "SwapScores",
-    "exact_swap_scores",
-    "rerun_swap_scores",
-    "Exclusion",
-    "exclusion_from_matrix",
-    "exclusion_from_factors",
-    "exclusion_by_enumeration",
-    "dataset_profile",
-    "DatasetProfile",
-    "Moments",
-    "read_prompts",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]

@@ -21,33 +21,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
-__all__ = [
-    "BindingTemplate",
-    "BINDING_TEMPLATES",
-    "BindingTask",
-    "BindingResult",
-    "binding_task",
-    "evaluate_binding",
-    "binding_logit_diff",
-    "random_token_prompts",
-    "check_words",
-    "WordCheck",
-    # word-distance prompts (position-dependent answers)
-    "WordDistanceTask",
-    "word_distance_task",
-    "evaluate_word_distance",
-    # counterfactual pairs for patching
-    "CORRUPTIONS",
-    "CounterfactualPairs",
-    "NormalizedLogitDiff",
-    "counterfactual_pairs",
-    "binding_pairs",
-    "word_distance_pairs",
-    "prompt_pairs",
-    # does the model solve the prompts (before reading an intervention's effect)
-    "SOLVED_MARGIN",
-    "task_check",
-    "batch_check",
-    # prompts with answers, as head_importance reads them
-    "ImportanceBatch",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]

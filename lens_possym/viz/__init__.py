@@ -28,42 +28,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
-__all__ = [
-    "plot_toeplitz_terms",
-    "frequency_axis",
-    "frequency_axes",
-    "plot_frequency_profile",
-    "plot_logit_norms",
-    "plot_usage",
-    "plot_usage_heatmap",
-    "plot_plane",
-    "plot_score_heatmaps",
-    "plot_frequency_scores",
-    "plot_frequency_plane",
-    "plot_swap_attention",
-    "pick_example_heads",
-    "top_swap_attention",
-    # the whole model per frequency
-    "plot_frequency_atlas",
-    "atlas_values",
-    "logit_share",
-    "ATLAS_VIEWS",
-    # interactive (plotly) and attention views (circuitsvis)
-    "plane_figure",
-    "heatmaps_figure",
-    "atlas_figure",
-    "frequency_profile_figure",
-    "swap_attention_figure",
-    "attention_view_html",
-    "plot_band_sweep",
-    "plot_ablation_comparison",
-    # patching grids, and any effect with its interval
-    "plot_patching_grid",
-    "plot_patching_top",
-    "plot_effects",
-    # circuits
-    "plot_circuit",
-    # training runs (paper A's sweep figures: lens_possym.papers.a.figures)
-    "plot_training_curves",
-    "plot_qk_trajectory",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]

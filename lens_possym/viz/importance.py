@@ -9,7 +9,7 @@ import textwrap
 
 import numpy as np
 
-from ..interventions.importance import HeadImportance
+from ..experiments.importance import HeadImportance
 from ._axes import axes_or_new, to_numpy
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..interventions.selection import freqs_label
-from ..interventions.sweep import BandSweep
+from ..experiments.sweep import BandSweep
 from ._axes import to_numpy
 
 if TYPE_CHECKING:

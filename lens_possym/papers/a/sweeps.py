@@ -4,7 +4,7 @@ r"""Frequency sweeps: one toy model per frequency set and seed, trained and comp
 ``(θ=0 id, k)``) and seed, and gathers test accuracy overall and by answer position,
 against frequency id and angle, plus the positional/symbolic scores of each trained head
 (:func:`~lens_possym.training.trajectories.head_scores`). (Not to be confused with
-:mod:`lens_possym.interventions.sweep`, which ablates frequency bands of a trained model.)
+:mod:`lens_possym.experiments.sweep`, which ablates frequency bands of a trained model.)
 
 Every model is the same one-layer, one-head, one-hot toy (:func:`toy_config_for`) with the
 standard angle schedule and a θ = 0 tail as the last id; the **gate** restricts the head to

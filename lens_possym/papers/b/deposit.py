@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ...interventions import ImportanceBatch, head_importance
-from ...interventions.importance import importance_metric
+from ...experiments.importance import importance_metric
 from ...training.loop import evaluate
 from ...training.tasks import Task, TaskBatch
 from .encoder import SchemeEncoder, faithful_mla_ablation

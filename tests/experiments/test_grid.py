@@ -74,7 +74,7 @@ def test_skipping_blocks_and_reusing_the_prefix_change_nothing(tiny):
     """Each pass runs only the blocks from its first patched layer, and only the positions
     a patch changes (the shared prefix comes from a KV cache): the same numbers as whole
     passes, on every family (those whose caches do not support it fall back)."""
-    from lens_possym.interventions._passes import blocks_from, layer_list
+    from lens_possym.experiments._passes import blocks_from, layer_list
 
     pairs = binding_pairs(tiny, None, "swap_query", n_prompts=3, n_pairs=3)
     _, clean = tiny.run_with_cache(pairs.clean_tokens)

@@ -18,7 +18,7 @@ from .._ids import check_ids_text
 from .._json import JsonConfig, check_field_types, tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, number
-from .selection import freqs_label
+from ..interventions.selection import freqs_label
 from .uncertainty import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Uncertainty,
                           bootstrap_interval, standard_error, uncertainty)
 

@@ -21,11 +21,11 @@ from ..errors import InvalidSelectionError
 from ..results_io import ResultIO
 from ..resolved import Resolved, resolve
 from ..typing import HookedModel
-from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
+from ..interventions.frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
 from .metrics import Metric, as_metrics, evaluate_metrics
-from .modes import check_mode
-from .selection import freqs_label, heads_label, parse_heads
-from .spec import Intervention
+from ..interventions.modes import check_mode
+from ..interventions.selection import freqs_label, heads_label, parse_heads
+from ..interventions.spec import Intervention
 from .sweep import last_token_kwargs
 
 __all__ = ["HeadSetConfig", "HeadSetComparison", "compare_with_random_heads"]

@@ -62,7 +62,7 @@ from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, head_frame, number
 from ..tasks.binding import ImportanceBatch
 from ..typing import HookedModel, HookFn
-from .heads import HeadMeans, check_head_mode, head_counts, head_means, z_hook_names
+from ..interventions.heads import HeadMeans, check_head_mode, head_counts, head_means, z_hook_names
 from .uncertainty import Uncertainty, standard_error, uncertainty
 
 __all__ = [

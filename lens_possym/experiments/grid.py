@@ -50,7 +50,7 @@ from ..typing import HookedModel
 from ._passes import blocks_from, fresh_cache, layer_list, prefix_cache
 from .grid_data import DIRECTIONS, PATCH_SITES, PatchGridConfig, PatchingGrid
 from ..resolved import Resolved, resolve
-from .patching import frequency_index_df, frequency_patch_setter, qk_activation_name
+from ..interventions.patching import frequency_index_df, frequency_patch_setter, qk_activation_name
 from .._inputs import as_heads, as_layers
 
 if TYPE_CHECKING:

@@ -35,11 +35,11 @@ from ..errors import InvalidSelectionError
 from ..resolved import Resolved, resolve
 from ..rope import RopeSpec
 from ..typing import HookedModel
-from .frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
+from ..interventions.frequency import FrequencyMeans, ablate_frequencies_hooks, means_for
 from .metrics import Metric, as_metrics, evaluate_metrics_per_prompt
-from .modes import check_mode, resolve_side
-from .selection import freqs_label, parse_freqs
-from .spec import Intervention
+from ..interventions.modes import check_mode, resolve_side
+from ..interventions.selection import freqs_label, parse_freqs
+from ..interventions.spec import Intervention
 from .uncertainty import Uncertainty, standard_error, uncertainty
 from .._json import tensor_from_json
 
