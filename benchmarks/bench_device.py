@@ -1,7 +1,8 @@
 """lens-possym on an accelerator: agreement checks and timings, in one run.
 
     python benchmarks/bench_device.py [--device cuda] [--weights auto|real|random]
-        [--sizes 256 1024 2048] [--rerun-n 128] [--skip checks|timing]
+        [--sizes 256 1024 2048] [--rerun-n 128] [--skip checks|timing|fused]
+        [--long 8192 32768] [--dtype float32|bfloat16|float16] [--vocab 262144]
 
 Nothing in the test suite needs a GPU (CI has none); this script is how we check that the
 toolkit runs on one and how fast. On a CPU it runs too (``--device cpu``), more slowly.
@@ -151,21 +152,28 @@ def checks(device: torch.device) -> None:
 # ---- 2. timings ------------------------------------------------------------------------------
 
 
+#: the timing model's dtype and vocabulary (``--dtype``, ``--vocab``)
+MODEL = {"dtype": torch.float32, "vocab": 262144}
+
+
 def _gemma_shaped_random(device) -> object:
     """gemma-3-270m's architecture with random weights (and the tiny word tokenizer)."""
     pattern = (["sliding_attention"] * 5 + ["full_attention"]) * 3
     return lp.tiny_model(
         "gemma3", n_layers=18, d_model=640, n_heads=4, n_kv_heads=1, d_head=256, n_ctx=32768,
         init_range=0.02, device=device, sliding_window=512, layer_types=pattern,
-        intermediate_size=2048, vocab_size=262144, query_pre_attn_scalar=256,
+        intermediate_size=2048, vocab_size=MODEL["vocab"], query_pre_attn_scalar=256,
+        dtype=MODEL["dtype"],
     )
 
 
 def _timing_model(weights: str, device):
     installed = any(m.name == "gemma-3-270m" and m.installed for m in lp.list_models())
+    dtype = str(MODEL["dtype"]).removeprefix("torch.")
     if weights == "real" or (weights == "auto" and installed):
-        return lp.load_model("gemma-3-270m", device=device), "gemma-3-270m (real weights)"
-    return _gemma_shaped_random(device), "gemma-3-270m's shape, random weights"
+        return (lp.load_model("gemma-3-270m", device=device, dtype=MODEL["dtype"]),
+                f"gemma-3-270m (real weights), {dtype}")
+    return _gemma_shaped_random(device), f"gemma-3-270m's shape, random weights, {dtype}"
 
 
 def profile_vs_forward(model, device, n: int) -> None:
@@ -280,7 +288,12 @@ def main() -> None:
     parser.add_argument("--long", type=int, nargs="*", default=[],
                         help="also profile these context lengths (e.g. 32768 on a GPU)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["checks", "timing", "fused"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="the timing model's dtype (scores are float64 whatever it is)")
+    parser.add_argument("--vocab", type=int, default=262144,
+                        help="the random timing model's vocabulary (gemma-3-270m: 262,144)")
     args = parser.parse_args()
+    MODEL.update(dtype=getattr(torch, args.dtype), vocab=args.vocab)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"lens-possym {lp.__version__}, torch {torch.__version__}, {name}")

@@ -116,6 +116,15 @@ class AttentionInputs:
     model_scores: Float[Tensor, "batch head_index query_pos key_pos"] | None = None
     model_pattern: Float[Tensor, "batch head_index query_pos key_pos"] | None = None
     key_edits: dict[int, Callable] | None = None
+    #: ``query_positions`` as Python ints, known on the host (reading them from a GPU
+    #: tensor would make the device wait); ``None``: read from the tensor
+    query_list: tuple[int, ...] | None = None
+
+    def query_position(self, row: int) -> int:
+        """The position of query row ``row`` (read on the host when it is known there)."""
+        if self.query_list is not None:
+            return self.query_list[row]
+        return int(self.query_positions[row])
 
     @property
     def layer(self) -> int:
@@ -201,7 +210,8 @@ def capture_attention_inputs(
     # earlier): dynamic NTK's depend on the rotary module's state, which passes change.
     specs = [spec.at_length(n_pos) for spec in resolved.specs]
     chosen = as_layers(layers, len(specs))
-    qpos = as_positions(query_positions, n_pos).to(tokens.device)
+    qpos_host = as_positions(query_positions, n_pos)
+    qpos = qpos_host.to(tokens.device)
     last = specs[max(chosen)]
     wanted_last = {last.q_hook, last.k_hook}
     if model_scores:
@@ -235,6 +245,7 @@ def capture_attention_inputs(
             key_positions=key_positions,
             model_scores=store.get(spec.scores_hook) if spec.scores_hook else None,
             model_pattern=store.get(spec.pattern_hook),
+            query_list=tuple(qpos_host.tolist()),
         )
         _read_partial_key_edits(model, out[layer])
     return out
@@ -328,7 +339,8 @@ def _inputs_from_cache(cache: Any, specs: Sequence[RopeSpec],
     for spec in specs:
         q, k = heads_view(get(spec.q_hook), spec), heads_view(get(spec.k_hook), spec)
         spec = spec.at_length(k.shape[1])  # this input's angles (LongRoPE, dynamic NTK)
-        qpos = as_positions(query_positions, q.shape[1]).to(q.device)
+        qpos_host = as_positions(query_positions, q.shape[1])
+        qpos = qpos_host.to(q.device)
         scores = get(spec.scores_hook) if model_scores and spec.scores_hook else None
         pattern = get(spec.pattern_hook) if model_scores else None
         out[spec.layer] = AttentionInputs(
@@ -336,5 +348,6 @@ def _inputs_from_cache(cache: Any, specs: Sequence[RopeSpec],
             key_positions=torch.arange(k.shape[1], device=q.device),
             model_scores=None if scores is None else scores[:, :, qpos].detach(),
             model_pattern=None if pattern is None else pattern[:, :, qpos].detach(),
+            query_list=tuple(qpos_host.tolist()),
         )
     return out

@@ -62,6 +62,9 @@ __all__ = [
     "FrequencyNorms",
     "frequency_norms",
     "apply_softcap",
+    "PendingCheck",
+    "pending_check",
+    "read_checks",
 ]
 
 
@@ -242,8 +245,13 @@ def decompose_inputs(
     *,
     relative: bool = False,
     dtype: torch.dtype | None = None,
+    compare: bool = True,
 ) -> FrequencyLogits:
     """Per-frequency terms from captured inputs (see :func:`frequency_logits`).
+
+    ``compare``: also hold the terms to the model's own scores or pattern
+    (:attr:`FrequencyLogits.max_abs_error`, a value read back from the device);
+    :func:`pending_check` does it without reading.
 
     ``inputs`` come from :func:`~lens_possym.capture.capture_attention_inputs`, which also
     reads them from a ``transformer_lens.ActivationCache``:
@@ -275,7 +283,8 @@ def decompose_inputs(
         terms=terms, heads=head_list, query_positions=qpos, mask=inputs.mask(), spec=spec,
         cos_terms=cos_terms, sin_terms=sin_terms, model_dtype=model_dtype,
     )
-    _attach_check(result, inputs, head_list)
+    if compare:
+        _attach_check(result, inputs, head_list)
     return result
 
 
@@ -320,6 +329,67 @@ def _attach_check(result: FrequencyLogits, inputs: AttentionInputs, heads: list[
         return
     result.model_pattern = None if inputs.model_pattern is None else inputs.model_pattern[:, heads]
     result.max_abs_error = float(diff.abs().max()) if diff.numel() else 0.0
+
+
+@dataclass
+class PendingCheck:
+    """The decomposition check of one layer, computed on the device and not yet read.
+
+    ``error`` and ``allowed`` are 0-d tensors on the capture's device: the largest
+    |summed terms − model| (:attr:`FrequencyLogits.max_abs_error`) and the tolerance it is
+    held to (:meth:`FrequencyLogits.check`'s ``atol × magnitude``; ``inf`` where the family
+    has nothing to check against). Reading them is what makes a GPU wait for the host, so a
+    caller that checks many layers gathers them and reads them once
+    (:func:`read_checks`)."""
+
+    inputs: AttentionInputs
+    heads: list[int]
+    error: Tensor
+    allowed: Tensor
+
+
+def pending_check(inputs: AttentionInputs, heads: Sequence[int]) -> PendingCheck:
+    """:meth:`FrequencyLogits.check` of ``decompose_inputs(inputs, heads)`` without reading
+    anything back: the same error and tolerance, as device tensors (no boolean indexing, no
+    ``float(tensor)``), for :func:`read_checks` to read with other layers' at once."""
+    result = decompose_inputs(inputs, heads, compare=False)
+    mask = result.mask.to(result.terms.device)
+    device = result.terms.device
+    if inputs.model_scores is not None:
+        model = inputs.model_scores[:, result.heads]
+        ours = apply_softcap(result.scores(), result.spec.softcap)
+        diff = (ours - model.to(result.terms.dtype)).abs().masked_fill(~mask, 0.0)
+        counted = mask & ~model_hidden(model)     # a key the model hid is no magnitude
+        magnitude = model.abs().masked_fill(~counted, 0.0)
+        magnitude = (magnitude.amax() if magnitude.numel() else magnitude.new_zeros(()))
+        magnitude = magnitude.to(torch.float64).clamp_min(1.0)
+    elif inputs.model_pattern is not None:
+        model = inputs.model_pattern[:, result.heads].to(result.terms.dtype)
+        diff = (result.pattern() - model).abs()
+        magnitude = torch.ones((), dtype=torch.float64, device=device)
+    else:
+        zero = torch.zeros((), dtype=torch.float64, device=device)
+        return PendingCheck(inputs, result.heads, zero, zero + float("inf"))
+    error = diff.amax().to(torch.float64) if diff.numel() else torch.zeros(
+        (), dtype=torch.float64, device=device)
+    atol = model_tolerance(result.model_dtype, result.terms.dtype)
+    return PendingCheck(inputs, result.heads, error, magnitude * atol)
+
+
+def read_checks(pending: Sequence[PendingCheck]) -> None:
+    """Read every pending check at once (one device-to-host copy) and raise
+    :class:`DecompositionMismatchError` for the first layer that fails, with
+    :meth:`FrequencyLogits.check`'s message (that layer's check is run again in full)."""
+    if not pending:
+        return
+    values = torch.stack([torch.stack([p.error, p.allowed.to(p.error.device)])
+                          for p in pending]).cpu()
+    for check, (error, allowed) in zip(pending, values.tolist()):
+        if not error <= allowed:
+            decompose_inputs(check.inputs, check.heads).check()
+            raise DecompositionMismatchError(  # the full check agreed to within rounding
+                f"layer {check.inputs.layer}: the per-frequency terms miss the model's scores "
+                f"by {error:.3g} (tolerance {allowed:.3g}); report the family")
 
 
 def frequency_logits(

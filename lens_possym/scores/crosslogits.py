@@ -205,8 +205,13 @@ class CrossLogitFactors:
         rows = positions[:, None].expand(-1, len(positions))
         return self.freq_at(rows, rows.T, freqs)
 
-    def head_matrix(self, positions: Int[Tensor, "n"]) -> Float[Tensor, "batch head_index n n"]:
-        """``C`` restricted to ``positions × positions`` (a view when they are a range)."""
+    def head_matrix(self, positions: Int[Tensor, "n"], *, span: range | None = None
+                    ) -> Float[Tensor, "batch head_index n n"]:
+        """``C`` restricted to ``positions × positions`` (a view when they are a range).
+        ``span``: the ``range`` the positions are, when the caller knows it on the host
+        (finding it out reads the positions back from the device)."""
+        if span is not None:
+            return self.head_full()[..., span.start : span.stop, span.start : span.stop]
         start, n = int(positions[0]), len(positions)
         if torch.equal(positions, torch.arange(start, start + n, device=positions.device)):
             return self.head_full()[..., start : start + n, start : start + n]
@@ -274,6 +279,7 @@ def cross_logit_factors(inputs: AttentionInputs, heads: list[int], *, query_row:
     visible = inputs.mask()[query_row].to(device)
     return CrossLogitFactors(
         cos=cos, sin=sin, x=x, y=y, scale=float(spec.scale), softcap=spec.softcap,
-        visible=visible, heads=list(heads), query_position=int(qpos[0]), spec=spec,
+        visible=visible, heads=list(heads), query_position=inputs.query_position(query_row),
+        spec=spec,
         max_matrix_elements=max_matrix_elements,
     )

@@ -33,15 +33,16 @@ from tqdm.auto import tqdm
 
 from .._inputs import ModelInput, as_heads, as_layers
 from ..capture import AttentionInputs, capture_attention_inputs
-from ..decompose import decompose_inputs
+from ..decompose import PendingCheck, pending_check, read_checks
 from ..errors import InvalidSelectionError, NoFrequenciesError, UnsupportedModelError
 from ..positions import LayerScheme
 from ..positions.base import PositionalScheme
 from ..positions.rope import Rope
 from ..resolved import Resolved, resolve
-from ..rope import RopeSpec
+from ..rope import RopeSpec, visible_keys
 from ..typing import HookedModel
-from .config import ScoreConfig
+from .config import (LIVE_INTERMEDIATES, MAX_ELEMENTS, MAX_MATRIX_ELEMENTS,
+                     ScoreConfig)
 from .crosslogits import CrossLogitFactors, cross_logit_factors
 from .exact import SwapScores, exact_swap_scores
 from .exclusion import Exclusion, exclusion_from_factors, exclusion_from_matrix
@@ -51,12 +52,13 @@ from .layer import LayerScores, assemble
 from .matrix import frequency_matrix_swap_scores, matrix_swap_scores
 from .rerun import rerun_site_scores, rerun_swap_scores
 from .results import PosSymScores
+from .stages import stage
 from .sources import (CrossLogitSource, check_against_model, closed_form_refusal,
                       effective_site, layer_visible, matrix_source)
 from .swaps import SwapSet, swap_set
 
 __all__ = ["score_model", "score_layers", "layer_grid", "closed_form_scores", "rerun_scores",
-           "exclusion_keys", "exclusion_scores", "per_frequency_available"]
+           "exclusion_keys", "exclusion_scores", "per_frequency_available", "device_bounds"]
 
 #: one layer as the engine sees it: its RoPE geometry (every layer of an all-RoPE model)
 #: or its positional scheme
@@ -166,15 +168,58 @@ def score_layers(model: HookedModel | Resolved, input: ModelInput, config: Score
     _check_per_frequency(described, chosen, config)
     _check_cosine(described, chosen, config)
     with_factors = [layer for layer in chosen if _has_factors(described[layer])]
-    captured = capture_attention_inputs(
-        resolved, input if tokens is None else tokens, with_factors,
-        query_positions=config.query_position) if with_factors else {}
+    with stage("capture"):
+        captured = capture_attention_inputs(
+            resolved, input if tokens is None else tokens, with_factors,
+            query_positions=config.query_position) if with_factors else {}
+    run = device_bounds(config, _device(captured, tokens))
+    pending: list[PendingCheck] = []          # decomposition checks, read once at the end
     results = [score_layer(resolved, tokens, described[layer], captured.get(layer),
-                           as_heads(heads, described[layer].n_heads, layer), config)
+                           as_heads(heads, described[layer].n_heads, layer), run, pending)
                for layer in tqdm(chosen, desc="scoring layers", disable=not progress,
                                  leave=False)]
-    check_finite(results, config.nonfinite)
+    with stage("finish"):
+        read_checks(pending)
+        check_finite(results, config.nonfinite)
     return tokens, config, results
+
+
+def _device(captured: dict[int, AttentionInputs], tokens: Tensor | None) -> torch.device:
+    for inputs in captured.values():
+        return inputs.k.device
+    return tokens.device if tokens is not None else torch.device("cpu")
+
+
+#: share of a CUDA device's free memory the closed form's chunks may take, when the
+#: bounds are left at their defaults: the whole-head matrix (float64) and the
+#: intermediates (at most LIVE_INTERMEDIATES of max_elements numbers) a quarter each
+DEVICE_SHARE = 0.25
+#: largest chunk of intermediates on a device (2**28 numbers, 2 GiB in float64): larger
+#: chunks gain nothing (the kernels are long already) and need 64-bit indexing
+DEVICE_MAX_ELEMENTS = 1 << 28
+
+
+def device_bounds(config: ScoreConfig, device: torch.device | str) -> ScoreConfig:
+    """``config`` with its memory bounds for ``device``: on CUDA, ``max_elements`` and
+    ``max_matrix_elements`` left at their defaults (CPU-sized: 2**21 and 2**26 numbers)
+    follow the device's free memory (``torch.cuda.mem_get_info``): the whole-head matrix
+    may take :data:`DEVICE_SHARE` of it and the live intermediates as much again, so a
+    long context is cut into a few large pieces instead of thousands of small launches
+    (n = 8,192 on gemma-3-270m's shape: 8,192 fused-kernel calls per global layer at the
+    CPU default, with a 1-frequency chunk that recompiles the kernel). A bound set to any
+    other value is kept; on the CPU nothing changes."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return config
+    free, _ = torch.cuda.mem_get_info(device)
+    budget = int(free * DEVICE_SHARE) // 8                      # float64 numbers
+    changes = {}
+    if config.max_matrix_elements == MAX_MATRIX_ELEMENTS:
+        changes["max_matrix_elements"] = max(MAX_MATRIX_ELEMENTS, budget)
+    if config.max_elements == MAX_ELEMENTS:
+        changes["max_elements"] = max(MAX_ELEMENTS, min(DEVICE_MAX_ELEMENTS,
+                                                        budget // LIVE_INTERMEDIATES))
+    return config.replace(**changes) if changes else config
 
 
 def score_model(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig,
@@ -185,20 +230,28 @@ def score_model(model: HookedModel | Resolved, input: ModelInput, config: ScoreC
     resolved = resolve(model)
     tokens, config, results = score_layers(resolved, input, config, layers, heads, progress)
     n_tokens = tokens.shape[1] if tokens is not None else cache_positions(resolved.specs, input)
-    return assemble(results, config, **layer_grid(resolved), n_tokens=n_tokens,
-                    model_name=str(getattr(getattr(resolved.model, "cfg", None),
-                                           "model_name", "")))
+    with stage("assembly"):
+        return assemble(results, config, **layer_grid(resolved), n_tokens=n_tokens,
+                        model_name=str(getattr(getattr(resolved.model, "cfg", None),
+                                               "model_name", "")))
 
 
 def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
-                inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig
-                ) -> LayerScores:
+                inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
+                pending: list[PendingCheck] | None = None) -> LayerScores:
     """One layer's scores of ``heads``: its cross-logit source, then the closed form (or
-    the re-run) and the exclusion. ``inputs``: the layer's captured q and k (RoPE)."""
-    source, visible = _source(resolved, tokens, layer, inputs, heads, config)
+    the re-run) and the exclusion. ``inputs``: the layer's captured q and k (RoPE).
+    ``pending``: where the decomposition check is left for the caller to read with the
+    other layers' (:func:`~lens_possym.decompose.read_checks`; ``None``: read here)."""
+    own = pending is None
+    pending = [] if own else pending
+    source, visible = _source(resolved, tokens, layer, inputs, heads, config, pending)
+    if own:
+        read_checks(pending)
     qpos = config.query_position
+    device = inputs.k.device if inputs is not None else visible.device
     swaps = swap_set(config.swap, qpos, visible, exclude_bos=config.exclude_bos,
-                     n_blocks=config.n_blocks)
+                     n_blocks=config.n_blocks, device=device)
     if config.method == "exact":
         result = closed_form_scores(source, swaps, config)
     else:
@@ -208,19 +261,35 @@ def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
     out = LayerScores(layer=layer.layer, heads=heads, angles=angles, pos=result.pos,
                       sym=result.sym, pos_freq=result.pos_freq, sym_freq=result.sym_freq)
     if config.exclusion and source is not None:
-        keys = exclusion_keys(qpos, visible, config.exclude_bos)
-        if len(keys) >= 2:
-            head_ex, freq_ex = exclusion_scores(source, keys, config)
-            out.exclusion_ratio, out.positional_share = head_ex.ratio, head_ex.positional_share
-            if freq_ex is not None:
-                out.exclusion_ratio_freq = freq_ex.ratio
-                out.positional_share_freq = freq_ex.positional_share
+        with stage("exclusion"):
+            keys = _host_keys(qpos, visible, config.exclude_bos)
+            if len(keys) >= 2:
+                head_ex, freq_ex = exclusion_scores(source, keys, config)
+                out.exclusion_ratio = head_ex.ratio
+                out.positional_share = head_ex.positional_share
+                if freq_ex is not None:
+                    out.exclusion_ratio_freq = freq_ex.ratio
+                    out.positional_share_freq = freq_ex.positional_share
     return out
 
 
+def _host_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bos: bool
+               ) -> range | Tensor:
+    """:func:`exclusion_keys` from a ``visible`` on the host, read there: a run of
+    positions (causal, a window: always) as a ``range``, so the exclusion knows without
+    reading the device that it reads a block of ``C``."""
+    if visible.device.type != "cpu":
+        return exclusion_keys(query_position, visible, exclude_bos)
+    start = int(exclude_bos)
+    keys = [p for p, seen in enumerate(visible[start:query_position].tolist(), start) if seen]
+    if keys and keys[-1] - keys[0] + 1 == len(keys):
+        return range(keys[0], keys[-1] + 1)
+    return torch.tensor(keys, dtype=torch.long)
+
+
 def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
-            inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig
-            ) -> tuple[CrossLogitSource | None, Bool[Tensor, "pos"]]:
+            inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
+            pending: list[PendingCheck]) -> tuple[CrossLogitSource | None, Bool[Tensor, "pos"]]:
     """The layer's :class:`CrossLogitSource` (``None`` where the site has no closed form
     and the method re-runs, or nothing needs it) and the keys its query row sees, after
     checking the source against the model."""
@@ -236,12 +305,17 @@ def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
                 f"layer {spec.layer} ({spec.family}) has attention sinks, which the "
                 "closed-form swap scores do not model; score it with method='rerun'")
         if config.check:
-            decompose_inputs(inputs, heads).check()
-        visible = inputs.mask()[0].to(inputs.k.device)
+            with stage("check"):
+                pending.append(pending_check(inputs, heads))
+        # the query row's keys, computed on the host (the same function as inputs.mask()):
+        # the swaps and the exclusion's keys are made from it without reading the device
+        visible = visible_keys(spec, torch.tensor([inputs.query_position(0)]),
+                               torch.arange(inputs.k.shape[1]))[0]
         if refusal is not None:
             return None, visible
-        return cross_logit_factors(inputs, heads, dtype=config.torch_dtype,
-                                   max_matrix_elements=config.max_matrix_elements), visible
+        with stage("factors"):
+            return cross_logit_factors(inputs, heads, dtype=config.torch_dtype,
+                                       max_matrix_elements=config.max_matrix_elements), visible
     qpos = config.query_position
     visible = layer_visible(layer, qpos, tokens.shape[1])
     if refusal is not None or not (config.method == "exact" or config.exclusion):
@@ -301,14 +375,17 @@ def exclusion_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bo
     return keys[visible[keys]]
 
 
-def exclusion_scores(source: CrossLogitSource, keys: Int[Tensor, "key"], config: ScoreConfig
-                     ) -> tuple[Exclusion, Exclusion | None]:
-    """Theorem 1 over ``keys``, per head and (``config.per_frequency``) per frequency:
-    from the factors in ``O(n)`` per frequency, or from the matrices' ``keys × keys``
-    blocks (``None`` per frequency where the source has no terms)."""
+def exclusion_scores(source: CrossLogitSource, keys: Int[Tensor, "key"] | range,
+                     config: ScoreConfig) -> tuple[Exclusion, Exclusion | None]:
+    """Theorem 1 over ``keys`` (from :func:`exclusion_keys`, or a ``range`` of them),
+    per head and (``config.per_frequency``) per frequency: from the factors in ``O(n)``
+    per frequency, or from the matrices' ``keys × keys`` blocks (``None`` per frequency
+    where the source has no terms)."""
     if isinstance(source, CrossLogitFactors):
         return exclusion_from_factors(source, keys, per_frequency=config.per_frequency,
-                                      max_elements=config.max_elements)
+                                      max_elements=config.max_elements, trusted=True)
+    if isinstance(keys, range):
+        keys = torch.arange(keys.start, keys.stop)
     block = (..., keys[:, None], keys[None, :])
     head = exclusion_from_matrix(source.head_full()[block])
     if not (config.per_frequency and source.has_frequencies):

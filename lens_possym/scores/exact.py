@@ -44,6 +44,7 @@ from .swaps import (
 )
 from ._kernel import token_swap_freq_scores
 from ._fused import fused_token_swap_freq_scores
+from .stages import stage
 
 __all__ = ["SwapScores", "OutsideMass", "exact_swap_scores"]
 
@@ -281,11 +282,22 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
     check_cosine(cosine)
     check_tau(tau)
     batch, heads = factors.x.shape[:2]
-    logits = factors.head_diagonal()                               # [b, h, p]
-    pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,
-                       max_elements, batch * heads, cosine)
+    with stage("swaps"):
+        logits = factors.head_diagonal()                           # [b, h, p]
+        pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,
+                           max_elements, batch * heads, cosine)
     if not per_frequency:
         return SwapScores(pos, sym)
+    with stage("freq"):
+        pos_f, sym_f = _freq_scores(factors, swaps, tau, cosine, max_elements, kernel, fused)
+    return SwapScores(pos, sym, pos_f, sym_f)
+
+
+def _freq_scores(factors: CrossLogitFactors, swaps: SwapSet, tau: float, cosine: Cosine,
+                 max_elements: int, kernel: bool | None, fused: bool | None
+                 ) -> tuple[Tensor, Tensor]:
+    """The per-frequency part of :func:`exact_swap_scores` (its arguments)."""
+    batch, heads = factors.x.shape[:2]
 
     keys = _token_keys(swaps)
     on_cpu = factors.x.device.type == "cpu"
@@ -306,9 +318,8 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             backend = "numba"
         else:
             backend = "compiled" if factors.x.device.type == "cuda" else "eager"
-        return SwapScores(pos, sym, *_freq_scores_kernel(
-            factors, keys if not on_cpu else keys.cpu(), tau, backend,
-            max_elements=max_elements))
+        return _freq_scores_kernel(factors, keys if not on_cpu else keys.cpu(), tau, backend,
+                                   max_elements=max_elements)
 
     n_freqs = factors.n_freqs
     per_freq_swap = batch * heads * swaps.block_size
@@ -321,4 +332,4 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
                        batch * heads * (fs.stop - fs.start), cosine)
         pos_f.append(p)
         sym_f.append(s)
-    return SwapScores(pos, sym, torch.cat(pos_f, -1), torch.cat(sym_f, -1))
+    return torch.cat(pos_f, -1), torch.cat(sym_f, -1)

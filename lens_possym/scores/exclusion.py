@@ -168,20 +168,28 @@ def _check_keys(positions: Tensor, query_position: int) -> None:
 
 
 @boundary
-def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n"], *,
-                           per_frequency: bool = True, max_elements: int | None = None
-                           ) -> tuple[Exclusion, Exclusion | None]:
+def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n"] | range, *,
+                           per_frequency: bool = True, max_elements: int | None = None,
+                           trusted: bool = False) -> tuple[Exclusion, Exclusion | None]:
     """Theorem 1 for each head (``[batch, head_index]``) and frequency (``[..., freq]``).
 
-    ``positions`` are the keys permuted; they must all be visible to the query.
-    ``max_elements`` bounds the per-frequency temporaries (``[batch, head, n, freq]``
+    ``positions`` are the keys permuted (a tensor, or a ``range`` of them); they must all
+    be visible to the query. ``max_elements`` bounds the per-frequency temporaries (``[batch, head, n, freq]``
     tables): frequencies are taken in chunks that fit (``None``: all at once).
+    ``trusted``: the keys come from :func:`~lens_possym.scores.engine.exclusion_keys`
+    (distinct, before the query, visible by construction), so they are not checked again:
+    the checks read values back from the device (four host-device synchronisations).
     """
-    _check_keys(positions, factors.query_position)
-    if not bool(factors.visible[positions].all()):
-        raise InvalidSelectionError("the exclusion keys must all be visible to the query")
+    span = None
+    if isinstance(positions, range):       # a run of positions known on the host
+        span = positions
+        positions = torch.arange(span.start, span.stop, device=factors.x.device)
+    if not trusted:
+        _check_keys(positions, factors.query_position)
+        if not bool(factors.visible[positions].all()):
+            raise InvalidSelectionError("the exclusion keys must all be visible to the query")
     if factors.holds_full:
-        head = exclusion_from_matrix(factors.head_matrix(positions))
+        head = exclusion_from_matrix(factors.head_matrix(positions, span=span))
     else:
         head = _exclusion_in_row_chunks(factors, positions)
     if not per_frequency:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
+import torch
+
 from .._hooks import HookEffect, attached_hooks, declare_hook, hook_effect, partial_key_edits
 from ..errors import ExactUnderHooksError, NonFiniteResultError
 from .sources import effective_site
@@ -51,18 +53,22 @@ def check_finite(results: Iterable[Any], nonfinite: str = "raise") -> None:
     """
     if nonfinite == "keep":
         return
+    checked = [(r, name, getattr(r, name)) for r in results for name in _MUST_BE_FINITE
+               if getattr(r, name, None) is not None]
+    if not checked:
+        return
+    # one flag per tensor, read back once (a read per tensor makes a GPU wait each time)
+    flags = torch.stack([(~value.isfinite()).any().to(checked[0][2].device)
+                         for _, _, value in checked]).tolist()
     problems = []
-    for r in results:
-        for name in _MUST_BE_FINITE:
-            value = getattr(r, name, None)
-            if value is None:
-                continue
-            bad = ~value.isfinite()
-            if bool(bad.any()):
-                by_head = bad.reshape(bad.shape[0], bad.shape[1], -1).any(-1).any(0)
-                heads = [f"{r.layer}.{h}" for h, b in zip(r.heads, by_head.tolist()) if b]
-                problems.append(f"{name} of heads {', '.join(heads[:6])}"
-                                + (" ..." if len(heads) > 6 else ""))
+    for (r, name, value), flagged in zip(checked, flags):
+        if not flagged:
+            continue
+        bad = ~value.isfinite()
+        by_head = bad.reshape(bad.shape[0], bad.shape[1], -1).any(-1).any(0)
+        heads = [f"{r.layer}.{h}" for h, b in zip(r.heads, by_head.tolist()) if b]
+        problems.append(f"{name} of heads {', '.join(heads[:6])}"
+                        + (" ..." if len(heads) > 6 else ""))
     if problems:
         raise NonFiniteResultError(
             f"scores came out nan/inf ({'; '.join(problems[:4])}); the model's weights or "

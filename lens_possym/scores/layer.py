@@ -64,6 +64,8 @@ def place_per_prompt(results: list[LayerScores], config: ScoreConfig, *, n_layer
                 "positional_share": config.exclusion,
                 "exclusion_ratio_freq": config.exclusion and config.per_frequency,
                 "positional_share_freq": config.exclusion and config.per_frequency}
+    on_host = _to_host([getattr(r, name) for name in PER_PROMPT if computed[name]
+                        for r in results])
     per_prompt: dict[str, Tensor | None] = {}
     for name in PER_PROMPT:
         if not computed[name]:
@@ -72,15 +74,31 @@ def place_per_prompt(results: list[LayerScores], config: ScoreConfig, *, n_layer
         shape = (n_prompts, n_layers, n_heads) + ((n_freqs,) if name.endswith("_freq") else ())
         full = torch.full(shape, float("nan"), dtype=torch.float64)
         for r in results:
-            value = getattr(r, name)
+            value = on_host.pop(0)
             if value is not None:  # a layer with fewer frequency ids fills the first ones
                 freqs = (slice(value.shape[-1]),) * (value.ndim - 2)
-                full[(slice(None), r.layer, r.heads) + freqs] = value.detach().cpu().double()
+                full[(slice(None), r.layer, r.heads) + freqs] = value
         per_prompt[name] = full
     angles = torch.full((n_layers, n_freqs), float("nan"), dtype=torch.float64)
     for r in results:
         angles[r.layer, : len(r.angles)] = r.angles.double().cpu()
     return per_prompt, angles
+
+
+def _to_host(values: list[Tensor | None]) -> list[Tensor | None]:
+    """``values`` as float64 CPU tensors, each device's moved in one copy (a copy per
+    tensor makes a GPU wait for each)."""
+    out: list[Tensor | None] = [None] * len(values)
+    by_device: dict[torch.device, list[int]] = {}
+    for i, value in enumerate(values):
+        if value is not None:
+            by_device.setdefault(value.device, []).append(i)
+    for device, where in by_device.items():
+        parts = [values[i].detach().double() for i in where]
+        flat = torch.cat([p.reshape(-1) for p in parts]).cpu()
+        for i, piece, part in zip(where, flat.split([p.numel() for p in parts]), parts):
+            out[i] = piece.view(part.shape)
+    return out
 
 
 def mean_over_prompts(per_prompt: dict[str, Tensor | None], angles: Float[Tensor, "layer freq"],

@@ -171,8 +171,11 @@ def _eligible(query_position: int, exclude_bos: bool) -> Tensor:
 
 @boundary
 def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], *,
-             exclude_bos: bool = False, n_blocks: int = 8) -> SwapSet:
-    """The swaps for a query at ``query_position`` whose visible keys are ``visible``.
+             exclude_bos: bool = False, n_blocks: int = 8,
+             device: torch.device | str | None = None) -> SwapSet:
+    """The swaps for a query at ``query_position`` whose visible keys are ``visible``,
+    on ``device`` (``visible``'s by default; a ``visible`` on the CPU and the scores'
+    device here make the swaps without reading the device back).
 
     Raises:
         InvalidSelectionError: fewer than two eligible keys (token swaps) or fewer eligible
@@ -181,7 +184,7 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
     positions = _eligible(query_position, exclude_bos)
     n = len(positions)
     where = "after excluding BOS " if exclude_bos else ""
-    device = visible.device
+    device = visible.device if device is None else torch.device(device)
     visible = visible.cpu()
     if kind == "token":
         if n < 2:
