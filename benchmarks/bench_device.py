@@ -264,6 +264,9 @@ def long_profiles(device: torch.device, weights: str, sizes: list[int]) -> None:
     logits are computed in pieces above ScoreConfig.max_matrix_elements)."""
     model, label = _timing_model(weights, device)
     print(f"\n4. long contexts on {device} ({label}): whole-model profile, one prompt")
+    # compile the fused kernel before timing: run alone (--skip checks timing fused), the
+    # first long profile would include torch.compile's cold start
+    lp.swap_scores(model, lp.random_token_prompts(model, n_prompts=1, n_tokens=64).to(device))
     for n in sizes:
         tokens = lp.random_token_prompts(model, n_prompts=1, n_tokens=n, seed=n).to(device)
         with torch.no_grad():

@@ -12,7 +12,7 @@
 # carry=[".whl"], timeout_s=540); then copy the files it returns into docs/device/ and commit.
 #
 # Each stage has its own time limit, so one slow stage cannot take the others with it; the
-# limits add up to 450 s. Output: one text file per stage under $DEST (default: $OUT, the
+# limits add up to 460 s. Output: one text file per stage under $DEST (default: $OUT, the
 # device tool's folder that comes back, else docs/device/; at most 8 files):
 #   gpu.txt            nvidia-smi, torch and the packages' versions
 #   bench_fp32.txt     bench_device.py: float64 checks on every tiny family, profile/forward
@@ -90,7 +90,7 @@ print('transformers', transformers.__version__, 'lens-possym', lp.__version__)"
 BENCH="benchmarks/bench_device.py --device $DEVICE --weights random $VOCAB"
 export -f versions
 export PY
-stage versions 60 gpu.txt bash -c versions
+stage versions 45 gpu.txt bash -c versions
 if ! grep -q "^torch" "$DEST/gpu.txt"; then
   echo "the packages do not import: see $DEST/gpu.txt" | tee -a "$LOG"; exit 1
 fi
@@ -98,9 +98,9 @@ stage bench_fp32 140 bench_fp32.txt $PY $BENCH --sizes $SIZES --rerun-n $RERUN \
   --fused-sizes $FUSED
 stage bench_bf16 50 bench_bf16.txt $PY $BENCH --dtype bfloat16 --skip checks fused \
   --sizes $SIZES --rerun-n $RERUN
-stage bench_long 120 bench_long.txt $PY $BENCH --skip checks timing fused --long $LONG
+stage bench_long 150 bench_long.txt $PY $BENCH --skip checks timing fused --long $LONG
 # pyproject's addopts need pytest-socket, which the device image lacks: cleared here
 stage test_fused 50 test_fused.txt $PY -m pytest -q -p no:cacheprovider -o addopts="" \
   tests/scores/test_fused.py tests/scores/test_stages.py
-stage stages 30 stages.txt $PY benchmarks/profile_stages.py --device $DEVICE --n $STAGE_N
+stage stages 25 stages.txt $PY benchmarks/profile_stages.py --device $DEVICE --n $STAGE_N
 echo "done: $DEST" | tee -a "$LOG"
