@@ -30,7 +30,7 @@ browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -95,7 +95,7 @@ for l, h in symbolic:
 `lp.compare_with_random_heads` ablates a band of **all** chosen heads at once, then does the
 same for random sets of as many heads (drawn from all 72), and reports the task metrics. We
 ablate the `low` third of the frequency ids (86–127, the slowest rotations) or the `high`
-third (0–42) of the 8 most symbolic heads and of 4 random sets of 8 heads, with
+third (0–42) of the 8 most symbolic heads and of 2 random sets of 8 heads, with
 
 * `zero`: remove those terms from the heads' scores;
 * `mean`: replace those query pairs by their mean over 16 other binding prompts (pooled over
@@ -109,7 +109,7 @@ third (0–42) of the 8 most symbolic heads and of 4 random sets of 8 heads, wit
 reference = lp.binding_task(model, n_prompts=16, n_pairs=4, seed=1000).tokens
 comparison = lp.compare_with_random_heads(
     model, task.tokens, lp.interventions.binding_metrics(task), symbolic, bands=["low", "high"],
-    modes=["zero", "mean", "unrotate"], n_random=4, seed=0, reference=reference, progress=False)
+    modes=["zero", "mean", "unrotate"], n_random=2, seed=0, reference=reference, progress=False)
 print(comparison.table(["accuracy", "logit_diff"]))
 """),
 ("code", r"""
