@@ -35,13 +35,19 @@ def test_ctrl_c_while_the_command_starts_is_one_line(delay, tmp_path):
     handler; the interpreter's own start before it, ~30 ms, is Python's), through the
     seconds of imports (``models`` no longer imports torch and ends in well under a
     second, so the command here is one that loads a model)."""
-    proc = subprocess.Popen([sys.executable, "-m", "lens_possym.cli", "profile", "--model",
-                             "tiny-llama", "--out", str(tmp_path / "out")], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            preexec_fn=_foreground)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    for attempt in range(5):
+        proc = subprocess.Popen([sys.executable, "-m", "lens_possym.cli", "profile", "--model",
+                                 "tiny-llama", "--out", str(tmp_path / "out")], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=ENV, preexec_fn=_foreground)
+        time.sleep(delay * 2 ** attempt)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        # on a loaded machine the interpreter's own start can outlast the delay: a traceback
+        # with no frame in lens_possym's package is Python's, before our code began; try
+        # again a little later
+        if not ("Traceback" in err and "/lens_possym/" not in err):
+            break
     assert proc.returncode == 130, err
     *progress, last = err.splitlines()      # "loading tiny-llama on cpu ..." may come first
     assert last.startswith("lens-possym: interrupted"), err
