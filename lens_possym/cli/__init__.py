@@ -24,7 +24,10 @@ How a command ends (all of it decided here, in :func:`main`):
   traceback instead.
 
 Outputs are staged (:mod:`._output`): an interrupted or failed command leaves the previous
-outputs as they were.
+outputs as they were. A command with ``--out`` owns that folder for its whole run
+(:func:`._output.command_output`): a second run on it is refused with one line naming the
+first; a command whose ``--out`` is a file sets ``out_is_file=True`` in its parser's
+defaults.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .. import __version__
 from .._interrupt import interrupt_raises, quiet_exit_on_interrupt, was_interrupted
 from ..errors import LensPossymError, UsageError
 from ..registry import PluginWarning, plugins, report_broken
+from . import _output
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "UsageError", "ArgumentParser"]
 
@@ -246,7 +250,11 @@ def _main(argv: list[str]) -> int:
     if not getattr(args, "func", None):
         raise UsageError(f"lens-possym: error: no command given; choose one of "
                          f"{', '.join(args.commands)} (see 'lens-possym --help')")
-    return int(args.func(args) or 0)
+    out = getattr(args, "out", None)
+    if out is None or getattr(args, "out_is_file", False):
+        return int(args.func(args) or 0)
+    with _output.command_output(out, "lens-possym " + " ".join(argv)):
+        return int(args.func(args) or 0)
 
 
 def _quiet_hugging_face() -> None:

@@ -9,10 +9,19 @@ or is interrupted, the staging folder is removed and the destination is exactly 
 an older run's outputs stay intact, and no file under a final name is ever partial.
 
 The destination may hold other files (``--out .``): only the files this run wrote are
-replaced; nothing else there is touched. Two runs that finish together move their files
-one after the other (under a lock on the destination folder), so the destination holds
-one run's set of files, never a mix. Staging folders left by runs that were killed
-(``DEST.partial-<pid>`` of a process that is gone) are removed by the next run.
+replaced, and the files the previous run wrote there (listed in ``DEST/.lens-possym-files``,
+the manifest each run leaves) that this run did not write are removed, so the folder holds
+the files of the run that wrote it last (``profile --no-report`` leaves no older report
+beside its ``scores.json``); nothing else there is touched. Staging folders left by runs
+that were killed (``DEST.partial-<pid>`` of a process that is gone) are removed by the next
+run.
+
+One owner per folder: a command that writes ``--out`` holds the folder's lock for its whole
+run (:func:`command_output`, taken by :func:`lens_possym.cli.main`); a second command on the
+same folder is refused at once with one line naming the first (its process id and command
+line). Outside a command, two ``staged_dir`` writers that finish together move their files
+one after the other (under the folder's lock), so the destination holds one run's set of
+files, never a mix.
 """
 
 from __future__ import annotations
@@ -25,11 +34,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .._files import remove_stale
+from .._files import remove_stale, write_text_atomically
 from .._lock import folder_lock
 from ..errors import OutputError
 
-__all__ = ["staged_dir", "staged_file", "staging_path", "check_output_dir", "check_output_file"]
+__all__ = ["staged_dir", "staged_file", "staging_path", "check_output_dir", "check_output_file",
+           "command_output", "MANIFEST"]
+
+#: the files the last run wrote into a folder, one relative path a line
+MANIFEST = ".lens-possym-files"
+_COMMANDS: dict[str, set[str]] = {}   # folder -> the files the command owning it wrote there
 
 
 def staging_path(dest: str | Path) -> Path:
@@ -68,14 +82,72 @@ def check_output_file(dest: str | Path) -> None:
             f"cannot write {dest}: the folder {dest.absolute().parent} does not exist")
 
 
+def _listed(dest: Path) -> set[str]:
+    """The files the manifest of ``dest`` lists (relative paths inside ``dest`` only)."""
+    try:
+        lines = (dest / MANIFEST).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeError):
+        return set()
+    return {line for line in lines if line and not line.startswith("/")
+            and ".." not in Path(line).parts}
+
+
+def _write_manifest(dest: Path, names: set[str]) -> None:
+    write_text_atomically(dest / MANIFEST, "".join(f"{n}\n" for n in sorted(names)))
+
+
 def _move_into_place(stage: Path, dest: Path) -> None:
+    """Move the staged files into ``dest``, then remove what the previous run left there
+    and this command did not write. The manifest first lists both sets (a kill halfway
+    leaves nothing unlisted), then this command's files alone."""
     files = sorted(p for p in stage.rglob("*") if p.is_file() or p.is_symlink())
+    new = {src.relative_to(stage).as_posix() for src in files}
+    mine = _COMMANDS.get(str(dest.resolve()))
+    if mine is not None:  # a command that writes the folder in several steps keeps them all
+        mine |= new
+        new = set(mine)
+    old = _listed(dest)
+    _write_manifest(dest, old | new)
     for src in files:
         target = dest / src.relative_to(stage)
         if target.is_dir():
             raise OutputError(f"cannot write {target}: a folder of that name is in the way")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, target)
+    for name in sorted(old - new):
+        stale = dest / name
+        if stale.is_file() or stale.is_symlink():
+            stale.unlink()
+            for parent in stale.parents:  # the folders it leaves empty
+                if parent == dest or not parent.is_dir() or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    _write_manifest(dest, new)
+
+
+@contextmanager
+def command_output(dest: str | Path, command: str) -> Iterator[None]:
+    """Own the output folder ``dest`` for a whole command (module docstring).
+
+    ``command``: the command line, named by a second run that is refused.
+
+    Raises:
+        OutputError: ``dest`` is empty or a file, or another run holds it.
+    """
+    if str(dest).strip() == "":
+        raise OutputError("--out is empty; pass a folder name (--out . for the current "
+                          "folder)")
+    dest = Path(dest)
+    check_output_dir(dest)
+    holder = f"pid {os.getpid()}: {' '.join(command.split())}"[:300]
+    with folder_lock(dest, what="another command", holder=holder, tidy=True,
+                     reentrant=True):
+        key = str(dest.resolve())
+        _COMMANDS[key] = set()
+        try:
+            yield
+        finally:
+            _COMMANDS.pop(key, None)
 
 
 @contextmanager
