@@ -28,6 +28,7 @@ write over the mixin's ``__repr__``. Every subclass is checked by one contract t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -43,7 +44,7 @@ from ._files import write_text_atomically
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ResultIO", "head_frame", "tensor_dtypes", "restore_dtypes", "lists_to_tensors",
+__all__ = ["ResultIO", "content_digest", "head_frame", "tensor_dtypes", "restore_dtypes", "lists_to_tensors",
            "LONG_COLUMNS"]
 
 LONG_COLUMNS = ["layer", "head", "frequency", "angle", "score", "value"]
@@ -150,6 +151,14 @@ def lists_to_tensors(data: dict[str, Any], names: Sequence[str],
     return out
 
 
+def content_digest(data: dict[str, Any]) -> str:
+    """sha256 of a result file's JSON data (its ``digest`` field left out): the data as
+    canonical JSON (sorted keys, no spaces), so it does not depend on the file's layout."""
+    plain = {k: v for k, v in data.items() if k != "digest"}
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class ResultIO:
     """Mixin: ``to_dataframe``, ``save``/``load`` and a short ``__repr__`` for a result.
 
@@ -162,6 +171,9 @@ class ResultIO:
     FORMAT: str = ""
     #: accept files without a ``format`` tag (written before results carried one)
     UNTAGGED_OK: bool = False
+    #: refuse a file without a ``digest`` (a result a later step reads, such as a dataset
+    #: profile); a file with one is always checked
+    DIGEST_REQUIRED: bool = False
 
     # ---- the file format (defaults for a flat dataclass) ------------------------------
 
@@ -197,8 +209,9 @@ class ResultIO:
         if dtypes:
             data["tensor_dtypes"] = dtypes
         path = Path(path)
-
-        write_text_atomically(path, dumps(data))
+        plain = json.loads(dumps(data))
+        plain["digest"] = content_digest(plain)
+        write_text_atomically(path, dumps(plain))
         return path
 
     @classmethod
@@ -236,6 +249,18 @@ class ResultIO:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise ResultsFileError(f"{source} is not a {cls.__name__} file (format {found!r}, "
                                   f"expected {cls.FORMAT!r})")
+        if "digest" in data or cls.DIGEST_REQUIRED:
+            data = dict(data)
+            written = data.pop("digest", None)
+            if written is None:
+                raise ResultsFileError(
+                    f"{source} has no digest (every {cls.__name__} file lens-possym writes "
+                    "carries one: this one was edited or written by an older version); "
+                    "compute it again")
+            if written != content_digest(data):
+                raise ResultsFileError(
+                    f"{source} failed its digest: its content changed since it was written "
+                    f"(edited or damaged); compute it again rather than editing it")
         try:
             data = restore_dtypes(dict(data), data.get("tensor_dtypes", {}))
             data.pop("tensor_dtypes", None)

