@@ -19,7 +19,20 @@ from .typing import HookedModel
 from ._ids import as_int
 
 __all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
-           "is_activation_cache"]
+           "is_activation_cache", "check_count", "MAX_PROMPTS"]
+
+#: the most prompts one call builds (one batch): past it a typo (10**9) would run for hours
+#: or exhaust memory instead of being refused
+MAX_PROMPTS = 100_000
+
+
+def check_count(name: str, value: int, low: int = 1, high: int = MAX_PROMPTS) -> None:
+    """Refuse a count outside ``low..high`` (an ``InvalidSelectionError`` naming both)."""
+    if not low <= value <= high:
+        raise InvalidSelectionError(
+            f"{name} must be between {low} and {high}, got {value}"
+            + ("; build a larger set from several seeds, or score a file of prompts with "
+               "dataset_profile" if name == "n_prompts" and value > high else ""))
 
 #: A prompt, prompts of equal token length, tokens ``[batch, pos]``, or (where an analysis
 #: says so) a ``transformer_lens.ActivationCache`` of the run to analyse.
@@ -37,9 +50,10 @@ def is_activation_cache(input: Any) -> bool:
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``"auto"`` → CUDA if available, else CPU; anything else as given, checked.
 
-    Raises ``InvalidSelectionError`` for a name torch does not know, or for CUDA on a
-    machine where torch cannot reach a GPU (instead of torch's own error deep inside a
-    model's ``.to``).
+    Raises ``InvalidSelectionError`` for a name torch does not know, for CUDA on a
+    machine where torch cannot reach a GPU, or for another device type (``mps``, ``meta``)
+    that cannot hold a tensor here (instead of torch's own error deep inside a model's
+    ``.to``).
     """
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -57,6 +71,15 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
             raise InvalidSelectionError(
                 f"device {device!r} does not exist: this machine has "
                 f"{torch.cuda.device_count()} CUDA device(s)")
+    elif resolved.type != "cpu":  # mps, xpu, meta, ...: usable only if a tensor goes there
+        try:
+            usable = resolved.type != "meta" and torch.empty(1, device=resolved).numel() == 1
+        except Exception:  # noqa: BLE001 - whatever the backend raises: not usable here
+            usable = False
+        if not usable:
+            raise InvalidSelectionError(
+                f"device {device!r} is not usable here (torch {torch.__version__}); use "
+                "'cpu', 'cuda' or 'auto' (a GPU only when there is one)")
     return resolved
 
 

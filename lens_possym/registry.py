@@ -212,6 +212,13 @@ class Registry(Mapping):
         if known is not None and known is not cls and not replace:
             raise _registry_error(self, f"a {self._what} named {name!r} is already registered "
                                         f"({known.__qualname__}); pass replace=True to replace it")
+        if known is None and not replace:  # the core's or a plug-in's, by reference
+            ref = self._refs().get(name)
+            own = f"{getattr(cls, '__module__', '')}:{getattr(cls, '__qualname__', '')}"
+            if ref is not None and ref != own:
+                raise _registry_error(self, f"a {self._what} named {name!r} is already "
+                                            f"defined ({ref}); pass replace=True to replace it "
+                                            "in this process, or choose another name")
         self._classes[name] = cls
         return cls
 

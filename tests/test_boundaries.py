@@ -21,6 +21,7 @@ import lens_possym as lp
 from lens_possym.errors import (InvalidSelectionError, LensPossymError, NonFiniteResultError,
                                 ResultsFileError, UnsupportedModelError)
 from lens_possym.interventions import ablate_frequencies_hooks, frequency_means
+from lens_possym.results_io import content_digest
 from lens_possym.scores import ScoreConfig
 from lens_possym.scores.dataset import dataset_profile, read_prompts
 from tests.helpers import PROMPT
@@ -245,8 +246,11 @@ def test_a_scores_file_whose_parts_do_not_fit_is_refused(saved, tmp_path, change
     change(data) if "pos_freq" not in phrase else data.update(
         pos_freq=[[row[:2] for row in layer] for layer in saved["pos_freq"]])
     path = tmp_path / "scores.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps({**data, "digest": content_digest(data)}))  # as if written so
     with pytest.raises(ResultsFileError, match=phrase):
+        lp.PosSymScores.load(path)
+    path.write_text(json.dumps(data))  # edited after it was written: its digest says so
+    with pytest.raises(ResultsFileError, match="failed its digest"):
         lp.PosSymScores.load(path)
 
 

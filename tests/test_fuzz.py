@@ -507,3 +507,98 @@ def test_a_command_answers_bad_input_in_one_line(command, data, tmp_path_factory
     if code != 0:
         usage = [line for line in text.splitlines() if "error:" in line]
         assert len(lines) + len(usage) >= 1 and len(set(lines)) <= 1, (argv, text)
+
+
+# ---- the API attack of issue 39: wrong types, absurd sizes, undefined numbers --------------
+
+def _attack_cases(tiny=None):
+    from lens_possym.interventions import FrequencyGate, standard_error, uncertainty
+    from lens_possym.positions.bias import t5_bucket
+    from lens_possym.scores import dataset_profile, pearson_r, swap_set
+    from lens_possym.training import register_task
+
+    class Impostor:
+        pass
+
+    def model():
+        return tiny
+
+    return {
+        "dataset_profile(m, None)": lambda: dataset_profile(model(), None),
+        "tiny_model(dtype='float64')": lambda: lp.tiny_model(dtype="float64"),
+        "tiny_model(dtype=torch.int8)": lambda: lp.tiny_model(dtype=torch.int8),
+        "tiny_model(device='mps')": lambda: lp.tiny_model(device="mps"),
+        "tiny_model(n_layers=10**6)": lambda: lp.tiny_model(n_layers=10 ** 6),
+        "tiny_model(d_model=4096, n_layers=64)": lambda: lp.tiny_model(d_model=4096,
+                                                                        n_layers=64),
+        "binding_task(n_prompts=2.5)": lambda: lp.binding_task(model(), n_prompts=2.5),
+        "binding_task(n_prompts=10**9)": lambda: lp.binding_task(model(), n_prompts=10 ** 9),
+        "random_token_prompts(n_prompts=10**9)": lambda: lp.random_token_prompts(
+            model(), n_prompts=10 ** 9),
+        "band_sweep(metric=5)": lambda: lp.band_sweep(model(), PROMPT, metric=5),
+        "t5_bucket(num_buckets=0)": lambda: t5_bucket(torch.arange(4), bidirectional=False,
+                                                      num_buckets=0),
+        "t5_bucket(num_buckets=2, bidirectional)": lambda: t5_bucket(
+            torch.arange(4), bidirectional=True, num_buckets=2),
+        "swap_set(visible mis-sized)": lambda: swap_set("token", 7, torch.ones(3, dtype=bool)),
+        "register_task('index', X)": lambda: register_task("index", Impostor),
+        "pearson_r(constant)": lambda: pearson_r(torch.arange(4.0), torch.ones(4)),
+        "standard_error(one value)": lambda: standard_error(torch.tensor([[2.0]])),
+        "uncertainty(a nan value)": lambda: uncertainty(torch.tensor([[1.0, float("nan")]])),
+        "FrequencyGate(init=nan)": lambda: FrequencyGate(lp.rope_spec(model(), 0),
+                                                          init=float("nan")),
+    }
+
+
+ATTACK = sorted(_attack_cases())
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    return lp.tiny_model("llama")
+
+
+@pytest.mark.parametrize("name", ATTACK)
+def test_the_attack_s_inputs_are_refused_at_once(name, tiny_llama):
+    """Each raised a foreign exception, hung (no size check) or returned nan before."""
+    import signal
+
+    case = _attack_cases(tiny_llama)[name]
+    from lens_possym.interventions import FrequencyGate  # noqa: F401 - imported untimed
+
+    def hung(*_):
+        raise TimeoutError(f"{name} still running after 20 s: no size check")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        with pytest.raises(LensPossymError):
+            case()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def test_refused_undefined_numbers_are_still_there_on_request(tiny_llama):
+    from lens_possym.interventions import FrequencyGate, standard_error, uncertainty
+    from lens_possym.scores import pearson_r
+    from lens_possym.training import TASKS, register_task
+
+    assert math.isnan(pearson_r(torch.arange(4.0), torch.ones(4), undefined="nan"))
+    assert standard_error(torch.tensor([[2.0]]), undefined="nan").isnan().all()
+    assert uncertainty(torch.tensor([[1.0, float("nan")]]), allow_nan=True).mean.isnan().all()
+    assert uncertainty(torch.tensor([[3.0]])).se.isnan().all()  # one prompt: no spread
+    gate = FrequencyGate(lp.rope_spec(tiny_llama, 0), init=0.5, kind="raw")
+    assert gate.gate_values().eq(0.5).all()
+
+    class Mine:
+        pass
+
+    original = TASKS["index"]
+    register_task("index", original)  # the same class again: fine
+    register_task("index", Mine, replace=True)
+    try:
+        assert TASKS["index"] is Mine
+    finally:
+        TASKS.unregister("index")
+    assert TASKS["index"] is original

@@ -190,7 +190,9 @@ def test_two_plugins_claiming_one_task_and_a_name_taken_twice_are_refused(paper_
         unregister_plugin("paper-e")
     with pytest.raises(PluginError, match="already registered"):
         register_plugin(Plugin(name="paper-d", title="another"))
-    register_task("copy-first", int)           # code registration wins over the plug-in's
+    with pytest.raises(TaskConfigError, match="'copy-first' is already defined"):
+        register_task("copy-first", int)       # a plug-in's task is not replaced silently
+    register_task("copy-first", int, replace=True)  # code registration wins, when asked
     try:
         assert TASKS["copy-first"] is int
         with pytest.raises(TaskConfigError, match="already registered"):

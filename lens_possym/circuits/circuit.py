@@ -408,7 +408,7 @@ class Circuit(ResultIO):
 
     def curve(self) -> Uncertainty:
         """:class:`~lens_possym.interventions.Uncertainty` of the metric per size."""
-        return uncertainty(self.faithfulness, -1)
+        return uncertainty(self.faithfulness, -1, allow_nan=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {"edges": list(self.edges), "scores": list(self.scores), "sizes": list(self.sizes),

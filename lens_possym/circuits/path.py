@@ -417,7 +417,7 @@ class PathPatching(ResultIO):
 
     @property
     def uncertainty(self) -> Uncertainty:
-        return uncertainty(self.values, -1)
+        return uncertainty(self.values, -1, allow_nan=True)
 
     @property
     def mean(self) -> Tensor:

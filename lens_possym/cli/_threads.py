@@ -1,19 +1,41 @@
 """``--threads``: a command's torch CPU thread count, restored when it ends (the commands
-that train: ``train``, ``sweep``, ``encoder``, ``multihop``)."""
+that train: ``train``, ``sweep``, ``encoder``, ``multihop``), at most the machine's CPUs."""
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-__all__ = ["apply_threads", "with_threads"]
+from ..errors import UsageError
+
+__all__ = ["apply_threads", "with_threads", "machine_cpus"]
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system tells it)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):  # not Linux
+        return max(os.cpu_count() or 1, 1)
 
 
 @contextmanager
 def apply_threads(args: argparse.Namespace) -> Iterator[None]:
-    """Use ``--threads`` torch CPU threads while the command runs, then restore the count."""
+    """Use ``--threads`` torch CPU threads while the command runs, then restore the count.
+
+    Raises:
+        UsageError: more threads than the machine has CPUs (``--threads 100000`` made the
+            thread pools crash the process with a segmentation fault).
+    """
+    cpus = machine_cpus()
+    if args.threads and args.threads > cpus:
+        raise UsageError(
+            f"lens-possym {getattr(args, 'command', '')}: error: argument --threads: "
+            f"{args.threads} is more than this machine's {cpus} CPUs; pass at most {cpus} "
+            "(0: torch's default)")
     import torch
 
     before = torch.get_num_threads()

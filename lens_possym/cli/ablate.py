@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import experiments, interventions, report, resolved, tasks, viz
 from .._json import dumps
-from ..errors import InvalidSelectionError
+from ..errors import InvalidSelectionError, UsageError
 from ..interventions.modes import MODES, SIDES
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
@@ -92,7 +92,8 @@ def _change(before: dict, after: dict) -> dict[str, dict[str, float]]:
     for name, values in before.items():
         if values is None or after.get(name) is None:
             continue
-        out[name] = experiments.uncertainty((after[name] - values)[None]).item()
+        out[name] = experiments.uncertainty((after[name] - values)[None],
+                                            allow_nan=True).item()
     return out
 
 
@@ -132,13 +133,17 @@ def run(args) -> int:
 
     if (args.sweep is None) == (args.heads is None):
         raise InvalidSelectionError("pass either --heads (with --freqs) or --sweep bands")
+    if args.per_position and args.mode != "mean":
+        raise UsageError(f"lens-possym ablate: error: --per-position takes one mean per "
+                         f"position, for --mode mean only (got --mode {args.mode}); leave it "
+                         "out or pass --mode mean")
     if args.out:
         check_output_dir(args.out)
     model = load_from_args(args)
     tokens, metrics, main, header, info, reference = _task(model, args)
     check = info.pop("task_check")
     out = Path(args.out) if args.out else None
-    per_position = args.per_position and args.mode == "mean"
+    per_position = args.per_position
 
     if args.sweep is None:
         geometry = resolved.resolve(model)       # once: the selection and the hooks read it

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .. import _inputs, report, scores, tasks
+from ..errors import UsageError
 from ..scores.config import METHODS
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
@@ -30,8 +31,9 @@ DESCRIPTION = ("Load a model offline, build prompts, score every attention head 
 def register(sub) -> None:
     parser = add_command(sub, "profile", run, HELP, DESCRIPTION)
     add_model_args(parser)
-    parser.add_argument("--task", choices=["binding", "random"], default="binding",
-                        help="binding prompts (entity-attribute) or random word tokens")
+    parser.add_argument("--task", choices=["binding", "random"], default=None,
+                        help="binding prompts (entity-attribute; the default) or random word "
+                        "tokens; not with --prompts")
     add_prompts_args(parser, "prompts of any lengths (grouped by length, no padding); the "
                      "scores are means over all of them")
     add_task_args(parser)
@@ -67,6 +69,11 @@ def _prompts(model, args):
 
 def run(args) -> int:
     start = time.perf_counter()
+    if args.prompts and args.task is not None:
+        raise UsageError(f"lens-possym profile: error: --task {args.task} builds prompts, and "
+                         f"--prompts {args.prompts} gives them; pass one of the two")
+    if not args.prompts and args.task is None:
+        args.task = "binding"
     out = Path(args.out)
     check_output_dir(out)
     model = load_from_args(args)

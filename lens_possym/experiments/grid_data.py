@@ -166,7 +166,7 @@ class PatchingGrid(ResultIO):
 
     def stderr(self) -> Tensor:
         """Standard error of each cell's mean over prompts (``nan`` for one prompt)."""
-        return standard_error(self.values, -1)
+        return standard_error(self.values, -1, undefined="nan")
 
     def effect(self) -> Tensor:
         """``values − baseline`` per prompt: what each patch changes in the run."""
@@ -183,7 +183,8 @@ class PatchingGrid(ResultIO):
 
     def uncertainty(self, *, of_effect: bool = False, **kwargs: Any) -> Uncertainty:
         """Mean, standard error and bootstrap interval per cell (:mod:`.uncertainty`)."""
-        return uncertainty(self.effect() if of_effect else self.values, -1, **kwargs)
+        return uncertainty(self.effect() if of_effect else self.values, -1,
+                           **{"allow_nan": True, **kwargs})
 
     def permutation_pvalue(self, *, n_permutations: int = 1000, seed: int = 0,
                            alternative: str = "two-sided") -> Tensor:
@@ -201,7 +202,7 @@ class PatchingGrid(ResultIO):
         standard error)``, by ``|effect|`` (the effect is ``values − baseline`` per prompt,
         averaged; its standard error is that of the paired differences)."""
         effect = self.effect()
-        mean, se = effect.mean(-1), standard_error(effect, -1)
+        mean, se = effect.mean(-1), standard_error(effect, -1, undefined="nan")
         flat = torch.nan_to_num(mean.abs().flatten(), nan=-float("inf"))
         order = flat.argsort(descending=True)[:k]
         out = []

@@ -262,7 +262,7 @@ class HeadImportance(ResultIO):
             raise InvalidSelectionError(
                 "this result has no per-prompt values (a custom metric returned a scalar); "
                 "return one value per prompt to get standard errors and intervals")
-        return uncertainty(effect, -1, **kwargs)
+        return uncertainty(effect, -1, **{"allow_nan": True, **kwargs})
 
     @property
     def effect_se(self) -> Float[Tensor, "layer head_index"]:
@@ -270,7 +270,7 @@ class HeadImportance(ResultIO):
         values)."""
         effect = self.effect_per_prompt
         return torch.full_like(self.ablated, float("nan")) if effect is None else \
-            standard_error(effect, -1)
+            standard_error(effect, -1, undefined="nan")
 
     @property
     def effect(self) -> Float[Tensor, "layer head_index"]:

@@ -28,6 +28,11 @@ def as_metrics(metric: Metric | Mapping[str, Metric]) -> dict[str, Metric]:
     metrics = dict(metric) if isinstance(metric, Mapping) else {"metric": metric}
     if not metrics:
         raise InvalidSelectionError("pass at least one metric")
+    for name, fn in metrics.items():
+        if not callable(fn):
+            raise InvalidSelectionError(
+                f"metric {name!r} must be a function of the logits (logits -> scalar, e.g. "
+                f"binding_metrics(task)['logit_diff']), got {fn!r} ({type(fn).__name__})")
     return metrics
 
 

@@ -176,14 +176,15 @@ class BandSweep(ResultIO):
                 "a metric returning one value per prompt, e.g. binding_metrics(task, "
                 "per_prompt=True)")
         effect = self.per_prompt[name] - self.baseline_per_prompt[name]
-        return uncertainty(effect, -1, **kwargs)
+        return uncertainty(effect, -1, **{"allow_nan": True, **kwargs})
 
     def effect_se(self, metric: str | None = None) -> Float[Tensor, "layer head_index band"]:
         """Standard error of each cell's effect (``nan`` without per-prompt values)."""
         name = metric or self.metrics[0]
         if name not in self.per_prompt:
             return torch.full_like(self.values[name], float("nan"))
-        return standard_error(self.per_prompt[name] - self.baseline_per_prompt[name], -1)
+        return standard_error(self.per_prompt[name] - self.baseline_per_prompt[name], -1,
+                              undefined="nan")
 
     def top(self, k: int = 10, metric: str | None = None, *, raise_: bool = False
             ) -> list[tuple[int, int, str, float]]:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from .._checks import boundary
-from ..errors import InvalidSelectionError
+from ..errors import InvalidSelectionError, NonFiniteResultError
 from ..results_io import ResultIO
 
 __all__ = ["Uncertainty", "standard_error", "bootstrap_interval", "uncertainty",
@@ -63,11 +63,21 @@ def _check(values: Tensor, confidence: float | None = None,
 
 
 @boundary
-def standard_error(values: Tensor, dim: int = -1) -> Tensor:
-    """Standard error of the mean along ``dim`` (the prompt axis): ``std / √n``, unbiased;
-    ``nan`` where there are fewer than two prompts."""
+def standard_error(values: Tensor, dim: int = -1, *, undefined: str = "raise") -> Tensor:
+    """Standard error of the mean along ``dim`` (the prompt axis): ``std / √n``, unbiased.
+
+    Fewer than two prompts give no spread to estimate: a
+    :class:`~lens_possym.errors.NonFiniteResultError`, or ``nan`` with
+    ``undefined="nan"`` (what :func:`uncertainty` records, and its label leaves out).
+    """
+    if undefined not in ("raise", "nan"):
+        raise InvalidSelectionError(f"undefined must be 'raise' or 'nan', got {undefined!r}")
     values = _check(values, dim=dim)
     n = values.shape[dim]
+    if n < 2 and undefined == "raise":
+        raise NonFiniteResultError(
+            f"the standard error of {n} value(s) along dim {dim} is undefined (it needs at "
+            "least two prompts); pass undefined='nan' to get nan instead")
     if n < 2:
         return torch.full_like(values.select(dim, 0) if n else values.sum(dim),
                                float("nan"))
@@ -168,11 +178,24 @@ class Uncertainty(ResultIO):
 
 @boundary
 def uncertainty(values: Tensor, dim: int = -1, *, confidence: float = DEFAULT_CONFIDENCE,
-                n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Uncertainty:
-    """Mean, standard error and bootstrap interval of ``values`` along ``dim`` (prompts)."""
+                n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                allow_nan: bool = False) -> Uncertainty:
+    """Mean, standard error and bootstrap interval of ``values`` along ``dim`` (prompts).
+
+    One prompt gives a standard error of ``nan`` (no spread; the label leaves it out).
+
+    Raises:
+        NonFiniteResultError: a value is ``nan`` (every number of its cell would be
+            ``nan``); ``allow_nan=True`` gives ``nan`` for those cells instead.
+    """
     values = _check(values, confidence, n_resamples, dim=dim)
+    if not allow_nan and bool(values.isnan().any()):
+        raise NonFiniteResultError(
+            f"uncertainty: {int(values.isnan().sum())} of {values.numel()} values are nan; "
+            "drop the prompts that gave them (or pass allow_nan=True for nan cells)")
     low, high = bootstrap_interval(values, dim, confidence=confidence, n_resamples=n_resamples,
                                    seed=seed)
-    return Uncertainty(mean=values.mean(dim), se=standard_error(values, dim), low=low,
+    return Uncertainty(mean=values.mean(dim), se=standard_error(values, dim, undefined="nan"),
+                       low=low,
                        high=high, n_prompts=values.shape[dim], confidence=confidence,
                        n_resamples=n_resamples, seed=seed)

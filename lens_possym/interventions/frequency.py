@@ -351,7 +351,16 @@ class FrequencyGate(nn.Module):
         self.spec, self.kind, self.side = spec, kind, side
         n = spec.n_heads if side == "q" else spec.n_kv_heads
         shape = (n, spec.n_freqs)
-        values = torch.as_tensor(init, dtype=torch.float32)
+        try:
+            values = torch.as_tensor(init, dtype=torch.float32)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise InvalidSelectionError(
+                f"gate init must be a number or a tensor, got {init!r}") from exc
+        if not bool(values.isfinite().all()):
+            raise InvalidSelectionError(
+                f"gate init must be finite, got {init!r}" if values.ndim == 0 else
+                f"gate init holds {int((~values.isfinite()).sum())} non-finite value(s); "
+                "every gate value must be a finite number")
         if values.shape not in ((), shape):
             raise InvalidSelectionError(
                 f"gate init has shape {tuple(values.shape)}; layer {spec.layer} needs a float "

@@ -50,7 +50,7 @@ __all__ = ["load_model", "from_gguf", "from_hf"]
 logger = logging.getLogger(__name__)
 
 
-def _float_dtype(dtype: Any) -> torch.dtype:
+def float_dtype(dtype: Any) -> torch.dtype:
     """``dtype`` if it is a floating ``torch.dtype``, else a clear error."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise InvalidSelectionError(
@@ -94,7 +94,7 @@ def load_model(
         InvalidSelectionError: ``dtype`` is not a floating torch dtype (refused before any
             cache entry is read or written).
     """
-    dtype = _float_dtype(dtype)
+    dtype = float_dtype(dtype)
     device = resolve_device(device)
     path = Path(name).expanduser()
     if str(name) not in KNOWN_MODELS and path.exists():
@@ -152,7 +152,7 @@ def from_gguf(
     ``device`` and ``dtype`` as there (a ``dtype`` that is not a floating torch dtype is
     refused before the cache is touched).
     """
-    dtype = _float_dtype(dtype)
+    dtype = float_dtype(dtype)
     device = resolve_device(device)
     path = Path(path).expanduser()
     if not path.is_file():
@@ -194,7 +194,7 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
     if isinstance(hf_model, (str, Path)):
         folder = Path(hf_model).expanduser()
         hf_model, folder_tokenizer = _read_folder(
-            folder, torch.float32 if dtype is None else _float_dtype(dtype))
+            folder, torch.float32 if dtype is None else float_dtype(dtype))
         tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
         name = name or folder.name
         device = resolve_device("auto" if device is None else device)
@@ -205,7 +205,7 @@ def from_hf(hf_model: Any, tokenizer: Any = None, *, name: str | None = None,
             f"from_hf needs a Hugging Face model (e.g. AutoModelForCausalLM.from_pretrained"
             f"(...)) or the folder it was saved to, got {type(hf_model).__name__}")
     elif dtype is not None:
-        hf_model = hf_model.to(dtype=_float_dtype(dtype))
+        hf_model = hf_model.to(dtype=float_dtype(dtype))
     if tokenizer is None:
         raise InvalidSelectionError(
             "from_hf needs the model's tokenizer: from_hf(hf_model, tokenizer), or pass the "

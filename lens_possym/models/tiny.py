@@ -25,7 +25,7 @@ import torch
 
 from .._inputs import resolve_device
 from ..errors import InvalidSelectionError
-from .loading import from_hf
+from .loading import float_dtype, from_hf
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -290,6 +290,12 @@ def _hf_config(family: str, *, n_layers: int, d_model: int, n_heads: int, n_kv_h
     return cfg
 
 
+#: the largest size of each kind a tiny model may have (past them a typo would build for
+#: hours or exhaust memory instead of being refused)
+TINY_LIMITS = {"n_layers": 64, "d_model": 4096, "n_heads": 256, "n_kv_heads": 256,
+               "d_head": 1024, "n_ctx": 1 << 17}
+
+
 def tiny_model(
     family: str = "llama",
     *,
@@ -367,6 +373,20 @@ def tiny_hf_model(
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):
             raise InvalidSelectionError(f"{name} must be a positive integer, got {value!r}")
+        if value is not None and value > TINY_LIMITS[name]:
+            raise InvalidSelectionError(
+                f"{name}={value} is past what a tiny model may have ({TINY_LIMITS[name]}); "
+                "a tiny model is for tests and examples (load a real one with load_model)")
+    layers = spec.n_layers if n_layers is None else n_layers
+    if layers * d_model * max(d_model, n_heads * d_head) > 1 << 26:
+        raise InvalidSelectionError(
+            f"{layers} layers of width {d_model} ({n_heads} heads of {d_head}) are past what "
+            "a tiny model may have (n_layers x d_model x max(d_model, n_heads x d_head) at "
+            "most 2^26, a few GB of weights); make it smaller")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidSelectionError(f"seed must be an integer, got {seed!r}")
+    dtype = float_dtype(dtype)
+    device = resolve_device(device)
     if n_kv_heads is not None and n_heads % n_kv_heads:
         raise InvalidSelectionError(
             f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads})")

@@ -53,7 +53,24 @@ def alibi_slopes(n_heads: int) -> Float[Tensor, "head_index"]:
 @boundary
 def t5_bucket(delta: Int[Tensor, "*idx"], *, bidirectional: bool, num_buckets: int = 32,
               max_distance: int = 128) -> Int[Tensor, "*idx"]:
-    """T5's bucket of the offset ``delta = m - n`` (key minus query), as Hugging Face has it."""
+    """T5's bucket of the offset ``delta = m - n`` (key minus query), as Hugging Face has it.
+
+    Raises:
+        InvalidSelectionError: fewer than 2 buckets per direction (``num_buckets`` below 2,
+            or below 4 when ``bidirectional``), or ``max_distance`` not past the exact
+            buckets (``num_buckets // 2`` per direction).
+    """
+    low = 4 if bidirectional else 2
+    per_side = num_buckets // 2 if bidirectional else num_buckets
+    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < low:
+        raise InvalidSelectionError(
+            f"t5_bucket: num_buckets must be an integer >= {low}"
+            f"{' (bidirectional: half each way)' if bidirectional else ''}, got {num_buckets!r}")
+    if isinstance(max_distance, bool) or not isinstance(max_distance, int) \
+            or max_distance <= per_side // 2:
+        raise InvalidSelectionError(
+            f"t5_bucket: max_distance must be an integer past the exact buckets "
+            f"({per_side // 2}), got {max_distance!r}")
     buckets = torch.zeros_like(delta)
     if bidirectional:
         num_buckets //= 2

@@ -61,10 +61,10 @@ def patching_report(grid, *, model: str, command: str = "",
     report.section("Baselines and settings", caption=(
         "The metric on the two unpatched runs (mean ± standard error over prompts)."))
 
-    base = uncertainty(grid.baseline[None])
+    base = uncertainty(grid.baseline[None], allow_nan=True)
     kv = [("metric", grid.metric), ("patched run", base.label(0))]
     if grid.source_baseline is not None:
-        kv.append(("source run", uncertainty(grid.source_baseline[None]).label(0)))
+        kv.append(("source run", uncertainty(grid.source_baseline[None], allow_nan=True).label(0)))
     if config is not None:
         kv += [("patch_per_position" if key == "per_position" else key, value)
                for key, value in config.to_dict().items() if value is not None]

@@ -154,6 +154,26 @@ class ScoreConfig(JsonConfig):
 
         return getattr(torch, self.dtype)
 
+    def memory_bound(self, *, batch: int, heads: int, n_pos: int, n_freqs: int
+                     ) -> dict[str, int]:
+        """Bytes the exact method may hold for one layer above the model and the forward
+        pass (docs/scale.md, "Memory, by the settings"; ``benchmarks/bench_memory.py``
+        measures against it).
+
+        Returns ``{"settings": ..., "factors": ..., "total": ...}``: what the settings bound
+        (``max_matrix_elements`` + :data:`LIVE_INTERMEDIATES` x ``max_elements``, never
+        more than the whole ``[batch, heads, pos, pos]`` matrix needs) and what they do
+        not (:data:`FACTOR_TABLES` tables of ``[batch, heads, pos, freq]``).
+        """
+        for name, value in (("batch", batch), ("heads", heads), ("n_pos", n_pos),
+                            ("n_freqs", n_freqs)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidSelectionError(f"{name} must be an integer >= 0, got {value!r}")
+        item = 8 if self.dtype == "float64" else 4
+        matrix = min(self.max_matrix_elements, batch * heads * n_pos * n_pos)
+        settings = item * (matrix + LIVE_INTERMEDIATES * self.max_elements)
+        factors = item * FACTOR_TABLES * batch * heads * n_pos * n_freqs
+        return {"settings": settings, "factors": factors, "total": settings + factors}
 
     @classmethod
     def from_settings(cls, settings: dict) -> "ScoreConfig":

@@ -303,6 +303,10 @@ def _digest(prompts: Sequence) -> str:
     return h.hexdigest()[:32]
 
 
+#: ids past this are no model's (and past 2**63 not even a tensor's): refused when read
+MAX_TOKEN_ID = 2 ** 31
+
+
 def _is_id(t: Any) -> bool:
     return isinstance(t, int) and not isinstance(t, bool)
 
@@ -487,6 +491,10 @@ def dataset_profile(model: ModelSource, prompts: Iterable[str | Sequence[int]],
             ``shard:index``), a bad setting.
         ResultsFileError: ``out_dir`` holds a profile with other settings or prompts.
     """
+    if prompts is None or isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__iter__"):
+        raise InvalidSelectionError(
+            f"dataset_profile: prompts must be an iterable of prompts (a list, a generator, "
+            f"read_prompts(path)), got {repr(prompts)[:40]} ({type(prompts).__name__})")
     config = ScoreConfig.coerce(config, **settings)
     for name, value, low in (("shard_size", shard_size, 1), ("group_size", group_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -640,6 +648,8 @@ def read_prompts(path: str | Path, *, field: str = "text") -> Iterator[str | lis
         for number, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8").rstrip("\r\n")
+                if number == 1 and line.startswith("\ufeff"):  # a UTF-8 byte-order mark
+                    line = line[1:]
             except UnicodeDecodeError:
                 raise InvalidSelectionError(
                     f"{path}:{number} is not UTF-8 text; save the prompts as UTF-8 (one a "
@@ -664,6 +674,13 @@ def read_prompts(path: str | Path, *, field: str = "text") -> Iterator[str | lis
                         f"{path}:{number} has no {field!r} field (fields: "
                         f"{', '.join(map(str, item)) or 'none'}); pick one with --field")
                 item = item[field]
+            if isinstance(item, list) and all(map(_is_id, item)) and not all(
+                    0 <= t < MAX_TOKEN_ID for t in item):
+                bad = next(t for t in item if not 0 <= t < MAX_TOKEN_ID)
+                raise InvalidSelectionError(
+                    f"{path}:{number}: token id {bad if abs(bad) < 10**12 else format(bad, '.3g')} is out of range (an id is at "
+                    f"least 0 and below {MAX_TOKEN_ID}, and below the model's vocabulary "
+                    "size)")
             if isinstance(item, str) or (isinstance(item, list) and all(map(_is_id, item))):
                 yield item
             else:

@@ -21,7 +21,7 @@ from torch import Tensor
 from .._checks import boundary
 from .._json import tensor_from_json, to_jsonable
 from ..bands import band_partition
-from ..errors import InvalidSelectionError, ResultsFileError
+from ..errors import InvalidSelectionError, NonFiniteResultError, ResultsFileError
 from ..results_io import ResultIO, head_frame, number
 from .config import ScoreConfig
 
@@ -47,15 +47,30 @@ def current_names(named: dict[str, Any]) -> dict[str, Any]:
 
 
 @boundary
-def pearson_r(a: Tensor, b: Tensor) -> float:
-    """Pearson correlation over the entries where both are finite (``nan`` if undefined)."""
+def pearson_r(a: Tensor, b: Tensor, *, undefined: str = "raise") -> float:
+    """Pearson correlation over the entries where both are finite.
+
+    Undefined (fewer than two finite pairs, or one side constant): a
+    :class:`~lens_possym.errors.NonFiniteResultError` saying why, or ``nan`` with
+    ``undefined="nan"`` (for summaries that print it as such).
+    """
+    if undefined not in ("raise", "nan"):
+        raise InvalidSelectionError(f"undefined must be 'raise' or 'nan', got {undefined!r}")
     keep = a.isfinite() & b.isfinite()
     x, y = a[keep].double(), b[keep].double()
+    why = None
     if len(x) < 2:
+        why = f"{len(x)} finite pair(s); it needs at least two"
+    else:
+        x, y = x - x.mean(), y - y.mean()
+        denom = (x.norm() * y.norm()).item()
+        if denom > 0:
+            return (x @ y).item() / denom
+        why = "one side is constant (no spread to correlate)"
+    if undefined == "nan":
         return math.nan
-    x, y = x - x.mean(), y - y.mean()
-    denom = (x.norm() * y.norm()).item()
-    return (x @ y).item() / denom if denom > 0 else math.nan
+    raise NonFiniteResultError(f"pearson_r is undefined here: {why}; pass "
+                               "undefined='nan' to get nan instead")
 
 
 @dataclass(repr=False)
@@ -194,7 +209,8 @@ class PosSymScores(ResultIO):
             "median_pos_second_half": _median(self.pos[second]),
             "median_sym_first_half": _median(self.sym[first]),
             "median_sym_second_half": _median(self.sym[second]),
-            "pearson_pos_sym": pearson_r(self.pos.flatten(), self.sym.flatten()),
+            "pearson_pos_sym": pearson_r(self.pos.flatten(), self.sym.flatten(),
+                                         undefined="nan"),
         }
         if self.pos_freq is not None:
             bands = self.band_means(3)
@@ -247,11 +263,12 @@ class PosSymScores(ResultIO):
 
     def _headline(self) -> list[str]:
         n_freqs = 0 if self.pos_freq is None else self.pos_freq.shape[-1]
+        r = pearson_r(self.pos.flatten(), self.sym.flatten(), undefined="nan")
         out = [f"heads={int(self.pos.isfinite().sum())} of {self.n_layers}x{self.n_heads}",
                f"n_freqs={n_freqs}", f"n_prompts={self.n_prompts}",
                f"median_pos={number(_median(self.pos))}",
                f"median_sym={number(_median(self.sym))}",
-               f"r(pos,sym)={number(pearson_r(self.pos.flatten(), self.sym.flatten()))}"]
+               f"r(pos,sym)={number(r)}"]
         return out
 
 

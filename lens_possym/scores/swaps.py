@@ -181,6 +181,11 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
         InvalidSelectionError: fewer than two eligible keys (token swaps) or fewer eligible
             keys than ``n_blocks`` (block swaps), or an unknown ``kind``.
     """
+    if visible.ndim != 1 or visible.dtype != torch.bool or not 0 <= query_position < len(visible):
+        raise InvalidSelectionError(
+            f"swap_set: visible must be a 1-D bool tensor with one entry per position up to "
+            f"the query's (query_position {query_position}), got a {visible.dtype} tensor of "
+            f"shape {tuple(visible.shape)}")
     positions = _eligible(query_position, exclude_bos)
     n = len(positions)
     where = "after excluding BOS " if exclude_bos else ""

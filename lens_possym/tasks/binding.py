@@ -65,7 +65,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .._checks import boundary
-from .._inputs import as_tokens
+from .._inputs import as_tokens, check_count
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
 from ..errors import NonFiniteResultError
@@ -385,6 +385,7 @@ def _draw_entities(rng: random.Random, ents: list[str], starters: set[str], n_pa
     return chosen
 
 
+@boundary
 def binding_task(
     model: HookedModel,
     *,
@@ -416,10 +417,8 @@ def binding_task(
             statement, fewer than two usable attributes, or a non-positive count.
     """
     template = binding_template(template)
-    if n_prompts < 1 or n_pairs < 1:
-        raise InvalidSelectionError(
-            f"n_prompts and n_pairs must be at least 1 (got {n_prompts}, {n_pairs})"
-        )
+    check_count("n_prompts", n_prompts)
+    check_count("n_pairs", n_pairs, high=1000)
     if unusable not in (None, "raise", "drop"):
         raise InvalidSelectionError(f"unusable must be 'raise' or 'drop', got {unusable!r}")
     tokenizer = model.tokenizer
@@ -669,17 +668,20 @@ def _ordinary_token_ids(tokenizer: Any) -> list[int]:
                   if len(word) >= 2 and word.isascii() and word.isalpha())
 
 
+@boundary
 def random_token_prompts(model: HookedModel, *, n_prompts: int = 8, n_tokens: int = 64,
                          seed: int = 0) -> Int[Tensor, "batch pos"]:
     """Task-free prompts: ``n_tokens`` ordinary word tokens drawn at random, BOS first.
 
     ``n_tokens`` counts the BOS (when the model's tokenizer has one), so the result is
     ``[n_prompts, n_tokens]``.
+
+    Raises:
+        InvalidSelectionError: ``n_prompts`` outside 1..``MAX_PROMPTS``, ``n_tokens``
+            below 2 or past the model's context, more than 10^8 ids in all.
     """
-    if n_prompts < 1 or n_tokens < 2:
-        raise InvalidSelectionError(
-            f"need n_prompts >= 1 and n_tokens >= 2 (got {n_prompts}, {n_tokens})"
-        )
+    check_count("n_prompts", n_prompts)
+    check_count("n_tokens", n_tokens, low=2, high=10 ** 8 // n_prompts)  # context: as_tokens
     tokenizer = model.tokenizer
     pool = torch.tensor(_ordinary_token_ids(tokenizer))
     if len(pool) < 2:

@@ -121,3 +121,55 @@ def test_values_that_read_but_cannot_be_used_are_one_line(argv, phrase, capsys, 
     assert main(argv) in (1, 2)
     assert phrase in _one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- the CLI attack of issue 39: one line, never "internal error" or a crash ---------------
+
+THREADED = {  # every command with --threads, with the least it needs to parse
+    "train": ["train", "--task", "index", "--steps", "1", "--length", "4", "--vocab", "4"],
+    "sweep": ["sweep", "--task", "index", "--steps", "1", "--length", "4", "--vocab", "4",
+              "--seeds", "0", "--ids", "0", "--no-scores"],
+    "encoder": ["encoder", "--task", "distance", "--scheme", "rope", "--steps", "1"],
+    "multihop train": ["multihop", "train", "--task", "number", "--preset", "tiny",
+                       "--steps", "1"],
+    "multihop lengths": ["multihop", "lengths", "RUN"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(THREADED))
+def test_more_threads_than_the_machine_has_are_refused(name, tmp_path, capsys):
+    """Before: --threads 100000 ended train, sweep, multihop train and encoder with a
+    segmentation fault (exit 139)."""
+    argv = [str(tmp_path / "run") if a == "RUN" else a for a in THREADED[name]]
+    if name != "multihop lengths":
+        argv += ["--out", str(tmp_path / "out")]
+    assert main(argv + ["--threads", "100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--threads: 100000 is more than this machine" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, code, phrase", [
+    (["decompose", "--model", "tiny-llama", "--device", "mps", "--layer", "1"], 1,
+     "device 'mps' is not usable here"),
+    (["profile", *TINY, "--n-prompts", "1000000000", "--out", "OUT"], 1,
+     "n_prompts must be between 1 and 100000"),
+    (["profile", *TINY, "--task", "random", "--prompts", "IDS", "--out", "OUT"], 2,
+     "--task random builds prompts, and --prompts"),
+    (["profile", *TINY, "--prompts", "IDS", "--out", "OUT"], 1,
+     "token id 1e+23 is out of range"),
+    (["profile", *TINY, "--out", ""], 1, "--out is empty"),
+    (["ablate", *TINY, "--heads", "1.0", "--per-position", "--mode", "zero"], 2,
+     "--per-position takes one mean per position, for --mode mean only"),
+], ids=["mps", "1e9 prompts", "task and prompts", "id 1e23", "empty out", "per-position"])
+def test_the_attack_s_invocations_end_in_one_line(argv, code, phrase, tmp_path, capsys):
+    """Before: "internal error" (mps, an id of 10^23), a hang (10^9 prompts), exit 0 with
+    the option ignored (--task with --prompts, --per-position with --mode zero) or the
+    current folder written (--out '')."""
+    ids = tmp_path / "ids.jsonl"
+    ids.write_text(json.dumps([1, 2, 3, 10 ** 23, 4]) + "\n")
+    argv = [{"OUT": str(tmp_path / "out"), "IDS": str(ids)}.get(a, a) for a in argv]
+    assert main(argv) == code
+    line = _one_error_line(capsys)
+    assert phrase in line, line
+    assert not (tmp_path / "out").exists()

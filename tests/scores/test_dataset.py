@@ -147,6 +147,23 @@ def test_read_prompts_text_and_jsonl(tmp_path):
         list(read_prompts(tmp_path / "missing.txt"))
 
 
+def test_read_prompts_strips_a_byte_order_mark_and_refuses_absurd_ids(tmp_path):
+    """Issue 39: a UTF-8 BOM stayed on the first prompt (an <unk> token); an id of 10^23
+    was an internal error."""
+    for name, body, first in (("p.txt", "Alice likes red\nBob\n", "Alice likes red"),
+                              ("p.jsonl", '{"text": "Alice"}\n', "Alice"),
+                              ("ids.jsonl", "[1, 2]\n", [1, 2])):
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+        assert list(read_prompts(path))[0] == first
+    path.write_text("[1, 100000000000000000000000]\n")
+    with pytest.raises(InvalidSelectionError, match="ids.jsonl:1: token id 1e.23 is out of"):
+        list(read_prompts(path))
+    path.write_text("[1, -2]\n")
+    with pytest.raises(InvalidSelectionError, match="token id -2 is out of range"):
+        list(read_prompts(path))
+
+
 def test_the_profile_reads_as_scores_and_a_table(whole):
     scores = whole.scores()
     assert torch.equal(scores.pos, whole.mean("pos"))

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import lens_possym as lp
-from lens_possym.errors import InvalidSelectionError, NoFrequenciesError, NotRopeModelError
+from lens_possym.errors import (InvalidSelectionError, NoFrequenciesError, NonFiniteResultError,
+                                NotRopeModelError)
 from lens_possym.scores import PosSymScores, ScoreConfig, pearson_r, swap_scores
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
@@ -82,7 +83,11 @@ def test_summary_matches_its_definition(scores):
 def test_pearson_ignores_nan_and_handles_constants():
     a = torch.tensor([1.0, 2.0, 3.0, float("nan")])
     assert pearson_r(a, torch.tensor([2.0, 4.0, 6.0, 1.0])) == pytest.approx(1.0)
-    assert math.isnan(pearson_r(a, torch.ones(4)))
+    assert math.isnan(pearson_r(a, torch.ones(4), undefined="nan"))
+    with pytest.raises(NonFiniteResultError, match="one side is constant"):  # issue 39
+        pearson_r(a, torch.ones(4))
+    with pytest.raises(NonFiniteResultError, match="1 finite pair"):
+        pearson_r(a[2:], torch.ones(2))
 
 
 def test_ranked_heads(scores):

@@ -81,7 +81,7 @@ def test_bad_requests_are_clear_errors(llama):
         binding_task(llama, n_pairs=5, entities=["Alice", "Bob", "Carol"])
     with pytest.raises(InvalidSelectionError, match="at least two"):
         binding_task(llama, n_pairs=2, attributes=["red"])
-    with pytest.raises(InvalidSelectionError, match="at least 1"):
+    with pytest.raises(InvalidSelectionError, match="n_prompts must be between 1 and"):
         binding_task(llama, n_prompts=0)
     with pytest.raises(InvalidSelectionError, match="give the answer away"):
         BindingTemplate(question="What does {entity} like? {attribute}")
