@@ -171,9 +171,6 @@ class ResultIO:
     FORMAT: str = ""
     #: accept files without a ``format`` tag (written before results carried one)
     UNTAGGED_OK: bool = False
-    #: refuse a file without a ``digest`` (a result a later step reads, such as a dataset
-    #: profile); a file with one is always checked
-    DIGEST_REQUIRED: bool = False
 
     # ---- the file format (defaults for a flat dataclass) ------------------------------
 
@@ -249,14 +246,9 @@ class ResultIO:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise ResultsFileError(f"{source} is not a {cls.__name__} file (format {found!r}, "
                                   f"expected {cls.FORMAT!r})")
-        if "digest" in data or cls.DIGEST_REQUIRED:
+        if "digest" in data:  # every file save writes; files of older versions have none
             data = dict(data)
-            written = data.pop("digest", None)
-            if written is None:
-                raise ResultsFileError(
-                    f"{source} has no digest (every {cls.__name__} file lens-possym writes "
-                    "carries one: this one was edited or written by an older version); "
-                    "compute it again")
+            written = data.pop("digest")
             if written != content_digest(data):
                 raise ResultsFileError(
                     f"{source} failed its digest: its content changed since it was written "

@@ -338,7 +338,7 @@ def _uncertainty(ctx):
 
     values = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(0))
     values[1, 2] = math.nan
-    return uncertainty(values, -1, n_resamples=50)
+    return uncertainty(values, -1, n_resamples=50, allow_nan=True)  # a nan cell, on purpose
 
 
 def _swap_scores(ctx):

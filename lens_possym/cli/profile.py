@@ -55,7 +55,7 @@ def _prompts(model, args):
         return rows, text, {"name": "prompts", "file": str(args.prompts), "n_prompts": len(rows),
                             "n_tokens": lengths[0] if len(lengths) == 1 else
                             f"{lengths[0]}-{lengths[-1]}"}
-    if args.task == "binding":
+    if args.task in (None, "binding"):  # binding by default
         task = tasks.binding_task(model, n_prompts=args.n_prompts, n_pairs=args.n_pairs,
                                   seed=args.seed)
         result = tasks.evaluate_binding(model, task)
@@ -72,8 +72,6 @@ def run(args) -> int:
     if args.prompts and args.task is not None:
         raise UsageError(f"lens-possym profile: error: --task {args.task} builds prompts, and "
                          f"--prompts {args.prompts} gives them; pass one of the two")
-    if not args.prompts and args.task is None:
-        args.task = "binding"
     out = Path(args.out)
     check_output_dir(out)
     model = load_from_args(args)

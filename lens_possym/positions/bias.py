@@ -57,8 +57,8 @@ def t5_bucket(delta: Int[Tensor, "*idx"], *, bidirectional: bool, num_buckets: i
 
     Raises:
         InvalidSelectionError: fewer than 2 buckets per direction (``num_buckets`` below 2,
-            or below 4 when ``bidirectional``), or ``max_distance`` not past the exact
-            buckets (``num_buckets // 2`` per direction).
+            or below 4 when ``bidirectional``), or ``max_distance`` below the exact
+            buckets (half the buckets of a direction).
     """
     low = 4 if bidirectional else 2
     per_side = num_buckets // 2 if bidirectional else num_buckets
@@ -67,9 +67,9 @@ def t5_bucket(delta: Int[Tensor, "*idx"], *, bidirectional: bool, num_buckets: i
             f"t5_bucket: num_buckets must be an integer >= {low}"
             f"{' (bidirectional: half each way)' if bidirectional else ''}, got {num_buckets!r}")
     if isinstance(max_distance, bool) or not isinstance(max_distance, int) \
-            or max_distance <= per_side // 2:
+            or max_distance < per_side // 2:
         raise InvalidSelectionError(
-            f"t5_bucket: max_distance must be an integer past the exact buckets "
+            f"t5_bucket: max_distance must be an integer at least the exact buckets "
             f"({per_side // 2}), got {max_distance!r}")
     buckets = torch.zeros_like(delta)
     if bidirectional:
