@@ -6,7 +6,10 @@ hybrid; intended and faithful variants), and the experiments, laid out as paper 
 :mod:`.presets` (sizes, schedules, data), :mod:`.cells` (one trained model, its analyses
 and its record), the analyses :mod:`.deposit` (per-head ablation, the deposit rule),
 :mod:`.probe` (positional probe) and :mod:`.profile` (positional/symbolic scores),
-:mod:`.verdicts` (the claims' rules) and :mod:`.report` (docs/paper_b.md's block); the
+:mod:`.verdicts` (the claims' rules) and :mod:`.report` (docs/paper_b.md's block), and
+the rules of 2026-11-29: :mod:`.levelled` (training until a cell levels off, scoring on
+4,096 sentences with standard errors), :mod:`.margins` (every threshold in standard
+errors, "undecided" verdicts) and :mod:`.report_margins` (their block); the
 ``lens-possym encoder`` command, and the reproduction pipeline (:mod:`.pipeline`: the grid
 as queues, the report) as ``lens-possym paper-b run | queue | report | refresh-probe``. (The Toeplitz decomposition of a head's logits is the
 core's: :mod:`lens_possym.toeplitz`.)
@@ -39,6 +42,12 @@ _EXPORTS = {
     "verdicts": ["Claim", "CLAIMS", "judge", "seed_view", "deposit_table", "late_gain",
                  "LEVELLED"],
     "report": ["verdict_markdown", "copies_ceiling", "FAITHFUL_DEPARTURES", "DISTANCE_CLAIMS"],
+    "levelled": ["levelled_off", "window_gain", "levelling_summary", "train_levelled",
+                 "score_cell", "scoring_batch", "analyse_levelled", "levelled_record",
+                 "levelled_name"],
+    "margins": ["Margin", "Claim2", "CLAIMS2", "judge_margins", "first_layer_deposit",
+                "all_of", "any_of", "accuracy_se"],
+    "report_margins": ["margins_markdown"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

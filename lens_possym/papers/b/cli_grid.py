@@ -21,7 +21,11 @@ DESCRIPTION = ("Paper B reproduced. 'run' trains and analyses the cells of a pre
 PRESETS = ("cpu", "paper-length", "paper")    # lens_possym.papers.b.presets.ENCODER_PRESETS
 TASKS = ("distance", "count")
 DATA = ("stream", "fixed")
-RECORDS = "docs/paper_b_results.json"     # pipeline.RECORDS (named here: --help stays light)
+RECORDS = "docs/paper_b_results.json"
+LEVELLED_HELP = ("train each cell until it levels off (< 1 point gained over the last 20 %% of "
+                 "its steps; 2,400-step extensions, cap 19,200) and score it on 4,096 "
+                 "sentences with standard errors: preset <name>+levelled "
+                 "(docs/paper_b_rules.md, 2026-11-29)")     # pipeline.RECORDS (named here: --help stays light)
 
 
 def _grid_args(parser: argparse.ArgumentParser) -> None:
@@ -58,9 +62,11 @@ def register(sub) -> None:
                         "<name>+copies: extra trigger copies, a ceiling below 100 %%; MAIN "
                         "schemes only)")
     r.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
+    r.add_argument("--levelled", action="store_true", help=LEVELLED_HELP)
     _grid_args(r)
     q = steps.add_parser("queue", help="one queue of the paper-length grid, then claim 5's")
     q.add_argument("number", type=non_negative_int, help="the queue's number, for its log")
+    q.add_argument("--levelled", action="store_true", help=LEVELLED_HELP)
     _grid_args(q)
     p = steps.add_parser("report", help="write docs/paper_b.md's block of a preset")
     p.add_argument("--preset", default="cpu", choices=PRESETS)
@@ -68,6 +74,8 @@ def register(sub) -> None:
     p.add_argument("--out", default="docs", help="the folder of paper_b.md (default docs)")
     p.add_argument("--records", default=RECORDS)
     p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--levelled", action="store_true",
+                   help="the <preset>+levelled grid's verdicts under the 2026-11-29 rules")
     f = steps.add_parser("refresh-probe", help="recompute the probe of every finished cell")
     f.add_argument("--preset", default="cpu", choices=PRESETS)
     f.add_argument("--root", default="runs/paper_b")

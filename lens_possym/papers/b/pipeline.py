@@ -6,6 +6,9 @@ docs/paper_b.md's tables (the ``lens-possym paper-b`` command: :mod:`.cli_grid`)
         [--data stream|fixed] [--trigger-copies] [--shard I/N] [--root runs/paper_b]
         [--records docs/paper_b_results.json] [--no-profile]
     lens-possym paper-b queue N        # the paper-length grid, then claim 5's +copies grid
+    lens-possym paper-b queue N --levelled   # the same grids trained until they level off,
+                                             # scored on 4,096 sentences (.levelled)
+    lens-possym paper-b report --preset paper-length [--levelled]
     lens-possym paper-b report [--preset cpu|paper-length] [--root runs/paper_b] [--out docs]
 
 ``run`` walks :func:`lens_possym.papers.b.cells.grid_cells` (``cpu``: every scheme ×
@@ -46,10 +49,12 @@ import torch
 from ...errors import InvalidSelectionError, TrainingError
 from ...training.runs import load_checkpoint
 from . import cells as pb_cells
+from . import levelled as pb_levelled
 from . import presets as pb_presets
 from .probe import positional_probe
 from .records import CellRecord
 from .report import verdict_markdown
+from .report_margins import margins_markdown
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
            "preset_for", "select_cells", "run", "queue", "refresh_probe", "report"]
@@ -63,7 +68,11 @@ PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"
          ("count", "mla"): 97.41, ("distance", "mla"): 88.34}
 BEGIN, END = "<!-- BEGIN MEASURED TABLES -->", "<!-- END MEASURED TABLES -->"
 MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
-                            "<!-- END PAPER-LENGTH TABLES -->")}
+                            "<!-- END PAPER-LENGTH TABLES -->"),
+           "paper-length reread": ("<!-- BEGIN PAPER-LENGTH REREAD -->",
+                                   "<!-- END PAPER-LENGTH REREAD -->"),
+           "paper-length+levelled": ("<!-- BEGIN PAPER-LENGTH+LEVELLED TABLES -->",
+                                     "<!-- END PAPER-LENGTH+LEVELLED TABLES -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 
@@ -168,7 +177,9 @@ def run(args: argparse.Namespace) -> None:
     """Train and analyse every selected cell not held by another queue (module docstring)."""
     preset = preset_for(args)
     cells = select_cells(args, preset)
-    root = Path(args.root) / preset.name
+    levelled = getattr(args, "levelled", False)
+    # a levelled cell's claim lock lives in its +levelled folder; its base run in the preset's
+    root = Path(args.root) / (pb_levelled.levelled_name(preset.name) if levelled else preset.name)
     records = Path(args.records) if args.records else None
     failed = []
     for i, cell in enumerate(cells):
@@ -178,10 +189,15 @@ def run(args: argparse.Namespace) -> None:
                 print(f"[{i + 1}/{len(cells)}] {cell.key}: held by another queue", flush=True)
                 continue
             try:
-                data = pb_cells.analyse_cell(preset, cell, root,
-                                       profile=False if args.no_profile else None)
+                if levelled:
+                    data = pb_levelled.analyse_levelled(preset, cell, args.root)
+                    record = pb_levelled.levelled_record(data)
+                else:
+                    data = pb_cells.analyse_cell(preset, cell, root,
+                                                 profile=False if args.no_profile else None)
+                    record = pb_cells.cell_record(data)
                 if records is not None:
-                    write_records(records, [pb_cells.cell_record(data)])
+                    write_records(records, [record])
             except Exception as error:          # one broken cell must not stop the queue
                 failed.append(cell.key)
                 print(f"[{i + 1}/{len(cells)}] {cell.key}: FAILED: {type(error).__name__}: "
@@ -242,10 +258,24 @@ def _report_records(args: argparse.Namespace) -> None:
     if not any(r.preset == args.preset for r in records):
         raise InvalidSelectionError(f"no {args.preset} record in {args.records}; run "
                                     "`lens-possym paper-b queue N` (docs/paper_b.md) first")
+    page = Path(args.out) / "paper_b.md"
+    if getattr(args, "levelled", False):
+        name = pb_levelled.levelled_name(args.preset)
+        if not any(r.preset == name for r in records):
+            raise InvalidSelectionError(f"no {name} record in {args.records}; run "
+                                        "`lens-possym paper-b queue N --levelled` first")
+        text = margins_markdown(records, name, tuple(args.seeds),
+                                command=f"{COMMAND} {args.preset} --levelled")
+        write_block(page, *MARKERS[name], text)
+        print(f"wrote the {name} verdicts into {page}")
+        return
     text = verdict_markdown(records, args.preset, tuple(args.seeds),
                             command=f"{COMMAND} {args.preset}")
-    page = Path(args.out) / "paper_b.md"
     write_block(page, *MARKERS[args.preset], text)
+    # the same records re-read under the 2026-11-29 rules, beside the verdicts of record
+    write_block(page, *MARKERS[f"{args.preset} reread"],
+                margins_markdown(records, args.preset, tuple(args.seeds),
+                                 command=f"{COMMAND} {args.preset}"))
     print(f"wrote the {args.preset} verdicts into {page} from "
           f"{sum(r.preset == args.preset for r in records)} records")
 
@@ -441,10 +471,12 @@ def queue(args: argparse.Namespace) -> None:
     failed stage is reported and the queue goes on to the next."""
     failed = []
     for stage in QUEUE:
-        name = "paper-length" + ("+copies" if stage["trigger_copies"] else "")
+        name = "paper-length" + ("+levelled" if getattr(args, "levelled", False) else "") + (
+            "+copies" if stage["trigger_copies"] else "")
         print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {name} "
               f"{stage['only'] or ''} queue {args.number}".replace("  ", " "), flush=True)
-        step = argparse.Namespace(**{**vars(args), "preset": "paper-length", "seeds": [0, 1, 2],
+        step = argparse.Namespace(**{"levelled": False, **vars(args), "preset": "paper-length",
+                                     "seeds": [0, 1, 2],
                                      "labels": None, "shard": None, "data": None,
                                      "epochs": None, "steps": None, "batch_size": None,
                                      "lr": None, "no_profile": False, **stage})

@@ -21,8 +21,10 @@ __all__ = ["CellRecord", "record_key", "as_dicts"]
 #: the order of a record's keys in the file (optional ones left out when absent)
 _ORDER = ("preset", "task", "scheme", "variant", "seed", "accuracy", "ablation",
           "ablation_kind", "ablation_grid", "ablation_official", "ablation_official_grid",
-          "test_accuracy", "steps", "train_time_s", "probe", "history", "config", "note")
-_OPTIONAL = ("ablation_official", "ablation_official_grid", "note")
+          "test_accuracy", "steps", "train_time_s", "probe", "history", "config", "eval_size",
+          "accuracy_se", "ablation_se", "levelling", "note")
+_OPTIONAL = ("ablation_official", "ablation_official_grid", "eval_size", "accuracy_se",
+             "ablation_se", "levelling", "note")
 
 
 @dataclass(repr=False)
@@ -45,6 +47,12 @@ class CellRecord(ResultIO):
         probe: the positional probe (:func:`~lens_possym.papers.b.probe.positional_probe`)
             or ``None``; history: ``[[step, test accuracy], ...]``; config: the model's
             :class:`~lens_possym.papers.b.encoder.EncoderConfig` as a dict.
+        eval_size, accuracy_se, ablation_se: the scoring sentences' count, the accuracy's
+            binomial standard error and each head's paired drop standard error
+            ``[n_layers][n_heads]`` (``+levelled`` cells, :mod:`.levelled`; ``None`` in older
+            records, whose size is their preset's ``analysis_size``).
+        levelling: the ``+levelled`` budget check (:func:`.levelled.levelling_summary`:
+            cumulative steps, extensions, last-fifth and last-quarter gains, levelled).
         note: a remark written into the file by hand (``None``: none).
     """
 
@@ -68,6 +76,10 @@ class CellRecord(ResultIO):
     probe: dict[str, Any] | None = None
     history: list[list[float]] | None = None
     config: dict[str, Any] | None = None
+    eval_size: int | None = None
+    accuracy_se: float | None = None
+    ablation_se: list[list[float]] | None = None
+    levelling: dict[str, Any] | None = None
     note: str | None = None
 
     @property

@@ -33,7 +33,7 @@ from ...errors import InvalidSelectionError
 from .presets import MAIN, NON_ROPE, ROPE_FAMILY
 from .records import CellRecord, as_dicts
 
-__all__ = ["Claim", "CLAIMS", "judge", "seed_view", "deposit_table", "late_gain", "percent",
+__all__ = ["Claim", "CLAIMS", "MissingCell", "judge", "seed_view", "deposit_table", "late_gain", "percent",
            "MAIN", "ROPE_FAMILY", "NON_ROPE", "TIE", "NEAR", "SATURATED", "LEVELLED",
            "nope_fails_distance", "rope_wins_distance", "absolute_second_on_distance",
            "alibi_fails_distance", "mla_near_best_on_distance", "count_order_mla_nope_rope",
@@ -50,7 +50,7 @@ Cells = dict[tuple[str, str], dict]          # (task, scheme) -> record, one var
 Result = tuple["bool | None", str]
 
 
-class _Missing(Exception):
+class MissingCell(InvalidSelectionError):
     """A cell the rule needs is not there."""
 
 
@@ -58,7 +58,7 @@ def _get(cells: Cells, task: str, scheme: str) -> dict:
     try:
         return cells[(task, scheme)]
     except KeyError:
-        raise _Missing(f"{task}/{scheme}") from None
+        raise MissingCell(f"{task}/{scheme}") from None
 
 
 def _acc(cells: Cells, task: str, scheme: str) -> float:
@@ -71,7 +71,7 @@ def _best(cells: Cells, task: str, among: Iterable[str] = MAIN) -> tuple[str, fl
     among = tuple(among)
     absent = [s for s in among if (task, s) not in cells]
     if absent:
-        raise _Missing(f"{task}/{','.join(absent)}")
+        raise MissingCell(f"{task}/{','.join(absent)}")
     return max(((s, _acc(cells, task, s)) for s in among), key=lambda x: x[1])
 
 
@@ -184,7 +184,7 @@ def hybrid_displaces_the_encoding(cells: Cells) -> Result:
     hybrid = "hybrid" if variant == "intended" else "rope"          # faithful: RoPE + APE
     h, s = (_get(cells, "distance", x).get("probe") for x in (hybrid, "sinusoidal"))
     if not h or not s:
-        raise _Missing("probe")
+        raise MissingCell("probe")
     text = (f"aligned L0 -> out: {hybrid} {h['aligned'][0]:.2f} -> {h['aligned'][-1]:.2f}, "
             f"sinusoidal {s['aligned'][0]:.2f} -> {s['aligned'][-1]:.2f} (chance "
             f"{h['chance']:.2f})")
@@ -265,7 +265,7 @@ def judge(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] 
                 cells = seed_view(records, preset, variant, seed)
                 try:
                     results.append(claim.apply(cells))
-                except _Missing as missing:
+                except MissingCell as missing:
                     results.append((None, f"missing {missing}"))
             judged = [h for h, _ in results if h is not None]
             held = sum(1 for h in judged if h)

@@ -121,11 +121,13 @@ def test_report_writes_the_verdict_block(tmp_path, capsys):
     rows = bench.write_records(path, records)                      # merged by key
     assert len(rows) == len(records) == len(json.loads(path.read_text()))
     begin, end = bench.MARKERS[PRESET]
-    (tmp_path / "paper_b.md").write_text(f"intro\n{begin}\nSTALE\n{end}\nafter\n")
+    reread = "\n".join(bench.MARKERS[f"{PRESET} reread"])
+    (tmp_path / "paper_b.md").write_text(f"intro\n{begin}\nSTALE\n{end}\nafter\n{reread}\n")
     assert main(["paper-b", "report", "--preset", PRESET, "--records", str(path),
                  "--out", str(tmp_path)]) == 0
     page = (tmp_path / "paper_b.md").read_text()
-    assert page.startswith("intro\n") and page.endswith(f"{end}\nafter\n") and "STALE" not in page
+    assert page.startswith("intro\n") and f"{end}\nafter\n" in page and "STALE" not in page
+    assert "under the rules of 2026-11-29" in page.split(f"{end}\nafter\n")[1]   # re-read
     assert text.split("\n", 1)[1] in page
     assert main(["paper-b", "report", "--preset", PRESET, "--records",
                  str(tmp_path / "none.json"), "--out", str(tmp_path)]) == 1
