@@ -44,12 +44,37 @@ from ._files import write_text_atomically
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ResultIO", "content_digest", "head_frame", "tensor_dtypes", "restore_dtypes", "lists_to_tensors",
+__all__ = ["ResultIO", "RunCost", "content_digest", "head_frame", "tensor_dtypes",
+           "restore_dtypes", "lists_to_tensors",
            "LONG_COLUMNS"]
 
 LONG_COLUMNS = ["layer", "head", "frequency", "angle", "score", "value"]
 
 R = TypeVar("R", bound="ResultIO")
+
+
+@dataclasses.dataclass(kw_only=True, repr=False)
+class RunCost:
+    """What a computed result records of its run, shared by the grids and the attributions
+    (``PatchingGrid``, ``Attribution``, ``EdgeAttribution``): ``seconds`` (wall time),
+    ``n_passes`` (forward and backward passes) and ``info`` (free-form: model, prompts).
+    Keyword-only, so they follow a subclass's own fields; :meth:`cost_dict` writes them,
+    :meth:`read_cost` reads them back (missing: ``nan``, 0, ``{}``)."""
+
+    seconds: float = float("nan")
+    n_passes: int = 0
+    info: dict = dataclasses.field(default_factory=dict)
+
+    def cost_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "n_passes": self.n_passes, "info": self.info}
+
+    @staticmethod
+    def read_cost(data: dict[str, Any]) -> dict[str, Any]:
+        """``{"seconds", "n_passes", "info"}`` of a ``to_dict`` for the constructor."""
+        seconds = data.get("seconds")
+        return {"seconds": float("nan") if seconds is None else float(seconds),
+                "n_passes": int(data.get("n_passes") or 0),
+                "info": dict(data.get("info") or {})}
 
 
 def head_frame(tensors: dict[str, Tensor | None], angles: Tensor | None,
@@ -270,7 +295,7 @@ class ResultIO:
         """The headline numbers as plain JSON values (default: the result's number, text and
         flag fields; a result overrides it with its own headline)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self) if dataclasses.is_dataclass(self) else ():
+        for f in _fields(self):
             value = getattr(self, f.name)
             if isinstance(value, (bool, int, float, str)):
                 out[f.name] = value
@@ -293,7 +318,7 @@ class ResultIO:
         # tensors of one shape and dtype share an entry (``pos/sym=[18, 4] float32``), and
         # a headline item that repeats a field is left out: one line, a few hundred characters
         entries: dict[str, tuple[list[str], str]] = {}
-        fields = dataclasses.fields(self) if dataclasses.is_dataclass(self) else []
+        fields = _fields(self)
         for f in fields:
             value = getattr(self, f.name)
             text = _short(value) if f.repr else None
@@ -304,6 +329,14 @@ class ResultIO:
         shown = {f.name for f in fields}
         parts += [h for h in self._headline() if h.split("=")[0] not in shown]
         return f"{type(self).__name__}(" + ", ".join(parts) + ")"
+
+
+def _fields(obj: Any) -> list:
+    """A result's dataclass fields in its constructor's order: keyword-only ones (a base's,
+    such as :class:`RunCost`'s) after the subclass's own."""
+    if not dataclasses.is_dataclass(obj):
+        return []
+    return sorted(dataclasses.fields(obj), key=lambda f: f.kw_only is True)
 
 
 def _short(value: Any) -> str | None:

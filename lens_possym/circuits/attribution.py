@@ -56,7 +56,7 @@ real grid by ``benchmarks/bench_attribution.py`` (numbers in ``docs/circuits.md`
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -69,7 +69,7 @@ from .._precision import compute_dtype, model_tolerance
 from ..decompose import apply_softcap
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..resolved import Resolved, resolve
-from ..results_io import ResultIO, number
+from ..results_io import ResultIO, RunCost, number
 from ..rope import RopeSpec, heads_view, rotate
 from ..typing import HookedModel
 from ..interventions import engine
@@ -303,7 +303,7 @@ def _opt(value: Any) -> Tensor | None:
 
 
 @dataclass(repr=False)
-class Attribution(ResultIO):
+class Attribution(RunCost, ResultIO):
     """Attribution-patching estimates in the layout of the real grid
     (:class:`~lens_possym.interventions.PatchingGrid`).
 
@@ -329,9 +329,6 @@ class Attribution(ResultIO):
     source_baseline: Tensor | None = None
     saturation: Tensor | None = None
     config: AttributionConfig | None = None
-    seconds: float = float("nan")
-    n_passes: int = 0
-    info: dict = field(default_factory=dict)
 
     FORMAT = "lens-possym/attribution@1"
 
@@ -389,7 +386,7 @@ class Attribution(ResultIO):
                 "axis_names": list(self.axis_names), "baseline": self.baseline,
                 "source_baseline": self.source_baseline, "saturation": self.saturation,
                 "config": None if self.config is None else self.config.to_dict(),
-                "seconds": self.seconds, "n_passes": self.n_passes, "info": self.info}
+                **self.cost_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attribution":
@@ -399,8 +396,7 @@ class Attribution(ResultIO):
                    source_baseline=_opt(data.get("source_baseline")),
                    saturation=_opt(data.get("saturation")),
                    config=None if config is None else AttributionConfig.from_dict(config),
-                   seconds=float(data.get("seconds", float("nan"))),
-                   n_passes=int(data.get("n_passes", 0)), info=dict(data.get("info") or {}))
+                   **cls.read_cost(data))
 
     def summary(self) -> dict[str, Any]:
         top = self.top(1)

@@ -64,7 +64,7 @@ from ..errors import DecompositionMismatchError, InvalidSelectionError, Unsuppor
 from ..interventions import engine
 from ..interventions.selection import parse_freqs
 from ..resolved import Resolved, resolve
-from ..results_io import ResultIO
+from ..results_io import ResultIO, RunCost
 from ..rope import RopeSpec, heads_view, rotate
 from ..typing import HookedModel
 from .attribution import attention_pattern, gradient_run, raw_scores, source_run, value_view
@@ -148,7 +148,7 @@ def _norm_vjp(norm: Any, x: Tensor, g_out: Tensor) -> Tensor:
 
 
 @dataclass(repr=False)
-class EdgeAttribution(ResultIO):
+class EdgeAttribution(RunCost, ResultIO):
     """Edge-attribution scores (module docstring).
 
     Attributes:
@@ -170,9 +170,6 @@ class EdgeAttribution(ResultIO):
     baseline: Tensor
     positional_freqs: dict = field(default_factory=dict)
     method: str = "attribution"
-    seconds: float = float("nan")
-    n_passes: int = 0
-    info: dict = field(default_factory=dict)
 
     FORMAT = "lens-possym/edge-attribution@1"
 
@@ -208,8 +205,7 @@ class EdgeAttribution(ResultIO):
                 "positional": self.positional, "content": self.content,
                 "baseline": self.baseline,
                 "positional_freqs": {k: list(v) for k, v in self.positional_freqs.items()},
-                "method": self.method, "seconds": self.seconds, "n_passes": self.n_passes,
-                "info": self.info}
+                "method": self.method, **self.cost_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EdgeAttribution":
@@ -219,9 +215,7 @@ class EdgeAttribution(ResultIO):
                    baseline=t(data["baseline"]),
                    positional_freqs={k: tuple(int(i) for i in v)
                                      for k, v in (data.get("positional_freqs") or {}).items()},
-                   method=str(data.get("method", "attribution")),
-                   seconds=float(data.get("seconds", float("nan"))),
-                   n_passes=int(data.get("n_passes", 0)), info=dict(data.get("info") or {}))
+                   method=str(data.get("method", "attribution")), **cls.read_cost(data))
 
     def summary(self) -> dict[str, Any]:
         top = self.top(1)

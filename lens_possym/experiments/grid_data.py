@@ -7,7 +7,7 @@ TransformerLens's ``PatchingResult`` view)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
@@ -17,7 +17,7 @@ from torch import Tensor
 from .._ids import check_ids_text
 from .._json import JsonConfig, check_field_types, tensor_from_json, to_jsonable
 from ..errors import InvalidSelectionError
-from ..results_io import ResultIO, number
+from ..results_io import ResultIO, RunCost, number
 from ..interventions.selection import freqs_label
 from .uncertainty import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Uncertainty,
                           bootstrap_interval, standard_error, uncertainty)
@@ -117,7 +117,7 @@ def _tensor(value: Any) -> Tensor | None:
 
 
 @dataclass(repr=False)
-class PatchingGrid(ResultIO):
+class PatchingGrid(RunCost, ResultIO):
     """Result of :func:`generic_patch_grid` / :func:`patch_grid`.
 
     Attributes:
@@ -143,9 +143,6 @@ class PatchingGrid(ResultIO):
     metric: str = "metric"
     activation_name: str = ""
     config: PatchGridConfig | None = None
-    seconds: float = float("nan")
-    n_passes: int = 0
-    info: dict = field(default_factory=dict)
 
     FORMAT = "lens-possym/patching-grid@1"
 
@@ -277,12 +274,11 @@ class PatchingGrid(ResultIO):
                 "source_baseline": self.source_baseline, "mean": unc.mean, "se": unc.se,
                 "ci_low": unc.low, "ci_high": unc.high, "effect": eff.mean,
                 "effect_se": eff.se, "effect_ci_low": eff.low, "effect_ci_high": eff.high,
-                "confidence": unc.confidence, "values": self.values, "seconds": self.seconds, "n_passes": self.n_passes,
-                "info": to_jsonable(self.info)}
+                "confidence": unc.confidence, "values": self.values,
+                **self.cost_dict(), "info": to_jsonable(self.info)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PatchingGrid":
-        seconds = data.get("seconds")
         return cls(values=_tensor(data["values"]).float(), axis_names=list(data["axis_names"]),
                    baseline=_tensor(data["baseline"]).float(),
                    source_baseline=None if data.get("source_baseline") is None
@@ -291,8 +287,7 @@ class PatchingGrid(ResultIO):
                    activation_name=data.get("activation_name", ""),
                    config=None if data.get("config") is None
                    else PatchGridConfig.from_dict(data["config"]),
-                   seconds=float("nan") if seconds is None else float(seconds),
-                   n_passes=int(data.get("n_passes", 0)), info=dict(data.get("info", {})))
+                   **cls.read_cost(data))
 
     def to_dataframe(self, per_prompt: bool = False) -> "pd.DataFrame":
         """Long format: one row per cell, or with ``per_prompt`` one row per cell and prompt.
