@@ -17,9 +17,11 @@ difference, clean patched into corrupted):
 
 Prints for each: Spearman over the cells whose |real effect| is above 1% of the largest,
 Pearson and Spearman over every cell, the overlap of the top-20 cells, both times (this
-process's CPU seconds, one torch thread: the machine is shared) and their ratio; and, for
-frequencies, the cells where the linear and QK-fixed estimates disagree and the saturated
-heads.
+process's CPU seconds, one torch thread: the machine is shared) and their ratio, and both
+in units of one plain forward pass of the batch (the grid's time in those units bounds the
+speed-up of any method that runs the prompts forward even once); and, for frequencies,
+the grid's batched passes, the cells where the linear and QK-fixed estimates disagree and
+the saturated heads.
 """
 
 from __future__ import annotations
@@ -33,13 +35,28 @@ from lens_possym.circuits.attribution import attribution_patch, compare_to_grid
 from lens_possym.interventions import patch_grid
 
 
-def report(name: str, estimate: torch.Tensor, grid, t_grid: float, t_attr: float) -> None:
+def report(name: str, estimate: torch.Tensor, grid, t_grid: float, t_attr: float,
+           t_pass: float | None = None) -> None:
     c = compare_to_grid(estimate, grid, share=0.01, k=20)
     print(f"{name}: {c['n_cells']} cells ({c['n_large']} with |effect| > 1% of the largest)")
     print(f"  Spearman (large cells) {c['spearman_large']:.3f} | Pearson {c['pearson']:.3f} | "
           f"Spearman (all) {c['spearman']:.3f} | top-{c['top_k']} overlap {c['top_overlap']}")
     print(f"  time: grid {t_grid:.1f} s, attribution {t_attr:.2f} s, "
           f"attribution {t_grid / t_attr:.0f}x faster")
+    if t_pass:
+        print(f"  in forward passes of the batch ({t_pass:.2f} s each): grid "
+              f"{t_grid / t_pass:.1f}, attribution {t_attr / t_pass:.1f}; any method that "
+              f"runs the prompts forward once is at most {t_grid / t_pass:.0f}x faster than "
+              f"this grid")
+
+
+def one_pass(model, tokens) -> float:
+    """CPU seconds of one plain forward pass of the batch (the least of three)."""
+    times = []
+    for _ in range(3):
+        with torch.no_grad():
+            times.append(timed(lambda: model(tokens))[1])
+    return min(times)
 
 
 def main() -> None:
@@ -55,18 +72,21 @@ def main() -> None:
           f"{tokens.shape[1]} tokens; {model.cfg.n_layers} layers x {model.cfg.n_heads} heads; "
           f"torch threads {torch.get_num_threads()}")
     attribution_patch(model, pairs, metric=metric)  # warm up (allocations, lazy imports)
+    t_pass = one_pass(model, tokens)
+    print(f"one forward pass of the batch: {t_pass:.2f} s")
 
     if not args.skip_positions:
         grid, t_grid = timed(lambda: patch_grid(model, pairs, metric=metric, site="heads",
                                                 per_position=True, progress=False))
         attr, t_attr = timed(lambda: attribution_patch(model, pairs, metric=metric,
                                                        site="heads", per_position=True))
-        report("heads x positions [layer, pos, head]", attr.effect(), grid, t_grid, t_attr)
+        report("heads x positions [layer, pos, head]", attr.effect(), grid, t_grid, t_attr,
+               t_pass)
 
     grid, t_grid = timed(lambda: patch_grid(model, pairs, metric=metric, site="heads",
                                             progress=False))
     attr, t_attr = timed(lambda: attribution_patch(model, pairs, metric=metric, site="heads"))
-    report("heads, all positions [layer, head]", attr.effect(), grid, t_grid, t_attr)
+    report("heads, all positions [layer, head]", attr.effect(), grid, t_grid, t_attr, t_pass)
     real = grid.effect().mean(-1)
     top = torch.nonzero(real.abs() == real.abs().max())[0].tolist()
     layer = args.freq_layer if args.freq_layer is not None else int(top[0])
@@ -81,10 +101,14 @@ def main() -> None:
                                                         site="frequencies", side=side,
                                                         layers=[layer]))
         sl = (layer,)
+        print(f"frequency grid, layer {layer}, side {side}: {fgrid.n_passes} batched passes "
+              f"({fgrid.config.patches_per_pass} cells x {tokens.shape[0]} prompts a pass, "
+              f"from layer {layer} on); attribution {fattr.n_passes} passes (source forward, "
+              f"run forward, backward)")
         report(f"frequencies, layer {layer}, side {side}: linear", fattr.linear.mean(-1)[sl],
-               fgrid.effect().mean(-1)[sl], t_grid, t_attr)
+               fgrid.effect().mean(-1)[sl], t_grid, t_attr, t_pass)
         report(f"frequencies, layer {layer}, side {side}: QK-fixed", fattr.effect()[sl],
-               fgrid.effect().mean(-1)[sl], t_grid, t_attr)
+               fgrid.effect().mean(-1)[sl], t_grid, t_attr, t_pass)
         bad = fattr.unreliable(0.1)
         sat = fattr.saturation[layer]
         print(f"  cells where linear and QK-fixed differ by > 10% of the largest: {len(bad)}"
