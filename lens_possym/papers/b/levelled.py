@@ -99,10 +99,11 @@ def levelling_summary(history: list[list[float]], extensions: int) -> dict[str, 
                 f"cap {STEP_CAP} steps")}
 
 
-def scoring_batch(task: Task, seed: int, size: int = SCORING_SIZE) -> TaskBatch:
-    """The cell's scoring sentences: ``size`` of the test split drawn with ``seed + 1`` (the
-    loop's evaluations draw theirs with the task's seed: other sentences)."""
-    return task.test_set(size, seed=seed + 1)
+def scoring_batch(task: Task, seed: int, size: int | None = None) -> TaskBatch:
+    """The cell's scoring sentences: ``size`` (default :data:`SCORING_SIZE`) of the test
+    split drawn with ``seed + 1`` (the loop's evaluations draw theirs with the task's seed:
+    other sentences)."""
+    return task.test_set(SCORING_SIZE if size is None else size, seed=seed + 1)
 
 
 def train_levelled(base: Preset, cell: Cell, root: str | Path, *,

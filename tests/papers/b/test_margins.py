@@ -184,3 +184,34 @@ def test_training_extends_until_the_cap_and_resumes(tmp_path, monkeypatch):
     assert info2["history"] == info["history"]
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                  again.state_dict().values()))
+
+
+def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatch):
+    """`paper-b run --levelled` end to end on a tiny preset: base run, one extension,
+    scoring, and the record with eval_size, standard errors and the budget check."""
+    from argparse import Namespace
+
+    from lens_possym.papers.b import pipeline
+
+    monkeypatch.setattr(lv, "EXTENSION_STEPS", 4)
+    monkeypatch.setattr(lv, "EXTENSION_EVALS", 2)
+    monkeypatch.setattr(lv, "STEP_CAP", 10)
+    monkeypatch.setattr(lv, "SCORING_SIZE", 48)
+    tiny = replace(with_steps(ENCODER_PRESETS["paper-length"], 6), name="tiny", eval_size=16,
+                   evals=2, model=dict(n_layers=1, n_heads=2, d_model=16, d_head=8, d_ff=16,
+                                       d_latent=8),
+                   tasks={"distance": dict(n_ctx=16, max_between=8, max_side=3, n_words=10)},
+                   grid={"intended": ("nope",), "faithful": ()})
+    monkeypatch.setitem(ENCODER_PRESETS, "tiny", tiny)
+    records = tmp_path / "results.json"
+    args = Namespace(preset="tiny", seeds=[0], tasks=["distance"], only=None, labels=None,
+                     shard=None, data=None, epochs=None, steps=None, batch_size=None, lr=None,
+                     trigger_copies=False, no_profile=True, levelled=True,
+                     root=str(tmp_path / "runs"), records=str(records))
+    pipeline.run(args)
+    (record,) = json.loads(records.read_text())
+    assert record["preset"] == "tiny+levelled" and record["eval_size"] == 48
+    assert record["levelling"]["steps"] == 10 and record["levelling"]["extensions"] == 1
+    assert len(record["ablation_se"]) == 1 and len(record["ablation_se"][0]) == 2
+    assert record["accuracy_se"] == pytest.approx(m.accuracy_se(record["accuracy"], 48))
+    assert (tmp_path / "runs" / "tiny" / "distance/intended/nope/seed0" / "model.pt").exists()
