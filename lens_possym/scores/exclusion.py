@@ -181,6 +181,12 @@ def exclusion_from_factors(factors: CrossLogitFactors, positions: Int[Tensor, "n
     the checks read values back from the device (four host-device synchronisations).
     """
     span = None
+    if not isinstance(positions, range) and not (
+            isinstance(positions, Tensor) and positions.ndim == 1
+            and not positions.dtype.is_floating_point and positions.dtype != torch.bool):
+        raise InvalidSelectionError(
+            f"exclusion_from_factors: positions must be a 1-D integer tensor or a range of key "
+            f"positions, got {positions!r}")
     if isinstance(positions, range):       # a run of positions known on the host
         span = positions
         positions = torch.arange(span.start, span.stop, device=factors.x.device)

@@ -63,6 +63,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .._checks import boundary
+from .._inputs import resolve_device
 from ..errors import InvalidSelectionError
 
 __all__ = [
@@ -189,7 +190,7 @@ def swap_set(kind: SwapKind, query_position: int, visible: Bool[Tensor, "pos"], 
     positions = _eligible(query_position, exclude_bos)
     n = len(positions)
     where = "after excluding BOS " if exclude_bos else ""
-    device = visible.device if device is None else torch.device(device)
+    device = visible.device if device is None else resolve_device(device)
     visible = visible.cpu()
     if kind == "token":
         if n < 2:
