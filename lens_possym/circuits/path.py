@@ -62,6 +62,7 @@ from .._precision import model_tolerance
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..interventions import engine
 from ..interventions.selection import FreqsLike, parse_freqs
+from ..experiments.grid_data import check_patches_per_pass
 from ..experiments.uncertainty import Uncertainty, uncertainty
 from ..resolved import Resolved, resolve
 from ..results_io import ResultIO
@@ -494,10 +495,7 @@ def path_patch(model: HookedModel | Resolved, clean_tokens: Any, corrupted_token
     Returns:
         :class:`PathPatching` with ``values [n_cells, batch]``.
     """
-    if isinstance(patches_per_pass, bool) or not isinstance(patches_per_pass, int) \
-            or patches_per_pass < 1:
-        raise InvalidSelectionError(
-            f"patches_per_pass must be a positive integer, got {patches_per_pass!r}")
+    check_patches_per_pass(patches_per_pass)
     resolved = resolve(model)
     model = resolved.model
     cell_list = _cells(cells)

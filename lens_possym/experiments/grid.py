@@ -48,7 +48,8 @@ from .._precision import model_tolerance
 from ..errors import InvalidSelectionError
 from ..typing import HookedModel
 from ._passes import blocks_from, fresh_cache, layer_list, prefix_cache
-from .grid_data import DIRECTIONS, PATCH_SITES, PatchGridConfig, PatchingGrid
+from .grid_data import (DIRECTIONS, PATCH_SITES, PatchGridConfig, PatchingGrid,
+                        check_patches_per_pass)
 from ..resolved import Resolved, resolve
 from ..interventions.patching import frequency_index_df, frequency_patch_setter, qk_activation_name
 from .._inputs import as_heads, as_layers
@@ -189,10 +190,7 @@ def generic_patch_grid(model: HookedModel | Resolved, corrupted_tokens: Int[Tens
     from tqdm.auto import tqdm
     from transformer_lens.utilities import get_act_name
 
-    if isinstance(patches_per_pass, bool) or not isinstance(patches_per_pass, int) \
-            or patches_per_pass < 1:
-        raise InvalidSelectionError(
-            f"patches_per_pass must be a positive integer, got {patches_per_pass!r}")
+    check_patches_per_pass(patches_per_pass)
     resolved = resolve(model)
     model = resolved.model
     tokens = as_tokens(model, corrupted_tokens)

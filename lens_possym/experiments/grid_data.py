@@ -33,6 +33,12 @@ PATCH_SITES: tuple[str, ...] = ("heads", "frequencies", "resid_pre", "attn_out",
 DIRECTIONS: tuple[str, ...] = ("denoise", "noise")
 
 
+def check_patches_per_pass(n: Any) -> None:
+    """Refuse a ``patches_per_pass`` that is not a positive integer (``True`` included)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidSelectionError(f"patches_per_pass must be a positive integer, got {n!r}")
+
+
 @dataclass(frozen=True)
 class PatchGridConfig(JsonConfig):
     """What :func:`patch_grid` patches (frozen, validated, stored in the result).
@@ -92,9 +98,7 @@ class PatchGridConfig(JsonConfig):
                 "per_position applies to heads and layer components, not to frequencies")
         if self.heads is not None and self.site not in ("heads", "frequencies"):
             raise InvalidSelectionError("heads applies to site='heads' or 'frequencies'")
-        n = self.patches_per_pass
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidSelectionError(f"patches_per_pass must be a positive integer, got {n!r}")
+        check_patches_per_pass(self.patches_per_pass)
         for name in ("per_position", "last_token_only", "per_prompt_normalization"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidSelectionError(f"{name} must be True or False")
