@@ -50,9 +50,8 @@ def main() -> None:
     top = [circuits.Node("head", i // n_heads, i % n_heads) for i in order]
     print(f"heads by patching ({t_grid:.1f} s): "
           + ", ".join(f"{n.name} {float(mean[n.layer, n.head]):+.3f}" for n in top))
-    keep = set(top) | {circuits.Node("embed"), circuits.Node("logits")}
-    edges = [e for e in circuits.graph_edges(model, mlps=False)
-             if e.sender in keep and e.receiver in keep]
+    edges = circuits.edges_among(
+        model, [*top, circuits.Node("embed"), circuits.Node("logits")], mlps=False)
     scores, t_scores = timed(lambda: circuits.path_edge_scores(model, clean, corr, metric,
                                                               edges))
     print(f"{len(edges)} candidate edges path-patched in {t_scores:.1f} s")

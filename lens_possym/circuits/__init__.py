@@ -24,7 +24,7 @@ from .._lazy import lazy_attributes
 
 # imported on first use (lens_possym._lazy), so importing this package imports nothing heavy
 _EXPORTS = {
-    "graph": ["CHANNELS", "KINDS", "Edge", "GraphShape", "Node", "graph_edges", "graph_nodes",
+    "graph": ["CHANNELS", "KINDS", "Edge", "GraphShape", "Node", "edges_among", "graph_edges", "graph_nodes",
         "graph_shape"],
     "path": ["OUTPUT_ACTS", "PathCell", "PathPatching", "Receiver", "node_outputs",
         "output_hooks", "path_patch", "run_caches", "frozen_inputs", "band_freqs"],

@@ -269,3 +269,9 @@ def graph_edges(model: Any, *, mlps: bool | None = None,
                     edges.append(Edge(sender, receiver, channel))
     return sorted(edges)
 
+
+def edges_among(model: Any, nodes: Iterable[Node], *, mlps: bool | None = None) -> list[Edge]:
+    """The edges of :func:`graph_edges` whose sender and receiver are both in ``nodes``
+    (e.g. a few heads with ``embed`` and ``logits``: the candidate edges among them)."""
+    keep = set(nodes)
+    return [e for e in graph_edges(model, mlps=mlps) if e.sender in keep and e.receiver in keep]

@@ -91,9 +91,8 @@ def run(args) -> int:
     top = [circuits.Node("head", i // n_heads, i % n_heads) for i in order]
     print(f"heads by patching ({grid.seconds:.1f} s): "
           + ", ".join(f"{n.name} {float(mean[n.layer, n.head]):+.3f}" for n in top))
-    keep = set(top) | {circuits.Node("embed"), circuits.Node("logits")}
-    edges = [e for e in circuits.graph_edges(model, mlps=False)
-             if e.sender in keep and e.receiver in keep]
+    edges = circuits.edges_among(
+        model, [*top, circuits.Node("embed"), circuits.Node("logits")], mlps=False)
     labels = None
     if not args.no_labels:
         labels = scores.swap_scores(model, pairs.clean_tokens)
