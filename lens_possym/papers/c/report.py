@@ -17,8 +17,9 @@ import argparse
 import json
 from pathlib import Path
 
+from ...plugins import to_jsonable
 from .readings import CellStore, reading_claims, report_lines
-from .report_data import (SEEDS, TASKS, analyses_of, first_step, load_run, plain_json,
+from .report_data import (SEEDS, TASKS, analyses_of, first_step, load_run,
                           read_json, records, result_record, verdict_cell)
 from .report_sections import (ablation_section, device_section, dynamics_section,
                               frequency_section, gaps_section, lengths_section, roles_section,
@@ -243,14 +244,14 @@ def write_report(args: argparse.Namespace) -> Path:
     device_section(add, docs / "device" / "h200_paper_c.txt")
 
     page.write_text("\n".join(lines))
-    (docs / "paper_c_verdict_inputs.json").write_text(
-        json.dumps(inputs_json, indent=None, separators=(",", ":"), default=plain_json) + "\n")
-    results.write_text(json.dumps({
+    (docs / "paper_c_verdict_inputs.json").write_text(json.dumps(
+        to_jsonable(inputs_json), indent=None, separators=(",", ":"), allow_nan=False) + "\n")
+    results.write_text(json.dumps(to_jsonable({
         "verdicts": verdicts_json,
         "length_cells": length_cells,
         "source": "lens-possym paper-c report (records: docs/paper_c_runs/, "
                   "analyses: the stage cache); null = not measured yet",
         "headline_filler": HEADLINE_FILLER, "gamma": 0.1,
-        "runs": results_json}, indent=1) + "\n")
+        "runs": results_json}), indent=1, allow_nan=False) + "\n")
     print(f"wrote {page}, {results} and {figs}/")
     return page

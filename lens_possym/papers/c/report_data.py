@@ -13,14 +13,13 @@ from typing import Any
 
 import torch
 
-from ...errors import ResultsFileError
 from .dynamics import purity
 from .tasks import FILLERS, HEADLINE_FILLER
 from .verdicts import RunAnalyses
 
 __all__ = ["TASKS", "SEEDS", "MARK", "read_json", "nan_list", "as_tensor", "records",
            "load_run", "analyses_of", "first_step", "result_record", "run_order",
-           "verdict_cell", "fmt", "plain_json"]
+           "verdict_cell", "fmt"]
 
 TASKS = ("number", "letter")
 SEEDS = (0, 1, 2)
@@ -152,10 +151,3 @@ def fmt(x, digits=2) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return f"{x:.{digits}f}"
-
-
-def plain_json(x: Any) -> None:
-    """``json.dumps``'s ``default``: a non-finite float as null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    raise ResultsFileError(f"a {type(x).__name__} has no JSON form in the verdicts' inputs")

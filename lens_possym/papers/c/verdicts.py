@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
+from ...plugins import tensor_from_json, to_jsonable
 from ...results_io import ResultIO
 
 __all__ = ["Rule", "RULES", "RunAnalyses", "RuleResult", "mid_rise", "relative_spread",
@@ -636,7 +637,8 @@ _TENSORS = ("pos", "sym", "hop_by_stop", "lens_decoded", "patch_restore")
 
 def analyses_to_dict(run: RunAnalyses) -> dict:
     """Plain JSON of what the rules read from one run (tensors as nested lists, integer
-    keys as strings); :func:`analyses_from_dict` reads it back."""
+    keys as strings, a non-finite float as ``null``: strict JSON);
+    :func:`analyses_from_dict` reads it back (``null`` as ``nan``)."""
     out: dict = {"task": run.task, "preset": run.preset, "seed": run.seed,
                  "history": None if run.history is None else [list(h) for h in run.history],
                  "steps": run.steps, "accuracy_by_hops": run.accuracy_by_hops,
@@ -649,22 +651,32 @@ def analyses_to_dict(run: RunAnalyses) -> dict:
     for name in ("gap_min", "gap_max"):
         d = getattr(run, name)
         out[name] = None if d is None else {str(n): t.tolist() for n, t in d.items()}
-    return out
+    return to_jsonable(out)
+
+
+def _nan(x):
+    """Nested lists (or one value) read back from :func:`analyses_to_dict`: ``null`` as
+    ``nan``."""
+    if isinstance(x, list):
+        return [_nan(v) for v in x]
+    return math.nan if x is None else x
 
 
 def analyses_from_dict(data: dict) -> RunAnalyses:
     run = RunAnalyses(data["task"], data["preset"], int(data["seed"]),
                       history=None if data["history"] is None else
                       [(int(s), float(a)) for s, a in data["history"]],
-                      steps=data["steps"], accuracy_by_hops=data["accuracy_by_hops"],
+                      steps=data["steps"],
+                      accuracy_by_hops=None if data["accuracy_by_hops"] is None else
+                      _nan(data["accuracy_by_hops"]),
                       labels=data["labels"],
                       lengths=None if data["lengths"] is None else
-                      {int(n): float(a) for n, a in data["lengths"].items()})
+                      {int(n): float(_nan(a)) for n, a in data["lengths"].items()})
     for name in _TENSORS:
         if data.get(name) is not None:
-            setattr(run, name, torch.as_tensor(data[name], dtype=torch.float32))
+            setattr(run, name, tensor_from_json(data[name]).float())
     for name in ("gap_min", "gap_max"):
         if data.get(name) is not None:
-            setattr(run, name, {int(n): torch.as_tensor(t, dtype=torch.float32)
+            setattr(run, name, {int(n): tensor_from_json(t).float()
                                 for n, t in data[name].items()})
     return run

@@ -238,3 +238,28 @@ def test_analyses_round_trip_and_the_table_from_inputs():
     assert table["paper"]["strict"]["4"] == "holds"
     assert table["paper"]["strict"]["13"] == "pending"          # no length cells given
     assert table["theory"] == {"11": "pending", "12": "pending"}
+
+
+def test_analyses_with_nan_are_strict_json_and_read_back_as_nan():
+    """A run's inputs with ``nan`` (a hop count no prompt had, a head never scored) are
+    written as strict JSON (``null``; ``allow_nan=False`` succeeds) and read back as
+    ``nan`` in the same places, so the verdicts re-derived from the committed file see
+    what the report saw."""
+    import json
+    import math
+
+    from lens_possym.papers.c.verdicts import analyses_from_dict, analyses_to_dict
+
+    number, _ = _strict_paper_like()
+    number.pos[0, 1, 0] = float("nan")
+    number.gap_max[300][2, 0] = float("nan")
+    number.accuracy_by_hops[0][1] = float("nan")
+    number.lengths = {17: 1.0, 300: float("nan")}
+    text = json.dumps(analyses_to_dict(number), allow_nan=False)
+    assert "NaN" not in text
+    back = analyses_from_dict(json.loads(text))
+    assert torch.equal(back.pos.isnan(), number.pos.isnan())
+    assert torch.equal(torch.nan_to_num(back.pos), torch.nan_to_num(number.pos))
+    assert back.gap_max[300][2, 0].isnan() and not back.gap_max[300][1, 0].isnan()
+    assert math.isnan(back.accuracy_by_hops[0][1])
+    assert back.lengths[17] == 1.0 and math.isnan(back.lengths[300])
