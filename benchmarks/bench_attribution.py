@@ -15,6 +15,17 @@ difference, clean patched into corrupted):
    the real frequency grid against the linear and the AtP* query-key-fixed estimates;
 4. attribution alone for every layer's pairs (the same three passes, no grid: its cost).
 
+With ``--all-layers`` (instead of 1-4): for the query and then the key side, the real
+frequency grid of every layer (``patch_grid(site="frequencies", layers=[L])``, one batched
+grid per layer as for one layer, printed as each ends: its time, its batched passes and its
+time in plain forward passes) against attribution over every layer's pairs at once (one
+call, the same three passes); the comparison over every cell, and beside it the same for
+layer ``--freq-layer`` (default 24) and ``--early-layer`` (default 0, where the grid re-runs
+the most of the model), each against attribution called for that layer alone. The grid's
+total is the sum of the per-layer grids; each per-layer call also pays one caching pass and
+one check pass of two cells (printed, so the saving of one call over every layer can be
+read off).
+
 Prints for each: Spearman over the cells whose |real effect| is above 1% of the largest,
 Pearson and Spearman over every cell, the overlap of the top-20 cells, both times (this
 process's CPU seconds, one torch thread: the machine is shared) and their ratio, and both
@@ -27,11 +38,13 @@ the saturated heads.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 from _timing import add_binding_args, binding_setup, timed
 
 from lens_possym.circuits.attribution import attribution_patch, compare_to_grid
+from lens_possym.errors import LensPossymError
 from lens_possym.interventions import patch_grid
 
 
@@ -65,6 +78,13 @@ def main() -> None:
     parser.add_argument("--freq-layer", type=int)
     parser.add_argument("--skip-positions", action="store_true",
                         help="skip the per-position grid (the slow one)")
+    parser.add_argument("--all-layers", action="store_true",
+                        help="frequency attribution over every layer against the real "
+                             "frequency grid of every layer (instead of the other sections)")
+    parser.add_argument("--early-layer", type=int, default=0,
+                        help="with --all-layers: the early layer reported beside --freq-layer")
+    parser.add_argument("--sides", default="qk",
+                        help="with --all-layers: the sides to run, 'q', 'k' or 'qk'")
     args = parser.parse_args()
     model, pairs, metric = binding_setup(args)
     tokens = pairs.corrupted_tokens
@@ -73,7 +93,10 @@ def main() -> None:
           f"torch threads {torch.get_num_threads()}")
     attribution_patch(model, pairs, metric=metric)  # warm up (allocations, lazy imports)
     t_pass = one_pass(model, tokens)
-    print(f"one forward pass of the batch: {t_pass:.2f} s")
+    print(f"one forward pass of the batch: {t_pass:.2f} s", flush=True)
+    if args.all_layers:
+        all_layers(model, pairs, metric, t_pass, args)
+        return
 
     if not args.skip_positions:
         grid, t_grid = timed(lambda: patch_grid(model, pairs, metric=metric, site="heads",
@@ -123,6 +146,55 @@ def main() -> None:
         n_cells = int((~torch.isnan(every.linear[..., 0])).sum())
         print(f"frequencies, every layer, side {side}: {n_cells} cells (linear and QK-fixed) "
               f"in {t_every:.2f} s, {every.n_passes} passes")
+
+
+def all_layers(model, pairs, metric, t_pass: float, args) -> None:
+    """Frequency attribution over every layer against the real grid of every layer."""
+    n_layers = int(model.cfg.n_layers)
+    late = args.freq_layer if args.freq_layer is not None else min(24, n_layers - 1)
+    chosen = [args.early_layer, late]
+    for side in args.sides:
+        real, times, passes = None, {}, {}
+        for layer in range(n_layers):
+            fgrid, t_grid = timed(lambda: patch_grid(model, pairs, metric=metric,
+                                                     site="frequencies", side=side,
+                                                     layers=[layer], progress=False))
+            effect = fgrid.effect().mean(-1)
+            real = effect if real is None else torch.where(torch.isnan(effect), real, effect)
+            times[layer], passes[layer] = t_grid, fgrid.n_passes
+            print(f"  grid side {side}, layer {layer}: {t_grid:.1f} s, {fgrid.n_passes} "
+                  f"batched passes (one of them the check), {t_grid / t_pass:.1f} plain "
+                  f"passes", flush=True)
+        every, t_every = timed(lambda: attribution_patch(model, pairs, metric=metric,
+                                                         site="frequencies", side=side))
+        t_total = sum(times.values())
+        print(f"frequencies, every layer, side {side}: grid {t_total:.1f} s in all "
+              f"({sum(passes.values())} batched passes over {n_layers} per-layer grids; "
+              f"each grid also ran one caching pass, ~{n_layers * t_pass:.0f} s in all); "
+              f"attribution {every.n_passes} passes")
+        report(f"frequencies, every layer, side {side}: linear", every.linear.mean(-1), real,
+               t_total, t_every, t_pass)
+        report(f"frequencies, every layer, side {side}: QK-fixed", every.effect(), real,
+               t_total, t_every, t_pass)
+        for layer in chosen:
+            one, t_one = timed(lambda: attribution_patch(model, pairs, metric=metric,
+                                                         site="frequencies", side=side,
+                                                         layers=[layer]))
+            sl = (layer,)
+            for kind, est in (("linear", one.linear.mean(-1)[sl]),
+                              ("QK-fixed", one.effect()[sl])):
+                report(f"frequencies, layer {layer}, side {side}: {kind}", est, real[sl],
+                       times[layer], t_one, t_pass)
+        print("  per layer (grid in plain passes | Spearman large, QK-fixed | top-20):")
+        for layer in range(n_layers):
+            sl = (layer,)
+            try:
+                c = compare_to_grid(every.effect()[sl], real[sl], share=0.01, k=20)
+                fig = f"{c['spearman_large']:.3f} | {c['top_overlap']}"
+            except LensPossymError as err:  # a layer with fewer than two cells
+                fig = f"({err})"
+            print(f"    L{layer}: {times[layer] / t_pass:.1f} | {fig}")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -44,12 +44,10 @@ def main() -> None:
 
     grid, t_grid = timed(lambda: patch_grid(model, pairs, metric=metric, site="heads",
                                             progress=False))
-    mean = grid.mean()
-    n_heads = int(mean.shape[1])
-    order = mean.abs().flatten().argsort(descending=True)[:args.heads_top].tolist()
-    top = [circuits.Node("head", i // n_heads, i % n_heads) for i in order]
+    effect = grid.effect().mean(-1)
+    top = circuits.top_heads(effect, args.heads_top)
     print(f"heads by patching ({t_grid:.1f} s): "
-          + ", ".join(f"{n.name} {float(mean[n.layer, n.head]):+.3f}" for n in top))
+          + ", ".join(f"{n.name} {float(effect[n.layer, n.head]):+.3f}" for n in top))
     edges = circuits.edges_among(
         model, [*top, circuits.Node("embed"), circuits.Node("logits")], mlps=False)
     scores, t_scores = timed(lambda: circuits.path_edge_scores(model, clean, corr, metric,

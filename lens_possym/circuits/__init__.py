@@ -4,7 +4,8 @@ edge feeds the receiver's positional channel or its content.
 * :mod:`.graph`: the graph circuits are drawn on: :class:`Node` (``embed``, a head
   ``L3H5``, an MLP ``M3``, ``logits``), :class:`Edge` (a sender's output reaching one input
   of a receiver: ``q``/``k``/``v`` for a head, ``in`` for an MLP or the logits),
-  :func:`graph_nodes` / :func:`graph_edges` listing a model's;
+  :func:`graph_nodes` / :func:`graph_edges` listing a model's, :func:`top_heads` the
+  heads a patching grid ranks first;
 * :mod:`.path`: path patching (:func:`path_patch`: senders' clean outputs reaching only
   chosen receiver inputs, a query's or key's frequency pairs included), batched;
 * :mod:`.circuit`: edge scores from any method (:class:`EdgeScores`, exact ones by
@@ -25,7 +26,7 @@ from .._lazy import lazy_attributes
 # imported on first use (lens_possym._lazy), so importing this package imports nothing heavy
 _EXPORTS = {
     "graph": ["CHANNELS", "KINDS", "Edge", "GraphShape", "Node", "edges_among", "graph_edges", "graph_nodes",
-        "graph_shape"],
+        "graph_shape", "top_heads"],
     "path": ["OUTPUT_ACTS", "PathCell", "PathPatching", "Receiver", "node_outputs",
         "output_hooks", "path_patch", "run_caches", "frozen_inputs", "band_freqs"],
     "circuit": ["ABLATIONS", "SCOPES", "Circuit", "EdgeScores", "as_edge_scores", "circuit_metric",

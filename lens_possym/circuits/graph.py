@@ -30,7 +30,7 @@ from typing import Any, Iterable
 from ..errors import InvalidSelectionError
 
 __all__ = ["KINDS", "CHANNELS", "Node", "Edge", "graph_nodes", "graph_edges", "GraphShape",
-           "graph_shape"]
+           "graph_shape", "edges_among", "top_heads"]
 
 #: the kinds of node, in the order the residual stream is written
 KINDS = ("embed", "head", "mlp", "logits")
@@ -275,3 +275,46 @@ def edges_among(model: Any, nodes: Iterable[Node], *, mlps: bool | None = None) 
     (e.g. a few heads with ``embed`` and ``logits``: the candidate edges among them)."""
     keep = set(nodes)
     return [e for e in graph_edges(model, mlps=mlps) if e.sender in keep and e.receiver in keep]
+
+
+def top_heads(grid: Any, k: int) -> list[Node]:
+    """The ``k`` heads whose patching moves the metric most: the cells of a
+    ``[n_layers, n_heads]`` heads grid by decreasing ``|effect|``, as :class:`Node` s.
+
+    Args:
+        grid: a heads :class:`~lens_possym.interventions.PatchingGrid` (``site="heads"``,
+            all positions; ranked by its effect ``values − baseline`` averaged over prompts,
+            ``grid.effect().mean(-1)``, so a noising grid ranks what each patch changes, not
+            the metric's level), or a ``[n_layers, n_heads]`` tensor of effects.
+        k: how many heads (>= 1); fewer come back when fewer cells were patched.
+
+    Returns:
+        ``k`` head nodes, largest ``|effect|`` first (ties in grid order, layer then head).
+
+    A ``nan`` cell is a head the grid did **not patch** and is **excluded**: a grid run on
+    some layers or heads (``layers=``, ``heads=``, an ``index_df``) fills the others with
+    ``nan``, while a patched cell is never ``nan`` (the grid refuses a metric giving ``nan``
+    or ``inf``). Ranking it as 0 would let an unpatched head be picked when fewer than
+    ``k`` heads were patched, and ``argsort`` alone sorts ``nan`` first. A grid with no
+    patched cell is an error.
+    """
+    import torch
+
+    if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
+        raise InvalidSelectionError(f"top_heads needs k >= 1 heads, got {k!r}")
+    if not (isinstance(grid, torch.Tensor) or callable(getattr(grid, "effect", None))):
+        raise InvalidSelectionError(
+            f"top_heads takes a heads PatchingGrid or a [n_layers, n_heads] tensor, got "
+            f"{type(grid).__name__}")
+    effect = grid if isinstance(grid, torch.Tensor) else grid.effect().mean(-1)
+    if effect.ndim != 2:
+        raise InvalidSelectionError(
+            f"top_heads takes a [n_layers, n_heads] heads grid, got shape "
+            f"{tuple(effect.shape)}; patch with site='heads' over all positions")
+    flat = effect.detach().abs().flatten()
+    patched = (~torch.isnan(flat)).nonzero().flatten()
+    if patched.numel() == 0:
+        raise InvalidSelectionError("the heads grid has no patched cell (every cell is nan)")
+    order = patched[flat[patched].argsort(descending=True, stable=True)][:k].tolist()
+    n_heads = int(effect.shape[1])
+    return [Node("head", i // n_heads, i % n_heads) for i in order]

@@ -85,12 +85,10 @@ def run(args) -> int:
     print_task_check(check)
     grid = interventions.patch_grid(model, pairs, interventions.PatchGridConfig(
         site="heads", patches_per_pass=args.patches_per_pass), progress=not args.no_progress)
-    mean = grid.mean()
-    n_heads = int(mean.shape[1])
-    order = mean.abs().flatten().argsort(descending=True)[:args.heads_top].tolist()
-    top = [circuits.Node("head", i // n_heads, i % n_heads) for i in order]
+    effect = grid.effect().mean(-1)
+    top = circuits.top_heads(effect, args.heads_top)
     print(f"heads by patching ({grid.seconds:.1f} s): "
-          + ", ".join(f"{n.name} {float(mean[n.layer, n.head]):+.3f}" for n in top))
+          + ", ".join(f"{n.name} {float(effect[n.layer, n.head]):+.3f}" for n in top))
     edges = circuits.edges_among(
         model, [*top, circuits.Node("embed"), circuits.Node("logits")], mlps=False)
     labels = None

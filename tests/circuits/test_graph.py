@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lens_possym.circuits import Edge, Node, graph_edges, graph_nodes
+from lens_possym.circuits import Edge, Node, graph_edges, graph_nodes, top_heads
 from lens_possym.errors import InvalidSelectionError
 
 
@@ -67,3 +67,29 @@ def test_bad_edges_refused(name):
 def test_bad_model_refused():
     with pytest.raises(InvalidSelectionError, match="n_layers"):
         graph_nodes(object())
+
+
+def test_top_heads_ranks_by_effect_and_excludes_unpatched_cells():
+    import torch
+
+    nan = float("nan")
+    effect = torch.tensor([[nan, nan, nan], [0.1, -0.5, 0.3], [-0.3, nan, 0.0]])
+    # argsort alone puts nan first; nan_to_num(0) would pick an unpatched head past 4 heads
+    assert [n.name for n in top_heads(effect, 3)] == ["L1H1", "L1H2", "L2H0"]  # tie: grid order
+    assert [n.name for n in top_heads(effect, 9)] == ["L1H1", "L1H2", "L2H0", "L1H0", "L2H2"]
+    # a grid is ranked by its effect (values - baseline), not by the metric's level
+    values = torch.tensor([[[1.0, 1.0], [0.2, 0.4]], [[0.9, 0.9], [nan, nan]]])
+    grid = SimpleNamespace(effect=lambda: values - torch.tensor([1.0, 1.0]))
+    assert [n.name for n in top_heads(grid, 2)] == ["L0H1", "L1H0"]
+
+
+@pytest.mark.parametrize("grid, k, match", [
+    ([[float("nan")]], 1, "no patched cell"), ([[0.1, 0.2]], 0, "k >= 1"),
+    ([[0.1, 0.2]], True, "k >= 1"), ([[[0.1]]], 1, r"\[n_layers, n_heads\]")])
+def test_top_heads_refuses(grid, k, match):
+    import torch
+
+    with pytest.raises(InvalidSelectionError, match=match):
+        top_heads(torch.tensor(grid), k)
+    with pytest.raises(InvalidSelectionError, match="PatchingGrid or a"):
+        top_heads(grid, 1)  # a list
