@@ -15,7 +15,7 @@ from .errors import (InsufficientMemoryError, InvalidSelectionError, LensPossymE
                      UnsupportedModelError)
 
 __all__ = ["HookEffect", "declare_hook", "hook_effect", "declare_partial_keys",
-           "partial_key_edits", "attached_hooks", "forward_failed"]
+           "partial_key_edits", "hook_points", "hooks_on", "attached_hooks", "forward_failed"]
 
 #: What a hook function does to the tensor of its hook point:
 #:
@@ -70,19 +70,25 @@ def declare_partial_keys(fn: Callable, spec: Any, edits: dict[int, Any], effect:
     return fn
 
 
-def attached_hooks(model: Any, names: Sequence[str]) -> list[tuple[str, Callable, bool]]:
-    """``(name, hook fn, permanent)`` of every forward hook attached to the hook points
-    ``names`` (aliases of one point listed once, under the first name)."""
+def hook_points(model: Any) -> dict[str, Any]:
+    """``model``'s hook points by name (its ``hook_dict``; ``{}`` where it has none)."""
     hook_dict = getattr(model, "hook_dict", None)
-    if not isinstance(hook_dict, dict):
-        try:
-            hook_dict = dict(hook_dict) if hook_dict is not None else {}
-        except TypeError:
-            hook_dict = {}
+    if isinstance(hook_dict, dict):
+        return hook_dict
+    try:
+        return dict(hook_dict) if hook_dict is not None else {}
+    except TypeError:
+        return {}
+
+
+def hooks_on(points: dict[str, Any], names: Sequence[str]) -> list[tuple[str, Callable, bool]]:
+    """``(name, hook fn, permanent)`` of every forward hook attached to the hook points
+    ``names`` of ``points`` (:func:`hook_points`; aliases of one point listed once, under
+    the first name)."""
     seen: set[int] = set()
     out = []
     for name in names:
-        point = hook_dict.get(name)
+        point = points.get(name)
         if point is None or id(point) in seen:
             continue
         seen.add(id(point))
@@ -90,6 +96,11 @@ def attached_hooks(model: Any, names: Sequence[str]) -> list[tuple[str, Callable
             fn = getattr(handle, "user_hook", None)
             out.append((name, fn, bool(getattr(handle, "is_permanent", False))))
     return out
+
+
+def attached_hooks(model: Any, names: Sequence[str]) -> list[tuple[str, Callable, bool]]:
+    """:func:`hooks_on` the hook points of ``model``."""
+    return hooks_on(hook_points(model), names)
 
 
 def forward_failed(model: Any, exc: BaseException) -> LensPossymError:

@@ -35,7 +35,8 @@ from .rope import RopeSpec, heads_view, rotate, visible_keys
 from .typing import HookedModel, HookFn
 from ._hooks import attached_hooks, partial_key_edits
 
-__all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names", "run_capturing"]
+__all__ = ["AttentionInputs", "capture_attention_inputs", "cache_hook_names", "run_capturing",
+           "capture_with_layer_input", "capture_with_rows"]
 
 
 class _Captured(Exception):
@@ -249,6 +250,36 @@ def capture_attention_inputs(
         )
         _read_partial_key_edits(model, out[layer])
     return out
+
+
+def capture_with_layer_input(resolved: Resolved, tokens: Int[Tensor, "1 pos"], layer: int,
+                             query_position: int
+                             ) -> tuple[AttentionInputs, Float[Tensor, "1 pos d_model"]]:
+    """The layer's captured inputs on ``tokens`` (``[1, pos]``) and its input residual
+    (``blocks.{layer}.hook_resid_pre``): what a re-run with the rows reordered starts from
+    (:func:`capture_with_rows`)."""
+    store: dict[str, Tensor] = {}
+
+    def keep(tensor: Tensor, hook) -> Tensor:
+        store["resid"] = tensor.detach().clone()
+        return tensor
+
+    inputs = capture_attention_inputs(resolved, tokens, layer, query_positions=query_position,
+                                      fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", keep)])
+    return inputs[layer], store["resid"]
+
+
+def capture_with_rows(resolved: Resolved, tokens: Int[Tensor, "1 pos"], layer: int,
+                      query_position: int, residual: Float[Tensor, "1 pos d_model"],
+                      rows: Int[Tensor, "copies pos"]) -> AttentionInputs:
+    """Re-run ``layer`` with its input rows reordered: copy ``b``'s position ``p`` holds
+    row ``rows[b, p]`` of ``residual`` (``[1, pos, d_model]``); positions are unchanged."""
+
+    def replace(tensor: Tensor, hook) -> Tensor:
+        return residual[0, rows.to(tensor.device)]                 # [copies, pos, d_model]
+
+    return capture_attention_inputs(resolved, tokens, layer, query_positions=query_position,
+                                    fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
 def _read_partial_key_edits(model: HookedModel, inputs: AttentionInputs) -> None:

@@ -3,19 +3,21 @@
 :func:`score_layers` is what :func:`~lens_possym.scores.swap_scores`,
 :func:`~lens_possym.scores.sites.site_swap_scores`,
 :func:`~lens_possym.scores.profile.per_prompt_scores` and the dataset profile run. The
-model is resolved once (:func:`lens_possym.resolved.resolve`); each chosen layer is then
+model is resolved once, by the public function that called it
+(:func:`lens_possym.resolved.resolve`): everything here takes the
+:class:`~lens_possym.resolved.Resolved`. Each chosen layer is then
 
 1. **described** by its RoPE geometry (every layer of an all-RoPE model, one capture pass
    for all of them) or by its positional scheme (:class:`~lens_possym.positions.LayerScheme`);
 2. **asked for its cross-logits** through one protocol
    (:class:`~lens_possym.scores.sources.CrossLogitSource`): RoPE layers supply their
-   per-frequency factors (:class:`~lens_possym.scores.CrossLogitFactors`), every other
+   per-frequency factors (:class:`~lens_possym.scores.sources.FactorSource`), every other
    scheme a matrix (:class:`~lens_possym.scores.matrix.CrossLogitMatrix`), both checked
    against the model's own attention first;
-3. **scored** in closed form (:func:`closed_form_scores`: the per-frequency kernel of
+3. **scored** in closed form (the source's ``swap_scores``: the per-frequency kernel of
    :mod:`.exact` for factors, :func:`~lens_possym.scores.matrix.matrix_swap_scores` for
    matrices) or by the re-run reference (:func:`rerun_scores`, one prompt at a time);
-4. **given its exclusion** (:func:`exclusion_keys`, :func:`exclusion_scores`) where the
+4. **given its exclusion** (:func:`exclusion_keys`, the source's ``exclusion``) where the
    site has a closed form;
 
 and comes out as one :class:`~lens_possym.scores.layer.LayerScores`, which
@@ -38,27 +40,23 @@ from ..errors import InvalidSelectionError, NoFrequenciesError, UnsupportedModel
 from ..positions import LayerScheme
 from ..positions.base import PositionalScheme
 from ..positions.rope import Rope
-from ..resolved import Resolved, resolve
+from ..resolved import Resolved
 from ..rope import RopeSpec, visible_keys
-from ..typing import HookedModel
-from .config import (LIVE_INTERMEDIATES, MAX_ELEMENTS, MAX_MATRIX_ELEMENTS,
-                     ScoreConfig)
-from .crosslogits import CrossLogitFactors, cross_logit_factors
-from .exact import SwapScores, exact_swap_scores
-from .exclusion import Exclusion, exclusion_from_factors, exclusion_from_matrix
-from .guards import check_finite
-from .inputs import cache_positions, guard_hooks, resolve_for_input
+from .config import LIVE_INTERMEDIATES, MAX_ELEMENTS, MAX_MATRIX_ELEMENTS, ScoreConfig
+from .crosslogits import cross_logit_factors
+from .exact import SwapScores
+from .guards import check_finite, guard_hooks
+from .inputs import cache_positions, resolve_for_input
 from .layer import LayerScores, assemble
-from .matrix import frequency_matrix_swap_scores, matrix_swap_scores
 from .rerun import rerun_site_scores, rerun_swap_scores
 from .results import PosSymScores
 from .stages import stage
-from .sources import (CrossLogitSource, check_against_model, closed_form_refusal,
+from .sources import (CrossLogitSource, FactorSource, check_against_model, closed_form_refusal,
                       effective_site, layer_visible, matrix_source)
 from .swaps import SwapSet, swap_set
 
-__all__ = ["score_model", "score_layers", "layer_grid", "closed_form_scores", "rerun_scores",
-           "exclusion_keys", "exclusion_scores", "per_frequency_available", "device_bounds"]
+__all__ = ["score_model", "score_layers", "layer_grid", "rerun_scores", "exclusion_keys",
+           "per_frequency_available", "device_bounds"]
 
 #: one layer as the engine sees it: its RoPE geometry (every layer of an all-RoPE model)
 #: or its positional scheme
@@ -88,14 +86,18 @@ def _frequencies_scored(layer: Layer, method: str) -> bool:
     return scheme.has_factors or (scheme.has_frequencies and method == "exact")
 
 
-def per_frequency_available(model: HookedModel | Resolved, config: ScoreConfig,
+def per_frequency_available(resolved: Resolved, config: ScoreConfig,
                             layers: int | Sequence[int] | None = None) -> bool:
     """Whether the chosen ``layers`` can be scored per frequency with ``config``: at the
     ``"layer"`` site, every one RoPE or (in closed form) MLA or RoPE on some heads.
     :func:`~lens_possym.scores.swap_scores` left at its defaults scores per frequency only
     then (and whole heads otherwise), instead of refusing the model."""
-    described = _layers(resolve(model))
-    chosen = as_layers(layers, len(described))
+    described = _layers(resolved)
+    return _frequencies_everywhere(described, as_layers(layers, len(described)), config)
+
+
+def _frequencies_everywhere(described: list[Layer], chosen: list[int], config: ScoreConfig
+                            ) -> bool:
     return config.swap_site == "layer" and all(
         _frequencies_scored(described[layer], config.method) for layer in chosen)
 
@@ -109,8 +111,7 @@ def _check_per_frequency(described: list[Layer], chosen: list[int], config: Scor
             raise NoFrequenciesError(
                 f"layer {layer} is a {scheme.name} layer: it has no frequencies to score; "
                 f"pass per_frequency=False")
-    if config.swap_site != "layer" or not all(
-            _frequencies_scored(described[layer], config.method) for layer in chosen):
+    if not _frequencies_everywhere(described, chosen, config):
         raise InvalidSelectionError(
             f"per-frequency scores are computed at the 'layer' site only (swap_site="
             f"{config.swap_site!r}), for RoPE layers, and in closed form for MLA layers and "
@@ -133,10 +134,10 @@ def _check_cosine(described: list[Layer], chosen: list[int], config: ScoreConfig
                 f"clamped cosine: pass cosine='clamped'")
 
 
-def layer_grid(model: HookedModel | Resolved) -> dict[str, int]:
+def layer_grid(resolved: Resolved) -> dict[str, int]:
     """The ``[n_layers, n_heads, n_freqs]`` grid every layer's scores are placed in (the
     largest layer's heads and frequencies; smaller layers are padded with ``nan``)."""
-    described = _layers(resolve(model))
+    described = _layers(resolved)
 
     def n_freqs(layer: Layer) -> int:
         if isinstance(layer, RopeSpec):
@@ -148,23 +149,28 @@ def layer_grid(model: HookedModel | Resolved) -> dict[str, int]:
             "n_freqs": max(n_freqs(layer) for layer in described)}
 
 
-def score_layers(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig,
+def score_layers(resolved: Resolved, input: ModelInput, config: ScoreConfig,
                  layers: int | Sequence[int] | None = None,
-                 heads: int | Sequence[int] | None = None, progress: bool = False
+                 heads: int | Sequence[int] | None = None, progress: bool = False, *,
+                 fit_per_frequency: bool = False
                  ) -> tuple[Int[Tensor, "batch pos"] | None, ScoreConfig, list[LayerScores]]:
     """The chosen layers scored per prompt: ``(tokens, config, results)``, ``tokens``
     ``None`` for an activation cache, ``config`` resolved for this input and ``results``
-    one :class:`LayerScores` per chosen layer."""
-    resolved = resolve(model)
+    one :class:`LayerScores` per chosen layer. ``fit_per_frequency``: ``per_frequency``
+    was left at its default, so it is dropped where the chosen layers have no
+    per-frequency form (:func:`per_frequency_available`) instead of refused."""
     described = _layers(resolved)
     chosen = as_layers(layers, len(described))
+    if (fit_per_frequency and config.per_frequency
+            and not _frequencies_everywhere(described, chosen, config)):
+        config = config.replace(per_frequency=False)
     tokens, config = resolve_for_input(resolved, input, config)
     if tokens is None and config.swap_site != "layer":
         raise InvalidSelectionError(
             f"swap_site={config.swap_site!r} runs the model (its embeddings, or its key path "
             "on moved rows), which an activation cache does not hold; pass the tokens")
     if tokens is not None:  # a cache: nothing runs, so hooks on the model change nothing
-        guard_hooks(resolved, described, chosen, config)
+        guard_hooks(resolved.model, described, chosen, config)
     _check_per_frequency(described, chosen, config)
     _check_cosine(described, chosen, config)
     with_factors = [layer for layer in chosen if _has_factors(described[layer])]
@@ -222,13 +228,13 @@ def device_bounds(config: ScoreConfig, device: torch.device | str) -> ScoreConfi
     return config.replace(**changes) if changes else config
 
 
-def score_model(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig,
+def score_model(resolved: Resolved, input: ModelInput, config: ScoreConfig,
                 layers: int | Sequence[int] | None = None,
-                heads: int | Sequence[int] | None = None, progress: bool = False
-                ) -> PosSymScores:
+                heads: int | Sequence[int] | None = None, progress: bool = False, *,
+                fit_per_frequency: bool = False) -> PosSymScores:
     """:func:`score_layers`, assembled into a :class:`~lens_possym.scores.PosSymScores`."""
-    resolved = resolve(model)
-    tokens, config, results = score_layers(resolved, input, config, layers, heads, progress)
+    tokens, config, results = score_layers(resolved, input, config, layers, heads, progress,
+                                           fit_per_frequency=fit_per_frequency)
     n_tokens = tokens.shape[1] if tokens is not None else cache_positions(resolved.specs, input)
     with stage("assembly"):
         return assemble(results, config, **layer_grid(resolved), n_tokens=n_tokens,
@@ -253,7 +259,7 @@ def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
     swaps = swap_set(config.swap, qpos, visible, exclude_bos=config.exclude_bos,
                      n_blocks=config.n_blocks, device=device)
     if config.method == "exact":
-        result = closed_form_scores(source, swaps, config)
+        result = source.swap_scores(swaps, config)
     else:
         result = rerun_scores(resolved, tokens, layer, heads, swaps, config)
     scheme = _scheme(inputs.spec if inputs is not None else layer)
@@ -264,7 +270,7 @@ def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
         with stage("exclusion"):
             keys = _host_keys(qpos, visible, config.exclude_bos)
             if len(keys) >= 2:
-                head_ex, freq_ex = exclusion_scores(source, keys, config)
+                head_ex, freq_ex = source.exclusion(keys, config)
                 out.exclusion_ratio = head_ex.ratio
                 out.positional_share = head_ex.positional_share
                 if freq_ex is not None:
@@ -314,42 +320,25 @@ def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
         if refusal is not None:
             return None, visible
         with stage("factors"):
-            return cross_logit_factors(inputs, heads, dtype=config.torch_dtype,
-                                       max_matrix_elements=config.max_matrix_elements), visible
+            return FactorSource(cross_logit_factors(
+                inputs, heads, dtype=config.torch_dtype,
+                max_matrix_elements=config.max_matrix_elements)), visible
     qpos = config.query_position
     visible = layer_visible(layer, qpos, tokens.shape[1])
     if refusal is not None or not (config.method == "exact" or config.exclusion):
         return None, visible
-    source = matrix_source(resolved, tokens, layer, heads, qpos, config.swap_site,
+    source = matrix_source(resolved.model, tokens, layer, heads, qpos, config.swap_site,
                            config.torch_dtype)
     if config.check:
-        check_against_model(resolved, tokens, layer, heads, qpos, source.head_full())
+        check_against_model(resolved.model, tokens, layer, heads, qpos, source.head_full())
     return source, visible
 
 
-def closed_form_scores(source: CrossLogitSource, swaps: SwapSet, config: ScoreConfig
-                       ) -> SwapScores:
-    """Every swap of one layer scored without a forward pass: factors (RoPE) by
-    :func:`~lens_possym.scores.exact.exact_swap_scores` (its per-frequency kernel),
-    matrices by :func:`~lens_possym.scores.matrix.matrix_swap_scores` (per frequency, each
-    term as a head of its own)."""
-    if isinstance(source, CrossLogitFactors):
-        return exact_swap_scores(source, swaps, tau=config.tau,
-                                 per_frequency=config.per_frequency, cosine=config.cosine,
-                                 max_elements=config.max_elements)
-    pos, sym = matrix_swap_scores(source.head_full(), swaps, tau=config.tau)
-    if not config.per_frequency:
-        return SwapScores(pos, sym)
-    return SwapScores(pos, sym, *frequency_matrix_swap_scores(source.frequency_full(), swaps,
-                                                               tau=config.tau))
-
-
-def rerun_scores(model: HookedModel | Resolved, tokens: Tensor, layer: Layer,
+def rerun_scores(resolved: Resolved, tokens: Tensor, layer: Layer,
                  heads: list[int], swaps: SwapSet, config: ScoreConfig) -> SwapScores:
     """The re-run reference, one prompt at a time: RoPE layers at the ``"layer"`` site by
     :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too), any layer at
     any site by :func:`~lens_possym.scores.rerun.rerun_site_scores`."""
-    resolved = resolve(model)
     site = effective_site(_scheme(layer), config.swap_site)
 
     def one(prompt: Tensor) -> SwapScores:
@@ -357,7 +346,7 @@ def rerun_scores(model: HookedModel | Resolved, tokens: Tensor, layer: Layer,
             return rerun_swap_scores(resolved, prompt, layer.layer, heads, swaps,
                                      tau=config.tau, per_frequency=config.per_frequency,
                                      cosine=config.cosine, batch_size=config.batch_size)
-        return SwapScores(*rerun_site_scores(resolved, prompt, layer, heads, swaps,
+        return SwapScores(*rerun_site_scores(resolved.model, prompt, layer, heads, swaps,
                                              site, tau=config.tau,
                                              batch_size=config.batch_size))
 
@@ -373,21 +362,3 @@ def exclusion_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bo
     (position 0 left out with ``exclude_bos``)."""
     keys = torch.arange(int(exclude_bos), query_position, device=visible.device)
     return keys[visible[keys]]
-
-
-def exclusion_scores(source: CrossLogitSource, keys: Int[Tensor, "key"] | range,
-                     config: ScoreConfig) -> tuple[Exclusion, Exclusion | None]:
-    """Theorem 1 over ``keys`` (from :func:`exclusion_keys`, or a ``range`` of them),
-    per head and (``config.per_frequency``) per frequency: from the factors in ``O(n)``
-    per frequency, or from the matrices' ``keys × keys`` blocks (``None`` per frequency
-    where the source has no terms)."""
-    if isinstance(source, CrossLogitFactors):
-        return exclusion_from_factors(source, keys, per_frequency=config.per_frequency,
-                                      max_elements=config.max_elements, trusted=True)
-    if isinstance(keys, range):
-        keys = torch.arange(keys.start, keys.stop)
-    block = (..., keys[:, None], keys[None, :])
-    head = exclusion_from_matrix(source.head_full()[block])
-    if not (config.per_frequency and source.has_frequencies):
-        return head, None
-    return head, exclusion_from_matrix(source.frequency_full()[block])

@@ -52,12 +52,12 @@ from torch import Tensor
 
 from .._checks import boundary
 from .._inputs import as_layer
+from ..capture import capture_with_layer_input, capture_with_rows
 from ..decompose import apply_softcap, decompose_inputs
 from ..errors import InvalidSelectionError
 from ..resolved import Resolved, resolve
 from ..typing import HookedModel
 from .crosslogits import CrossLogitFactors
-from .rerun import capture_with_layer_input, capture_with_rows
 
 __all__ = ["Exclusion", "exclusion_from_matrix", "exclusion_from_factors",
            "exclusion_by_enumeration"]

@@ -25,17 +25,22 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
+import torch.nn.modules.module as torch_module
 
-from .._hooks import HookEffect, attached_hooks, declare_hook, hook_effect, partial_key_edits
+from .._hooks import (HookEffect, attached_hooks, declare_hook, hook_effect, hook_points,
+                      hooks_on, partial_key_edits)
 from ..errors import ExactUnderHooksError, NonFiniteResultError
+from ..typing import HookedModel
+from .config import ScoreConfig
 from .sources import effective_site
 
-__all__ = ["check_finite", "declare_hook", "HookEffect", "hook_effect",
-           "check_exact_under_hooks", "check_decomposable_under_hooks", "attached_hooks",
-           "partial_key_edits", "module_hooks", "check_module_hooks"]
+__all__ = ["check_finite", "declare_hook", "HookEffect", "hook_effect", "guard_hooks",
+           "AttachedHooks", "check_exact_under_hooks", "check_decomposable_under_hooks",
+           "attached_hooks", "partial_key_edits", "module_hooks", "check_module_hooks"]
 
 # ---- non-finite results ---------------------------------------------------------------------
 
@@ -77,6 +82,49 @@ def check_finite(results: Iterable[Any], nonfinite: str = "raise") -> None:
             "get them anyway")
 
 
+# ---- the hooks attached to a model, read once -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttachedHooks:
+    """Every hook attached to a model, read once for one scoring call's checks.
+
+    Attributes:
+        points: the model's TransformerLens hook points by name (``hook_dict``; each holds
+            the hooks attached to it).
+        modules: ``(module name, kind, hook fn)`` of the PyTorch hooks the hook points do
+            not list (:func:`module_hooks`).
+    """
+
+    points: dict[str, Any]
+    modules: list[tuple[str, str, Any]]
+
+    @classmethod
+    def of(cls, model: HookedModel) -> AttachedHooks:
+        return cls(points=hook_points(model), modules=module_hooks(model))
+
+    def on(self, names: Sequence[str]) -> list[tuple[str, Callable, bool]]:
+        """``(name, hook fn, permanent)`` of the hooks on the hook points ``names``."""
+        return hooks_on(self.points, names)
+
+
+def guard_hooks(model: HookedModel, specs: Sequence[Any], layers: Sequence[int],
+                config: ScoreConfig) -> None:
+    """Refuse the closed forms (the exact method; the exclusion, closed form only) where
+    hooks on ``model`` change what they would compute (the module docstring), and
+    per-frequency scores by re-running where a hook acts after q and k are read. The hooks
+    are read once. ``specs``: per layer, anything with ``q_hook``/``k_hook`` (a RopeSpec, a
+    LayerScheme)."""
+    hooks = AttachedHooks.of(model)
+    if config.method == "exact":
+        check_exact_under_hooks(hooks, specs, layers, site=config.swap_site)
+    elif config.per_frequency:
+        check_decomposable_under_hooks(hooks, layers)
+    if config.exclusion:
+        check_exact_under_hooks(hooks, specs, layers, site=config.swap_site,
+                                purpose="the exclusion (Theorem 1's sums, in closed form)")
+
+
 # ---- hooks between a layer's input and its attention ----------------------------------------
 
 # hook points inside block L that the attention pattern does not depend on (the value
@@ -108,15 +156,15 @@ def _upstream(scheme: Any, site: str) -> bool:
     return effective_site(scheme, site) != "layer"
 
 
-def _layer_points(model: Any, layer: int, site: str, scheme: Any = None) -> list[str]:
-    hook_dict = getattr(model, "hook_dict", None) or {}
+def _layer_points(points: dict[str, Any], layer: int, site: str, scheme: Any = None
+                  ) -> list[str]:
     prefix = f"blocks.{layer}."
-    names = [n for n in hook_dict if n.startswith(prefix) and not _SAFE.match(n)]
+    names = [n for n in points if n.startswith(prefix) and not _SAFE.match(n)]
     if _upstream(scheme, site):  # the swap is made before the layer: everything up to it counts
-        names += [n for n in hook_dict if _EMBEDDING.match(n) or (
+        names += [n for n in points if _EMBEDDING.match(n) or (
             (m := _BLOCK.match(n)) is not None and int(m.group(1)) < layer)
             or (n.startswith(prefix) and _LAYER_INPUT.match(n))]
-    names += [n for n in hook_dict if _ROTARY.match(n) and n not in names]
+    names += [n for n in points if _ROTARY.match(n) and n not in names]
     return names
 
 
@@ -135,8 +183,6 @@ def module_hooks(model: Any) -> list[tuple[str, str, Any]]:
     ``model``'s submodules that is not a TransformerLens hook (those are listed by the hook
     points), and of the global module hooks (``torch.nn.modules.module``'s
     ``register_module_forward_hook`` and ``_pre_hook``), named ``"(global)"``."""
-    import torch.nn.modules.module as torch_module
-
     out: list[tuple[str, str, Any]] = []
     for kind, table in (("global forward", "_global_forward_hooks"),
                         ("global forward-pre", "_global_forward_pre_hooks")):
@@ -190,20 +236,20 @@ def _module_upstream(name: str, kind: str, layer: int, upstream: bool) -> bool:
     return not (_SAFE_PARTS & set(inner))
 
 
-def check_module_hooks(model: Any, layer: int, site: str, scheme: Any = None, *,
-                       purpose: str = "the closed-form swap scores") -> None:
+def check_module_hooks(hooks: AttachedHooks, layer: int, upstream: bool, consequence: str
+                       ) -> None:
     """Refuse where a PyTorch hook (on a submodule, or global) could change what
-    ``layer``'s attention reads: the closed form reads the clean run once, and such a hook
-    is invisible to TransformerLens's hook points. Hooks declared ``"observe"``
-    (:func:`declare_hook`) are read through."""
-    upstream = _upstream(scheme, site)
-    for name, kind, fn in module_hooks(model):
+    ``layer``'s attention reads: such a hook is invisible to TransformerLens's hook points,
+    so neither a closed form nor per-frequency terms carry it. Hooks declared
+    ``"observe"`` (:func:`declare_hook`) are read through. ``upstream``: the swap is made
+    at the embeddings or the token ids (every hook before the layer counts);
+    ``consequence``: what goes wrong, the end of the message."""
+    for name, kind, fn in hooks.modules:
         if hook_effect(fn) == "observe" or not _module_upstream(name, kind, layer, upstream):
             continue
         raise ExactUnderHooksError(
             f"layer {layer}: a PyTorch {kind} hook on {name or 'the model'} "
-            f"({_fn_name(fn)}) can change what the layer's attention reads, so {purpose} "
-            "cannot read what the hooked model computes; " + _FIX[purpose != _SCORES])
+            f"({_fn_name(fn)}) {consequence}")
 
 
 # after the un-rotated q and k: the rotation, the scores and the pattern
@@ -211,39 +257,34 @@ _AFTER_QK = re.compile(r"^blocks\.\d+\.attn\.(hook_rot_q|hook_rot_k|hook_cos|hoo
                        r"hook_attn_scores|hook_pattern|rotary_emb\..*)$")
 
 
-def check_decomposable_under_hooks(model: Any, layers: Sequence[int]) -> None:
+def check_decomposable_under_hooks(hooks: AttachedHooks, layers: Sequence[int]) -> None:
     """Refuse per-frequency scores by re-running where a hook acts after the un-rotated q
     and k (on the rotation, the scores or the pattern): the per-frequency terms are read
     from q and k, and would not carry that hook's effect."""
-    hook_dict = getattr(model, "hook_dict", None) or {}
     for layer in layers:
-        names = [n for n in hook_dict if (n.startswith(f"blocks.{layer}.") and _AFTER_QK.match(n))
-                 or _ROTARY.match(n)]
-        for name, fn, _ in attached_hooks(model, names):
+        names = [n for n in hooks.points
+                 if (n.startswith(f"blocks.{layer}.") and _AFTER_QK.match(n)) or _ROTARY.match(n)]
+        for name, fn, _ in hooks.on(names):
             if fn is not None and (hook_effect(fn) == "observe" or _bridge_own(fn)):
                 continue
             raise ExactUnderHooksError(
-                f"layer {layer}: a hook on {_named(hook_dict, name)} ({_fn_name(fn)}) acts "
+                f"layer {layer}: a hook on {_named(hooks.points, name)} ({_fn_name(fn)}) acts "
                 "after the queries and "
                 "keys are read, so the per-frequency scores (terms of q and k) would not "
                 "carry it; pass per_frequency=False (the whole-head scores re-run the hooked "
                 "model), or remove the hook")
-        for name, kind, fn in module_hooks(model):
-            if hook_effect(fn) == "observe" or not _module_upstream(name, kind, layer, False):
-                continue
-            raise ExactUnderHooksError(
-                f"layer {layer}: a PyTorch {kind} hook on {name or 'the model'} "
-                f"({_fn_name(fn)}) is invisible to the hook points, so the per-frequency "
-                "scores (terms of q and k) would not carry it; pass per_frequency=False (the "
-                "whole-head scores re-run the hooked model), or remove the hook")
+        check_module_hooks(
+            hooks, layer, False, "is invisible to the hook points, so the per-frequency "
+            "scores (terms of q and k) would not carry it; pass per_frequency=False (the "
+            "whole-head scores re-run the hooked model), or remove the hook")
 
 
-def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[int], *,
-                            site: str = "layer", purpose: str = "the closed-form swap scores"
+def check_exact_under_hooks(hooks: AttachedHooks, specs: Sequence[Any], layers: Sequence[int],
+                            *, site: str = "layer", purpose: str = "the closed-form swap scores"
                             ) -> None:
-    """Refuse a closed-form computation where the hooks attached to ``model`` change what
-    it would compute (see the module docstring). Key edits for part of a KV group that
-    are the same at every position are read by the capture itself.
+    """Refuse a closed-form computation where the hooks attached to the model
+    (``hooks``) change what it would compute (see the module docstring). Key edits for
+    part of a KV group that are the same at every position are read by the capture itself.
 
     Args:
         specs: per layer, anything with ``q_hook``/``k_hook`` (a RopeSpec, a LayerScheme).
@@ -254,16 +295,19 @@ def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[i
     Raises:
         ExactUnderHooksError: naming the hook point and what the hook would do.
     """
-    hook_dict = getattr(model, "hook_dict", None) or {}
+    points = hooks.points
     for layer in layers:
         spec = specs[layer]
         scheme = getattr(spec, "scheme", None)
-        q_point = hook_dict.get(getattr(spec, "q_hook", None) or "")
-        k_point = hook_dict.get(getattr(spec, "k_hook", None) or "")
-        check_module_hooks(model, layer, site, scheme, purpose=purpose)
-        for name, fn, _ in attached_hooks(model, _layer_points(model, layer, site, scheme)):
+        q_point = points.get(getattr(spec, "q_hook", None) or "")
+        k_point = points.get(getattr(spec, "k_hook", None) or "")
+        check_module_hooks(
+            hooks, layer, _upstream(scheme, site),
+            f"can change what the layer's attention reads, so {purpose} cannot read what "
+            "the hooked model computes; " + _FIX[purpose != _SCORES])
+        for name, fn, _ in hooks.on(_layer_points(points, layer, site, scheme)):
             effect = hook_effect(fn) if fn is not None else None
-            point = hook_dict.get(name)
+            point = points.get(name)
             if effect == "observe" or (fn is not None and _bridge_own(fn)):
                 continue  # a capture, or the bridge's own wiring (part of the model)
             if point is not None and point is q_point and effect in ("position_free", "rowwise"):
@@ -276,12 +320,12 @@ def check_exact_under_hooks(model: Any, specs: Sequence[Any], layers: Sequence[i
                     "position_free": "edits rows"}.get(effect or "", "is not declared (it "
                                                        "may edit rows by position or mix them)")
             raise ExactUnderHooksError(
-                f"layer {layer}: a hook on {_named(hook_dict, name)} ({_fn_name(fn)}) {what}, "
+                f"layer {layer}: a hook on {_named(points, name)} ({_fn_name(fn)}) {what}, "
                 f"so {purpose} "
                 "cannot read what the hooked model computes; " + _FIX[purpose != _SCORES])
         extra = getattr(spec, "extra", None) or {}
         z_points = [n for n in (f"blocks.{layer}.attn.hook_z", extra.get("z_hook")) if n]
-        for name, fn, _ in attached_hooks(model, z_points):
+        for name, fn, _ in hooks.on(z_points):
             found = partial_key_edits(fn) if fn is not None else None
             if found is not None and found[2] != "position_free":
                 raise ExactUnderHooksError(

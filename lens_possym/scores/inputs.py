@@ -1,10 +1,11 @@
-"""What one scoring call scores: its tokens, its config resolved for them, its hooks checked.
+"""What one scoring call scores: its tokens, and its config resolved for them.
 
 Every entry point of the scores (:func:`~lens_possym.scores.swap_scores`,
 :func:`~lens_possym.scores.profile.per_prompt_scores`, the dataset profile) turns its input
-into tokens (or reads an activation cache), resolves ``query_position`` to an index and
-``exclude_bos`` to a bool (what the result records), and refuses closed forms that hooks on
-the model would make wrong, here, once, before the engine (:mod:`.engine`) scores a layer.
+into tokens (or reads an activation cache) and resolves ``query_position`` to an index and
+``exclude_bos`` to a bool (what the result records), here, once, before the engine
+(:mod:`.engine`) checks the hooks on the model (:func:`~.guards.guard_hooks`) and scores a
+layer.
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ from torch import Tensor
 
 from .._inputs import ModelInput, as_positions, as_tokens, is_activation_cache
 from ..errors import InvalidSelectionError
-from ..resolved import Resolved, model_of, resolve
+from ..resolved import Resolved, model_of
 from ..rope import RopeSpec, heads_view
 from ..typing import HookedModel
 from .config import ScoreConfig
-from .guards import check_decomposable_under_hooks, check_exact_under_hooks
 
-__all__ = ["resolve_exclude_bos", "resolve_for_input", "cache_positions", "guard_hooks"]
+__all__ = ["resolve_exclude_bos", "resolve_for_input", "cache_positions"]
 
 
 def resolve_exclude_bos(model: HookedModel | Resolved, tokens: Tensor,
@@ -37,12 +37,11 @@ def resolve_exclude_bos(model: HookedModel | Resolved, tokens: Tensor,
     return exclude_bos
 
 
-def resolve_for_input(model: HookedModel | Resolved, input: ModelInput, config: ScoreConfig
+def resolve_for_input(resolved: Resolved, input: ModelInput, config: ScoreConfig
                       ) -> tuple[Int[Tensor, "batch pos"] | None, ScoreConfig]:
     """``input``'s tokens (``None`` for an activation cache), and ``config`` resolved for
     them: ``query_position`` an index, ``exclude_bos`` a bool (what every swap-score path
     records in its result)."""
-    resolved = resolve(model)
     if is_activation_cache(input):
         return None, _resolve_for_cache(resolved, input, config)
     tokens = as_tokens(resolved.model, input)
@@ -88,18 +87,3 @@ def _resolve_for_cache(resolved: Resolved, cache: Any, config: ScoreConfig) -> S
                 "cache does not hold; cache hook_embed as well, or pass exclude_bos=True or "
                 "False")
     return config.replace(query_position=qpos, exclude_bos=exclude)
-
-
-def guard_hooks(model: HookedModel | Resolved, specs: Sequence[Any], layers: Sequence[int],
-                config: ScoreConfig) -> None:
-    """Refuse the closed forms (the exact method; the exclusion, closed form only) where
-    hooks on ``model`` change what they would compute (:mod:`.guards`). ``specs``: per
-    layer, anything with ``q_hook``/``k_hook`` (a RopeSpec, a LayerScheme)."""
-    model = model_of(model)
-    if config.method == "exact":
-        check_exact_under_hooks(model, specs, layers, site=config.swap_site)
-    elif config.per_frequency:
-        check_decomposable_under_hooks(model, layers)
-    if config.exclusion:
-        check_exact_under_hooks(model, specs, layers, site=config.swap_site,
-                                purpose="the exclusion (Theorem 1's sums, in closed form)")

@@ -20,9 +20,12 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .config import ScoreConfig
+from .exact import SwapScores
+from .exclusion import Exclusion, exclusion_from_matrix
 from .swaps import SwapSet, WeightedCosines
 
 __all__ = ["CrossLogitMatrix", "matrix_swap_scores", "frequency_matrix_swap_scores",
@@ -59,6 +62,27 @@ class CrossLogitMatrix:
     @cached_property
     def _terms(self) -> Tensor:
         return self.terms_of()
+
+    def swap_scores(self, swaps: SwapSet, config: ScoreConfig) -> SwapScores:
+        """Every swap scored in closed form by :func:`matrix_swap_scores` (per frequency
+        with ``config.per_frequency``: each term as a head of its own)."""
+        pos, sym = matrix_swap_scores(self.head_full(), swaps, tau=config.tau)
+        if not config.per_frequency:
+            return SwapScores(pos, sym)
+        return SwapScores(pos, sym, *frequency_matrix_swap_scores(self.frequency_full(), swaps,
+                                                                   tau=config.tau))
+
+    def exclusion(self, keys: Int[Tensor, "key"] | range, config: ScoreConfig
+                  ) -> tuple[Exclusion, Exclusion | None]:
+        """Theorem 1 over ``keys`` from the matrices' ``keys × keys`` blocks, per head and
+        (``config.per_frequency``, where the scheme has terms) per frequency."""
+        if isinstance(keys, range):
+            keys = torch.arange(keys.start, keys.stop)
+        block = (..., keys[:, None], keys[None, :])
+        head = exclusion_from_matrix(self.head_full()[block])
+        if not (config.per_frequency and self.has_frequencies):
+            return head, None
+        return head, exclusion_from_matrix(self.frequency_full()[block])
 
 
 def matrix_swap_scores(cross: Float[Tensor, "batch head_index pos pos"], swaps: SwapSet, *,

@@ -84,22 +84,10 @@ def swap_scores(model: HookedModel | Resolved, input: ModelInput,
             result's ``config.per_frequency`` says which).
         DecompositionMismatchError: the geometry read does not reproduce the model's scores.
     """
-    resolved = resolve(model)
-    config = _default_per_frequency(resolved, config, settings, layers)
-    return engine.score_model(resolved, input, config, layers, heads, progress)
-
-
-def _default_per_frequency(resolved: Resolved, config: ScoreConfig | None, settings: dict,
-                           layers: int | Sequence[int] | None) -> ScoreConfig:
-    """``config`` with ``settings``; left at its default, ``per_frequency`` is what the
-    chosen layers have: whole heads where they have no frequencies (absolute, ALiBi) or the
-    site has no per-frequency form."""
     asked = config is not None or "per_frequency" in settings
     config = ScoreConfig.coerce(config, **settings)
-    if (config.per_frequency and not asked
-            and not engine.per_frequency_available(resolved, config, layers)):
-        config = config.replace(per_frequency=False)
-    return config
+    return engine.score_model(resolve(model), input, config, layers, heads, progress,
+                              fit_per_frequency=not asked)
 
 
 def per_prompt_scores(model: HookedModel | Resolved, input: ModelInput,
@@ -116,7 +104,7 @@ def per_prompt_scores(model: HookedModel | Resolved, input: ModelInput,
     defaults, ``per_frequency`` where the layers have it, as :func:`swap_scores`).
     """
     resolved = resolve(model)
-    config = _default_per_frequency(resolved, config, {}, layers)
-    _, config, results = engine.score_layers(resolved, input, config, layers, heads)
+    _, config, results = engine.score_layers(resolved, input, ScoreConfig.coerce(config),
+                                             layers, heads, fit_per_frequency=config is None)
     per_prompt, angles = place_per_prompt(results, config, **engine.layer_grid(resolved))
     return per_prompt, angles, config

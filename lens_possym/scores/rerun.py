@@ -34,7 +34,8 @@ from typing import Any, Iterator
 
 from .._checks import boundary
 from .._inputs import as_layer
-from ..capture import AttentionInputs, capture_attention_inputs, run_capturing
+from ..capture import (AttentionInputs, capture_with_layer_input, capture_with_rows,
+                       run_capturing)
 from ..decompose import decompose_inputs
 from ..errors import InvalidSelectionError
 from ..resolved import Resolved, model_of, resolve
@@ -44,8 +45,7 @@ from .matrix import add_swap_masses
 from .swaps import (Cosine, SwapSet, WeightedCosines, check_cosine, check_tau, clamped_cosines,
                      swap_cosines)
 
-__all__ = ["rerun_swap_scores", "rerun_site_scores", "capture_with_layer_input",
-           "capture_with_rows"]
+__all__ = ["rerun_swap_scores", "rerun_site_scores"]
 
 
 def _freq_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head freq pos"]:
@@ -64,32 +64,6 @@ def _head_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "ba
 def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, Tensor]:
     first, second = swaps.pairs(sl)
     return attention[..., first].mean(-1), attention[..., second].mean(-1)
-
-
-def capture_with_layer_input(model: HookedModel | Resolved, tokens: Tensor, layer: int, query_position: int
-                             ) -> tuple[AttentionInputs, Tensor]:
-    """The layer's captured inputs on ``tokens`` (``[1, pos]``) and its input residual."""
-    store: dict[str, Tensor] = {}
-
-    def keep(tensor: Tensor, hook) -> Tensor:
-        store["resid"] = tensor.detach().clone()
-        return tensor
-
-    inputs = capture_attention_inputs(model, tokens, layer, query_positions=query_position,
-                                      fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", keep)])
-    return inputs[layer], store["resid"]
-
-
-def capture_with_rows(model: HookedModel | Resolved, tokens: Tensor, layer: int, query_position: int,
-                      residual: Tensor, rows: Tensor) -> AttentionInputs:
-    """Re-run ``layer`` with its input rows reordered: copy ``b``'s position ``p`` holds
-    row ``rows[b, p]`` of ``residual`` (``[1, pos, d_model]``); positions are unchanged."""
-
-    def replace(tensor: Tensor, hook) -> Tensor:
-        return residual[0, rows.to(tensor.device)]                 # [copies, pos, d_model]
-
-    return capture_attention_inputs(model, tokens, layer, query_positions=query_position,
-                                    fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", replace)])[layer]
 
 
 def _swap_batches(swaps: SwapSet, n_pos: int, batch_size: int

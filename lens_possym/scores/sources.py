@@ -21,20 +21,24 @@ the closed form reads:
 
 Every layer supplies its :math:`C` through one protocol, :class:`CrossLogitSource`:
 ``visible``, ``head_full()`` (:math:`C[b, h, p, c]`) and, where the scheme has frequencies,
-``frequency_full()`` (:math:`C_f`). A RoPE layer supplies its rank-2 per-frequency factors
-(:class:`~lens_possym.scores.CrossLogitFactors`, from one capture pass); every other
-scheme a :class:`~lens_possym.scores.matrix.CrossLogitMatrix` (:func:`matrix_source`). The
-engine (:mod:`.engine`) scores factors with :mod:`.exact`'s per-frequency kernel and
-matrices with :func:`~lens_possym.scores.matrix.matrix_swap_scores`.
+``frequency_full()`` (:math:`C_f`); and each source scores itself: ``swap_scores(swaps,
+config)`` (the closed form) and ``exclusion(keys, config)`` (Theorem 1). A RoPE layer
+supplies its rank-2 per-frequency factors (:class:`FactorSource`, over
+:class:`~lens_possym.scores.CrossLogitFactors` from one capture pass: :mod:`.exact`'s
+per-frequency kernel, Theorem 1 in :math:`O(n)` per frequency); every other scheme a
+:class:`~lens_possym.scores.matrix.CrossLogitMatrix` (:func:`matrix_source`: scored by
+:func:`~lens_possym.scores.matrix.matrix_swap_scores`, Theorem 1 from its blocks). The
+engine (:mod:`.engine`) asks the source; it never asks which one it is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 from einops import einsum
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .._precision import is_half, model_tolerance
@@ -43,13 +47,17 @@ from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..positions import LayerScheme, causal_visible
 from ..positions._bridge import keys_for_heads
 from ..positions.base import PositionalScheme
-from ..resolved import Resolved, model_of
+from ..resolved import Resolved, resolve
 from ..typing import HookedModel
-from .crosslogits import cross_logit_factors
+from .config import ScoreConfig
+from .crosslogits import CrossLogitFactors, cross_logit_factors
+from .exact import SwapScores, exact_swap_scores
+from .exclusion import Exclusion, exclusion_from_factors
 from .matrix import CrossLogitMatrix
+from .swaps import SwapSet
 
-__all__ = ["CrossLogitSource", "closed_form_refusal", "effective_site", "matrix_source", "site_cross_logits",
-           "check_against_model", "PATTERN_TOLERANCE"]
+__all__ = ["CrossLogitSource", "FactorSource", "closed_form_refusal", "effective_site",
+           "matrix_source", "site_cross_logits", "check_against_model", "PATTERN_TOLERANCE"]
 
 
 @runtime_checkable
@@ -66,6 +74,46 @@ class CrossLogitSource(Protocol):
 
     def frequency_full(self) -> Float[Tensor, "batch head_index freq pos pos"]:
         """The per-frequency :math:`C_f` (schemes with frequencies)."""
+
+    def swap_scores(self, swaps: SwapSet, config: ScoreConfig) -> SwapScores:
+        """Every swap of ``swaps`` scored in closed form, as ``config`` says (``tau``,
+        ``per_frequency``, ...)."""
+
+    def exclusion(self, keys: Int[Tensor, "key"] | range, config: ScoreConfig
+                  ) -> tuple[Exclusion, Exclusion | None]:
+        """Theorem 1 over ``keys``, per head and (``config.per_frequency``) per frequency
+        (``None`` where the source has no terms)."""
+
+
+@dataclass(frozen=True, eq=False)
+class FactorSource:
+    """A RoPE layer's :class:`CrossLogitSource`: its per-frequency factors
+    (:class:`~lens_possym.scores.CrossLogitFactors`), scored by
+    :func:`~lens_possym.scores.exact.exact_swap_scores` (the per-frequency kernel) and
+    Theorem 1 from the factors in :math:`O(n)` per frequency
+    (:func:`~lens_possym.scores.exclusion.exclusion_from_factors`)."""
+
+    factors: CrossLogitFactors
+
+    @property
+    def visible(self) -> Bool[Tensor, "pos"]:
+        return self.factors.visible
+
+    def head_full(self) -> Float[Tensor, "batch head_index pos pos"]:
+        return self.factors.head_full()
+
+    def frequency_full(self) -> Float[Tensor, "batch head_index freq pos pos"]:
+        return self.factors.frequency_full()
+
+    def swap_scores(self, swaps: SwapSet, config: ScoreConfig) -> SwapScores:
+        return exact_swap_scores(self.factors, swaps, tau=config.tau,
+                                 per_frequency=config.per_frequency, cosine=config.cosine,
+                                 max_elements=config.max_elements)
+
+    def exclusion(self, keys: Int[Tensor, "key"] | range, config: ScoreConfig
+                  ) -> tuple[Exclusion, Exclusion | None]:
+        return exclusion_from_factors(self.factors, keys, per_frequency=config.per_frequency,
+                                      max_elements=config.max_elements, trusted=True)
 
 
 def effective_site(scheme: PositionalScheme | None, site: str) -> str:
@@ -130,7 +178,7 @@ def _content_site_cross_logits(model: HookedModel, tokens: Tensor, ls: LayerSche
     return full.masked_fill(~visible[:, None], float("-inf"))
 
 
-def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
+def matrix_source(model: HookedModel, tokens: Tensor, ls: LayerScheme,
                   heads: list[int], qpos: int, site: str, dtype: torch.dtype = torch.float64
                   ) -> CrossLogitMatrix:
     """The cross-logits of a layer whose scheme has no factors, at ``site`` (one run of
@@ -138,7 +186,6 @@ def matrix_source(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme
     Schemes with frequencies supply their per-frequency terms too: MLA (its RoPE pairs,
     then its content part) and RoPE on some heads (its pairs; 2-D NoPE parts on the
     heads that do not rotate)."""
-    model = model_of(model)
     scheme = ls.scheme
     visible = layer_visible(ls, qpos, tokens.shape[1])
     if scheme.site == "input" and site in ("content", "input"):
@@ -161,14 +208,15 @@ def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerSc
         InvalidSelectionError: the site has no closed form here (``"input"`` past layer 0,
             ``"content"`` past layer 0 of an absolute-PE model): use ``method="rerun"``.
     """
+    resolved = resolve(model)
     refusal = closed_form_refusal(ls.scheme, ls.layer, site)
     if refusal is not None:
         raise InvalidSelectionError(refusal)
     if ls.scheme.has_factors:
-        inputs = capture_attention_inputs(model, tokens, ls.layer,
+        inputs = capture_attention_inputs(resolved, tokens, ls.layer,
                                           query_positions=qpos)[ls.layer]
         return cross_logit_factors(inputs, heads, dtype=dtype).head_full()
-    return matrix_source(model, tokens, ls, heads, qpos, site, dtype).head_full()
+    return matrix_source(resolved.model, tokens, ls, heads, qpos, site, dtype).head_full()
 
 
 #: largest |softmax(diag C) − model pattern| accepted by the check in a float32 (or wider)
@@ -176,11 +224,11 @@ def site_cross_logits(model: HookedModel | Resolved, tokens: Tensor, ls: LayerSc
 PATTERN_TOLERANCE = 1e-5
 
 
-def check_against_model(model: HookedModel | Resolved, tokens: Tensor, ls: LayerScheme,
+def check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme,
                         heads: list[int], qpos: int, cross: Tensor) -> None:
     """The clean row of ``C`` must give the model's own attention: a wrong scheme (slopes,
     scale, window) shows here before any score is computed."""
-    pattern = run_capturing(model_of(model), tokens, [ls.pattern_hook])[ls.pattern_hook][:, heads, qpos]
+    pattern = run_capturing(model, tokens, [ls.pattern_hook])[ls.pattern_hook][:, heads, qpos]
     implied = torch.softmax(torch.diagonal(cross, dim1=-2, dim2=-1), -1)
     error = float((implied - pattern.to(implied)).abs().max())
     tolerance = model_tolerance(pattern.dtype) if is_half(pattern.dtype) else PATTERN_TOLERANCE

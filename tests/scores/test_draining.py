@@ -20,12 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lens_possym as lp
-from lens_possym.capture import capture_attention_inputs
+from lens_possym.capture import (capture_attention_inputs, capture_with_layer_input,
+                                 capture_with_rows)
 from lens_possym.decompose import decompose_inputs
 from lens_possym.errors import InvalidSelectionError
+from lens_possym.resolved import resolve
 from lens_possym.scores import cross_logit_factors, exact_swap_scores, swap_scores, swap_set
 from lens_possym.scores.exact import OutsideMass
-from lens_possym.scores.rerun import capture_with_layer_input, capture_with_rows
 from lens_possym.scores.swaps import clamped_cosines
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
@@ -166,8 +167,9 @@ def test_exact_equals_rerun_equals_paper_c(drained, dtype):
 def _paper_c_freq_attention(model, tokens, swaps, layer):
     """Per-frequency attention of every re-run, ``[1, 1 + n_swaps, heads x freqs, seq, seq]``
     (the frequencies as extra heads), for :func:`paper_c_scores`."""
-    _, residual = capture_with_layer_input(model, tokens, layer, tokens.shape[1] - 1)
-    runs = capture_with_rows(model, tokens, layer, tokens.shape[1] - 1, residual,
+    resolved = resolve(model)
+    _, residual = capture_with_layer_input(resolved, tokens, layer, tokens.shape[1] - 1)
+    runs = capture_with_rows(resolved, tokens, layer, tokens.shape[1] - 1, residual,
                              _permutations(swaps, tokens.shape[1]))
     fl = decompose_inputs(runs, list(range(runs.spec.n_heads)), dtype=torch.float64)
     terms = fl.terms.masked_fill(~fl.mask[..., None], float("-inf"))  # [runs, h, 1, p, f]

@@ -1,5 +1,6 @@
 """The one score engine: every scheme through one per-layer path, RoPE's factors and any
-scheme's matrix through one protocol, and the two agreeing where both apply."""
+scheme's matrix through one protocol (each source scores itself), and the two agreeing
+where both apply."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from lens_possym.errors import InvalidSelectionError
 from lens_possym.models.tiny_schemes import tiny_scheme_model
 from lens_possym.positions import Rope
 from lens_possym.resolved import resolve
-from lens_possym.scores import CrossLogitFactors, ScoreConfig, cross_logit_factors, swap_set
+from lens_possym.scores import ScoreConfig, cross_logit_factors, swap_set
 from lens_possym.scores import engine
 from lens_possym.scores.matrix import CrossLogitMatrix
 from lens_possym.scores.profile import per_prompt_scores
-from lens_possym.scores.sources import CrossLogitSource
+from lens_possym.scores.sources import CrossLogitSource, FactorSource
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
 # llama: full rotary; neox: a non-rotated tail; gptj: adjacent pairs; gemma2: a softcap and
@@ -45,32 +46,33 @@ def test_rope_cross_logits_are_the_factors_head_full(family, layer):
     terms = Rope(spec=inputs.spec).frequency_cross_logits(inputs.q[:, 0][:, heads],
                                                           inputs.k_for_heads(heads), qpos)
     assert torch.equal(terms, factors.frequency_full())
-    assert isinstance(factors, CrossLogitSource)
+    assert isinstance(FactorSource(factors), CrossLogitSource)
 
 
 @pytest.mark.parametrize("family,swap", [(f, "token") for f in FAMILIES]
                          # gemma3's window of 4 leaves no block pair to swap
                          + [(f, "block") for f in FAMILIES if f != "gemma3"])
 def test_a_rope_layer_scores_the_same_as_factors_and_as_a_matrix(family, swap):
-    """One engine function, two sources: RoPE's factors (the per-frequency kernel) and the
+    """One protocol, two sources: RoPE's factors (the per-frequency kernel) and the
     same cross-logits handed over as a matrix (matrix_swap_scores, each C_f as a head)."""
     inputs = _inputs(family, 1)
     heads = list(range(inputs.spec.n_heads))
-    factors = cross_logit_factors(inputs, heads)
+    factors = FactorSource(cross_logit_factors(inputs, heads))
     matrix = CrossLogitMatrix(factors.head_full(), factors.visible,
                               terms_of=factors.frequency_full)
+    assert isinstance(matrix, CrossLogitSource)
     config = ScoreConfig(swap=swap, n_blocks=3, exclude_bos=True,
                          query_position=int(inputs.query_positions[0]))
     swaps = swap_set(config.swap, config.query_position, factors.visible,
                      exclude_bos=True, n_blocks=3)
-    by_factors = engine.closed_form_scores(factors, swaps, config)
-    by_matrix = engine.closed_form_scores(matrix, swaps, config)
+    by_factors = factors.swap_scores(swaps, config)
+    by_matrix = matrix.swap_scores(swaps, config)
     for name in ("pos", "sym", "pos_freq", "sym_freq"):
         a, b = getattr(by_factors, name), getattr(by_matrix, name)
         assert a.shape == b.shape and float((a - b).abs().max()) <= 1e-10, name
     keys = engine.exclusion_keys(config.query_position, factors.visible, True)
-    for per_factors, per_matrix in zip(engine.exclusion_scores(factors, keys, config),
-                                       engine.exclusion_scores(matrix, keys, config)):
+    for per_factors, per_matrix in zip(factors.exclusion(keys, config),
+                                       matrix.exclusion(keys, config)):
         for name in ("var", "s_pos", "s_sym"):
             a, b = getattr(per_factors, name), getattr(per_matrix, name)
             assert a.shape == b.shape
@@ -78,19 +80,20 @@ def test_a_rope_layer_scores_the_same_as_factors_and_as_a_matrix(family, swap):
 
 
 @pytest.mark.parametrize("model_of,kind", [
-    (lambda: lp.tiny_model("llama", dtype=torch.float64), CrossLogitFactors),
+    (lambda: lp.tiny_model("llama", dtype=torch.float64), FactorSource),
     (lambda: tiny_scheme_model("bloom", dtype=torch.float64), CrossLogitMatrix),
     (lambda: tiny_scheme_model("deepseek_v2", dtype=torch.float64), CrossLogitMatrix),
 ])
-def test_every_scheme_goes_through_the_same_engine_function(monkeypatch, model_of, kind):
+def test_every_scheme_is_scored_by_its_source(monkeypatch, model_of, kind):
+    """The engine asks the source to score itself: RoPE layers give factors, every other
+    scheme a matrix, and the engine never asks which."""
     seen = []
-    closed_form = engine.closed_form_scores
+    for cls in (FactorSource, CrossLogitMatrix):
+        def spy(source, swaps, config, original=cls.swap_scores):
+            seen.append(type(source))
+            return original(source, swaps, config)
 
-    def spy(source, swaps, config):
-        seen.append(type(source))
-        return closed_form(source, swaps, config)
-
-    monkeypatch.setattr(engine, "closed_form_scores", spy)
+        monkeypatch.setattr(cls, "swap_scores", spy)
     model = model_of()
     lp.swap_scores(model, model.to_tokens(PROMPT) if hasattr(model, "to_tokens") else PROMPT)
     assert seen and all(t is kind for t in seen)

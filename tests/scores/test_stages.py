@@ -16,7 +16,7 @@ import lens_possym as lp
 from lens_possym.capture import capture_attention_inputs
 from lens_possym.decompose import decompose_inputs, pending_check, read_checks
 from lens_possym.errors import DecompositionMismatchError
-from lens_possym.scores import ScoreConfig, engine, exact
+from lens_possym.scores import ScoreConfig, engine, exact, sources
 from lens_possym.scores.config import MAX_ELEMENTS, MAX_MATRIX_ELEMENTS
 from lens_possym.scores.crosslogits import cross_logit_factors
 from lens_possym.scores.exclusion import exclusion_from_factors
@@ -35,14 +35,14 @@ def fused_profile():
     model = lp.tiny_model("llama")
     tokens = torch.randint(1, 100, (1, 24), generator=torch.Generator().manual_seed(0))
     patched = functools.partial(exact.exact_swap_scores, fused=True)   # the GPU's path
-    original = engine.exact_swap_scores
-    engine.exact_swap_scores = patched
+    original = sources.exact_swap_scores
+    sources.exact_swap_scores = patched
     try:
         lp.swap_scores(model, tokens)                                      # warm-up
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             lp.swap_scores(model, tokens)
     finally:
-        engine.exact_swap_scores = original
+        sources.exact_swap_scores = original
     return stage_table(prof.events()), model.cfg.n_layers
 
 
