@@ -48,17 +48,22 @@ from .swaps import (Cosine, SwapSet, WeightedCosines, check_cosine, check_tau, c
 __all__ = ["rerun_swap_scores", "rerun_site_scores"]
 
 
-def _freq_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head freq pos"]:
-    """Each frequency's logits of the query row, masked (``-inf``): its own 2-D head."""
+def _query_logits(inputs: AttentionInputs, heads: list[int], *, head: bool, freq: bool
+                  ) -> tuple[Float[Tensor, "batch head pos"] | None,
+                             Float[Tensor, "batch head freq pos"] | None]:
+    """The query row's logits, from one decomposition of the run's own queries and keys:
+    the whole head's (softcapped, ``-inf`` where masked; with ``head``) and each
+    frequency's, masked (``-inf``): its own 2-D head (with ``freq``); ``None`` where not
+    asked for."""
+    if not (head or freq):
+        return None, None
     fl = decompose_inputs(inputs, heads, dtype=torch.float64)
+    whole = fl.logits()[:, :, 0] if head else None
+    if not freq:
+        return whole, None
     terms = fl.terms[:, :, 0].movedim(-1, 2)                       # [b, h, f, p]
     visible = fl.mask[0].to(terms.device)
-    return terms.masked_fill(~visible, float("-inf"))
-
-
-def _head_logits(inputs: AttentionInputs, heads: list[int]) -> Float[Tensor, "batch head pos"]:
-    """The whole head's logits of the query row (softcapped, ``-inf`` where masked)."""
-    return decompose_inputs(inputs, heads, dtype=torch.float64).logits()[:, :, 0]
+    return whole, terms.masked_fill(~visible, float("-inf"))
 
 
 def _group_mass(attention: Tensor, swaps: SwapSet, sl: slice) -> tuple[Tensor, Tensor]:
@@ -98,18 +103,17 @@ def rerun_swap_scores(model: HookedModel | Resolved, tokens: Tensor, layer: int,
     qpos = swaps.query_position
     clean, residual = capture_with_layer_input(resolved, tokens, layer, qpos)
     a = clean.model_pattern[:, heads, 0].double()                  # [1, h, p]
-    lam = _head_logits(clean, heads) if scale_free else None
-    lam_freq = _freq_logits(clean, heads) if per_frequency else None
+    lam, lam_freq = _query_logits(clean, heads, head=scale_free, freq=per_frequency)
     a_freq = torch.softmax(lam_freq, -1) if per_frequency else None
 
     acc, acc_f = WeightedCosines(), WeightedCosines()
     for sl, perms in _swap_batches(swaps, tokens.shape[1], batch_size):
         swapped = capture_with_rows(resolved, tokens, layer, qpos, residual, perms)
-        after = (_head_logits(swapped, heads) if scale_free
-                 else swapped.model_pattern[:, heads, 0].double())  # [swaps, h, p]
+        after, after_f = _query_logits(swapped, heads, head=scale_free, freq=per_frequency)
+        if not scale_free:
+            after = swapped.model_pattern[:, heads, 0].double()    # [swaps, h, p]
         _add(acc, after.transpose(0, 1)[None], a, lam, swaps, sl, tau)  # [1, h, swaps, p]
-        if per_frequency:
-            after_f = _freq_logits(swapped, heads)                 # [swaps, h, f, p]
+        if per_frequency:                                          # [swaps, h, f, p]
             after_f = after_f if scale_free else torch.softmax(after_f, -1)
             _add(acc_f, after_f.permute(1, 2, 0, 3)[None], a_freq,
                  lam_freq if scale_free else None, swaps, sl, tau)
