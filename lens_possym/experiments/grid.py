@@ -86,11 +86,11 @@ _POSITIONAL = frozenset({"z", "q", "k", "v", "rot_q", "rot_k", "result", "resid_
 _AXES = frozenset({"layer", "head", "head_index", "pos", "freq"})
 
 
-def spec_window(model: HookedModel | Resolved) -> list[int]:
+def spec_window(resolved: Resolved) -> list[int]:
     """Sliding windows of the model's layers (their HF caches keep only the window, which
     the prefix reuse does not handle); ``[]`` when none is known."""
     try:
-        return [int(s.window) for s in resolve(model).specs if s.window]
+        return [int(s.window) for s in resolved.specs if s.window]
     except Exception:  # noqa: BLE001 - a model lens-possym cannot read: no windows known
         return []
 

@@ -193,7 +193,7 @@ def frequency_means(model: HookedModel | Resolved, reference: ModelInput | Mappi
                                          or ""))
 
 
-def means_for(modes: Sequence[str], model: HookedModel | Resolved, layers: Sequence[int], *,
+def means_for(modes: Sequence[str], resolved: Resolved, layers: Sequence[int], *,
               means: FrequencyMeans | None, reference: Any, per_position: bool = False
               ) -> FrequencyMeans | None:
     """The reference means ``modes`` need: ``means`` if given, else taken over ``reference``.
@@ -210,7 +210,6 @@ def means_for(modes: Sequence[str], model: HookedModel | Resolved, layers: Seque
             raise InvalidSelectionError(
                 f"means must be a FrequencyMeans (frequency_means(model, reference)), got "
                 f"{type(means).__name__}")
-        resolved = resolve(model)
         means.check_model(resolved.model, resolved.specs)
         return means
     if reference is None:
@@ -218,7 +217,7 @@ def means_for(modes: Sequence[str], model: HookedModel | Resolved, layers: Seque
             "mode='mean' needs reference=<prompts or tokens> to take the means over (or "
             "means=frequency_means(model, reference))"
         )
-    return frequency_means(model, reference, list(layers), per_position=per_position)
+    return frequency_means(resolved, reference, list(layers), per_position=per_position)
 
 
 # ---- hook factories -----------------------------------------------------------------------
