@@ -35,24 +35,22 @@ from tqdm.auto import tqdm
 
 from .._inputs import ModelInput, as_heads, as_layers
 from ..capture import AttentionInputs, capture_attention_inputs
-from ..decompose import PendingCheck, pending_check, read_checks
-from ..errors import InvalidSelectionError, NoFrequenciesError, UnsupportedModelError
+from ..decompose import PendingCheck, read_checks
+from ..errors import InvalidSelectionError, NoFrequenciesError
 from ..positions import LayerScheme
 from ..positions.base import PositionalScheme
 from ..positions.rope import Rope
 from ..resolved import Resolved
-from ..rope import RopeSpec, visible_keys
+from ..rope import RopeSpec
 from .config import LIVE_INTERMEDIATES, MAX_ELEMENTS, MAX_MATRIX_ELEMENTS, ScoreConfig
-from .crosslogits import cross_logit_factors
 from .exact import SwapScores
 from .guards import check_finite, guard_hooks
 from .inputs import cache_positions, resolve_for_input
 from .layer import LayerScores, assemble
-from .rerun import rerun_site_scores, rerun_swap_scores
 from .results import PosSymScores
 from .stages import stage
-from .sources import (CrossLogitSource, FactorSource, check_against_model, closed_form_refusal,
-                      effective_site, layer_visible, matrix_source)
+from .sources import (CrossLogitSource, FactorLayer, LayerPath, MatrixLayer,
+                      closed_form_refusal)
 from .swaps import SwapSet, swap_set
 
 __all__ = ["score_model", "score_layers", "layer_grid", "rerun_scores", "exclusion_keys",
@@ -293,6 +291,13 @@ def _host_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bos: b
     return torch.tensor(keys, dtype=torch.long)
 
 
+def _path(layer: Layer) -> LayerPath:
+    """The engine's path through ``layer``, asked of its scheme: RoPE's factors (its q and
+    k captured) or any other scheme's matrix."""
+    scheme = _scheme(layer)
+    return FactorLayer(layer, scheme) if scheme.has_factors else MatrixLayer(layer, scheme)
+
+
 def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
             inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
             pending: list[PendingCheck]) -> tuple[CrossLogitSource | None, Bool[Tensor, "pos"]]:
@@ -302,55 +307,19 @@ def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
     refusal = closed_form_refusal(_scheme(layer), layer.layer, config.swap_site)
     if refusal is not None and config.method == "exact":
         raise InvalidSelectionError(refusal)
-    if inputs is not None:                                   # RoPE: factors
-        spec = inputs.spec
-        if config.method == "exact" and spec.extra.get("attention_sinks"):
-            # GPT-OSS: a learned per-head sink logit joins the softmax; the closed form's
-            # post-swap normaliser has no term for it (per head it would be off by ~1e-2)
-            raise UnsupportedModelError(
-                f"layer {spec.layer} ({spec.family}) has attention sinks, which the "
-                "closed-form swap scores do not model; score it with method='rerun'")
-        if config.check:
-            with stage("check"):
-                pending.append(pending_check(inputs, heads))
-        # the query row's keys, computed on the host (the same function as inputs.mask()):
-        # the swaps and the exclusion's keys are made from it without reading the device
-        visible = visible_keys(spec, torch.tensor([inputs.query_position(0)]),
-                               torch.arange(inputs.k.shape[1]))[0]
-        if refusal is not None:
-            return None, visible
-        with stage("factors"):
-            return FactorSource(cross_logit_factors(
-                inputs, heads, dtype=config.torch_dtype,
-                max_matrix_elements=config.max_matrix_elements)), visible
-    qpos = config.query_position
-    visible = layer_visible(layer, qpos, tokens.shape[1])
-    if refusal is not None or not (config.method == "exact" or config.exclusion):
-        return None, visible
-    source = matrix_source(resolved.model, tokens, layer, heads, qpos, config.swap_site,
-                           config.torch_dtype)
-    if config.check:
-        check_against_model(resolved.model, tokens, layer, heads, qpos, source.head_full())
-    return source, visible
+    return _path(layer).source(resolved, tokens, inputs, heads, config, pending,
+                               closed_form=refusal is None)
 
 
 def rerun_scores(resolved: Resolved, tokens: Tensor, layer: Layer,
                  heads: list[int], swaps: SwapSet, config: ScoreConfig) -> SwapScores:
-    """The re-run reference, one prompt at a time: RoPE layers at the ``"layer"`` site by
-    :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too), any layer at
-    any site by :func:`~lens_possym.scores.rerun.rerun_site_scores`."""
-    site = effective_site(_scheme(layer), config.swap_site)
-
-    def one(prompt: Tensor) -> SwapScores:
-        if _has_factors(layer) and site == "layer":
-            return rerun_swap_scores(resolved, prompt, layer.layer, heads, swaps,
-                                     tau=config.tau, per_frequency=config.per_frequency,
-                                     cosine=config.cosine, batch_size=config.batch_size)
-        return SwapScores(*rerun_site_scores(resolved.model, prompt, layer, heads, swaps,
-                                             site, tau=config.tau,
-                                             batch_size=config.batch_size))
-
-    rows = [one(tokens[b : b + 1]) for b in range(tokens.shape[0])]
+    """The re-run reference, one prompt at a time, as the layer's path runs it
+    (:class:`~lens_possym.scores.sources.LayerPath`): RoPE layers at the ``"layer"`` site
+    by :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too), any layer
+    at any site by :func:`~lens_possym.scores.rerun.rerun_site_scores`."""
+    path = _path(layer)
+    rows = [path.rerun(resolved, tokens[b : b + 1], heads, swaps, config)
+            for b in range(tokens.shape[0])]
     cat = lambda name: None if getattr(rows[0], name) is None else torch.cat(  # noqa: E731
         [getattr(r, name) for r in rows])
     return SwapScores(cat("pos"), cat("sym"), cat("pos_freq"), cat("sym_freq"))

@@ -34,7 +34,7 @@ engine (:mod:`.engine`) asks the source; it never asks which one it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from einops import einsum
@@ -42,22 +42,27 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .._precision import is_half, model_tolerance
-from ..capture import capture_attention_inputs, run_capturing
-from ..errors import DecompositionMismatchError, InvalidSelectionError
+from ..capture import AttentionInputs, capture_attention_inputs, run_capturing
+from ..decompose import PendingCheck, pending_check
+from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
 from ..positions import LayerScheme, causal_visible
 from ..positions._bridge import keys_for_heads
 from ..positions.base import PositionalScheme
 from ..resolved import Resolved, resolve
+from ..rope import visible_keys
 from ..typing import HookedModel
 from .config import ScoreConfig
 from .crosslogits import CrossLogitFactors, cross_logit_factors
 from .exact import SwapScores, exact_swap_scores
 from .exclusion import Exclusion, exclusion_from_factors
 from .matrix import CrossLogitMatrix
+from .rerun import rerun_site_scores, rerun_swap_scores
+from .stages import stage
 from .swaps import SwapSet
 
-__all__ = ["CrossLogitSource", "FactorSource", "closed_form_refusal", "effective_site",
-           "matrix_source", "site_cross_logits", "check_against_model", "PATTERN_TOLERANCE"]
+__all__ = ["CrossLogitSource", "FactorSource", "LayerPath", "FactorLayer", "MatrixLayer",
+           "closed_form_refusal", "effective_site", "matrix_source", "site_cross_logits",
+           "check_against_model", "PATTERN_TOLERANCE"]
 
 
 @runtime_checkable
@@ -236,3 +241,106 @@ def check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme,
         raise DecompositionMismatchError(
             f"layer {ls.layer}: the {ls.scheme.name} scheme read from this model misses its "
             f"attention by {error:.3g}; report the family (check=False skips this check)")
+
+
+# ---- the engine's two paths through a layer -----------------------------------------------
+
+
+class LayerPath(Protocol):
+    """How the engine reads one layer: its cross-logit source and its re-run reference.
+    One implementation per kind of layer, chosen once from the scheme (``has_factors``):
+    :class:`FactorLayer` (RoPE: the engine captured its q and k) and :class:`MatrixLayer`
+    (every other scheme), so the engine never asks which kind it holds."""
+
+    def source(self, resolved: Resolved, tokens: Tensor | None,
+               inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
+               pending: list[PendingCheck], closed_form: bool
+               ) -> tuple[CrossLogitSource | None, Bool[Tensor, "pos"]]:
+        """The layer's source (``None`` where the site has no closed form, or nothing
+        needs one) and the keys its query row sees, the source checked against the model
+        (a decomposition check is left in ``pending``). ``closed_form``: the site has one
+        here (:func:`closed_form_refusal`)."""
+
+    def rerun(self, resolved: Resolved, prompt: Tensor, heads: list[int], swaps: SwapSet,
+              config: ScoreConfig) -> SwapScores:
+        """The re-run reference on one prompt (``[1, pos]``)."""
+
+
+@dataclass(frozen=True)
+class FactorLayer:
+    """A RoPE layer (every layer of an all-RoPE model, a RopeSpec; or a RoPE LayerScheme):
+    its source is the per-frequency factors of its captured q and k
+    (:class:`FactorSource`, checked by the decomposition), its re-run at the ``"layer"``
+    site :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too)."""
+
+    layer: Any
+    scheme: PositionalScheme
+
+    def source(self, resolved: Resolved, tokens: Tensor | None,
+               inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
+               pending: list[PendingCheck], closed_form: bool
+               ) -> tuple[FactorSource | None, Bool[Tensor, "pos"]]:
+        spec = inputs.spec
+        if config.method == "exact" and spec.extra.get("attention_sinks"):
+            # GPT-OSS: a learned per-head sink logit joins the softmax; the closed form's
+            # post-swap normaliser has no term for it (per head it would be off by ~1e-2)
+            raise UnsupportedModelError(
+                f"layer {spec.layer} ({spec.family}) has attention sinks, which the "
+                "closed-form swap scores do not model; score it with method='rerun'")
+        if config.check:
+            with stage("check"):
+                pending.append(pending_check(inputs, heads))
+        # the query row's keys, computed on the host (the same function as inputs.mask()):
+        # the swaps and the exclusion's keys are made from it without reading the device
+        visible = visible_keys(spec, torch.tensor([inputs.query_position(0)]),
+                               torch.arange(inputs.k.shape[1]))[0]
+        if not closed_form:
+            return None, visible
+        with stage("factors"):
+            return FactorSource(cross_logit_factors(
+                inputs, heads, dtype=config.torch_dtype,
+                max_matrix_elements=config.max_matrix_elements)), visible
+
+    def rerun(self, resolved: Resolved, prompt: Tensor, heads: list[int], swaps: SwapSet,
+              config: ScoreConfig) -> SwapScores:
+        site = effective_site(self.scheme, config.swap_site)
+        if site != "layer":
+            return _rerun_at_site(resolved, prompt, self.layer, heads, swaps, site, config)
+        return rerun_swap_scores(resolved, prompt, self.layer.layer, heads, swaps,
+                                 tau=config.tau, per_frequency=config.per_frequency,
+                                 cosine=config.cosine, batch_size=config.batch_size)
+
+
+@dataclass(frozen=True)
+class MatrixLayer:
+    """A layer of any other scheme (a LayerScheme): its source is its cross-logit matrix at
+    the swap site (:func:`matrix_source`, checked against the model's pattern), its re-run
+    :func:`~lens_possym.scores.rerun.rerun_site_scores` at any site (whole heads)."""
+
+    layer: Any
+    scheme: PositionalScheme
+
+    def source(self, resolved: Resolved, tokens: Tensor | None,
+               inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
+               pending: list[PendingCheck], closed_form: bool
+               ) -> tuple[CrossLogitMatrix | None, Bool[Tensor, "pos"]]:
+        ls, qpos = self.layer, config.query_position
+        visible = layer_visible(ls, qpos, tokens.shape[1])
+        if not closed_form or not (config.method == "exact" or config.exclusion):
+            return None, visible
+        source = matrix_source(resolved.model, tokens, ls, heads, qpos, config.swap_site,
+                               config.torch_dtype)
+        if config.check:
+            check_against_model(resolved.model, tokens, ls, heads, qpos, source.head_full())
+        return source, visible
+
+    def rerun(self, resolved: Resolved, prompt: Tensor, heads: list[int], swaps: SwapSet,
+              config: ScoreConfig) -> SwapScores:
+        return _rerun_at_site(resolved, prompt, self.layer, heads, swaps,
+                              effective_site(self.scheme, config.swap_site), config)
+
+
+def _rerun_at_site(resolved: Resolved, prompt: Tensor, ls: Any, heads: list[int],
+                   swaps: SwapSet, site: str, config: ScoreConfig) -> SwapScores:
+    return SwapScores(*rerun_site_scores(resolved.model, prompt, ls, heads, swaps, site,
+                                         tau=config.tau, batch_size=config.batch_size))
