@@ -24,7 +24,6 @@ from functools import cached_property
 from typing import Any
 
 from .positions.detect import LayerScheme, schemes
-from .positions.rope import Rope
 from .rope.geometry import RopeSpec
 from .rope.reading import rope_specs
 from .typing import HookedModel
@@ -41,7 +40,8 @@ class Resolved:
         specs: ``[n_layers]`` RoPE geometry (:func:`~lens_possym.rope.rope_specs`);
             raises :class:`~lens_possym.errors.NotRopeModelError` on a model without RoPE.
         schemes: ``[n_layers]`` positional schemes (:func:`~lens_possym.positions.schemes`).
-        all_rope: whether every layer is RoPE (the per-frequency path of the scores).
+        all_rope: whether every layer is RoPE: its scheme supplies per-frequency factors
+            (``has_factors``, the per-frequency path of the scores).
     """
 
     model: HookedModel
@@ -59,7 +59,7 @@ class Resolved:
     def all_rope(self) -> bool:
         if callable(getattr(self.model, "lens_possym_rope_specs", None)):
             return True
-        return all(isinstance(layer.scheme, Rope) for layer in self.schemes)
+        return all(layer.scheme.has_factors for layer in self.schemes)
 
     def __repr__(self) -> str:
         name = getattr(getattr(self.model, "cfg", None), "model_name", type(self.model).__name__)

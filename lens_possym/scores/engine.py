@@ -138,9 +138,7 @@ def layer_grid(resolved: Resolved) -> dict[str, int]:
     described = _layers(resolved)
 
     def n_freqs(layer: Layer) -> int:
-        if isinstance(layer, RopeSpec):
-            return layer.n_freqs
-        scheme = layer.scheme
+        scheme = _scheme(layer)
         return len(scheme.frequency_angles()) if scheme.has_frequencies else 0
 
     return {"n_layers": len(described), "n_heads": max(layer.n_heads for layer in described),
