@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from .. import bands, decompose
+from .. import bands, decompose, resolved
 from ._command import add_command
 from ._model_args import add_model_args, load_from_args
 from ._output import check_output_file, staged_file
@@ -39,9 +39,10 @@ def run(args) -> int:
     if args.json:
         check_output_file(args.json)
     model = load_from_args(args)
-    fl = decompose.frequency_logits(model, args.prompt, args.layer, heads=[args.head],
+    geometry = resolved.resolve(model)       # once: both readings below use it
+    fl = decompose.frequency_logits(geometry, args.prompt, args.layer, heads=[args.head],
                                     relative=True)
-    norms = decompose.frequency_norms(model, args.prompt, args.layer)
+    norms = decompose.frequency_norms(geometry, args.prompt, args.layer)
     spec = fl.spec
     tokens = model.to_str_tokens(args.prompt)
     row_norms = fl.norms()[0, 0, 0]                      # [freq]

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import _inputs, report, scores, tasks
+from .. import _inputs, report, resolved, scores, tasks
 from ..errors import UsageError
 from ..scores.config import METHODS
 from ._command import add_command
@@ -87,11 +87,12 @@ def run(args) -> int:
           f"{args.swap} swaps)", file=sys.stderr)
     config = score_config_from(args, method=args.method,
                                exclude_bos=False if args.keep_bos else "auto")
+    geometry = resolved.resolve(model)  # once: every group of prompts below reads it
     if mixed:
-        result = _scores_of_prompts(model, tokens, config, layers)
+        result = _scores_of_prompts(geometry, tokens, config, layers)
         tokens = tokens[0][None]  # the report's figures and views draw the first prompt
     else:
-        result = scores.swap_scores(model, tokens, config, layers=layers, progress=True)
+        result = scores.swap_scores(geometry, tokens, config, layers=layers, progress=True)
     result.task = task
     result.model_name = args.model
     with staged_dir(out) as stage:  # all of scores.json, figures and report, or none
@@ -107,28 +108,30 @@ def run(args) -> int:
     return 0
 
 
-def _scores_of_prompts(model, rows: list, config, layers):
+def _scores_of_prompts(geometry, rows: list, config, layers):
     """Scores of prompts of any lengths: each length's prompts as one batch, then the
-    mean over all prompts (a prompt's scores do not depend on the others')."""
+    mean over all prompts (a prompt's scores do not depend on the others'). ``geometry``:
+    the model, resolved once (:class:`~lens_possym.resolved.Resolved`)."""
     import torch
 
     groups: dict[int, list] = {}
     for row in rows:
         groups.setdefault(len(row), []).append(row)
     if len(groups) == 1:
-        return scores.swap_scores(model, torch.stack(rows), config, layers=layers, progress=True)
+        return scores.swap_scores(geometry, torch.stack(rows), config, layers=layers,
+                                  progress=True)
     parts, angles = [], None
     for n, group in groups.items():
         print(f"  {len(group)} prompt(s) of {n} tokens ...", file=sys.stderr)
         per_prompt, angles, _ = scores.profile.per_prompt_scores(
-            model, torch.stack(group), config, layers=layers)
+            geometry, torch.stack(group), config, layers=layers)
         parts.append(per_prompt)
     joined = {name: None if parts[0][name] is None else torch.cat([p[name] for p in parts])
               for name in parts[0]}
     n_layers = int(angles.shape[0])
     return scores.profile.mean_over_prompts(
         joined, angles, config, layers=_inputs.as_layers(layers, n_layers),
-        n_tokens=max(groups), model_name=str(model.cfg.model_name))
+        n_tokens=max(groups), model_name=str(geometry.model.cfg.model_name))
 
 
 def command_line(args) -> str:
