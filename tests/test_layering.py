@@ -9,7 +9,8 @@
   modules only (the plug-in API, ``lens_possym.plugins``, serves what a plug-in needs),
   never a private (``_name``) module of the core, and no paper imports another;
 * the model is resolved at the public boundary: ``rope_specs(`` and ``schemes(`` are
-  called only from :data:`READERS` (at most 5 places);
+  called only from :data:`READERS` (at most 5 places), and no private function takes
+  ``HookedModel | Resolved``;
 * no module imports a private name (``_name``) of another module.
 """
 
@@ -328,6 +329,37 @@ def test_the_readers_are_at_most_five_and_all_there():
     assert len(READERS) <= 5
     there = {(path, where) for path, where, _ in _reader_calls()}
     assert not set(READERS) - there, f"READERS lists calls that are gone: {set(READERS) - there}"
+
+
+def _takes_either_model(annotation: ast.expr | None) -> bool:
+    text = ast.unparse(annotation) if annotation is not None else ""
+    return "HookedModel" in text and "Resolved" in text
+
+
+def test_below_the_public_functions_the_model_is_resolved():
+    """Only a public function accepts ``HookedModel | Resolved`` (and resolves it at its
+    top); a private one (``_name``, or in a private module) takes the ``Resolved`` the
+    public one made, or the raw model where it only runs it."""
+    found = []
+    for name, (path, tree) in _sources().items():
+        private_module = any(p.startswith("_") and not p.startswith("__")
+                             for p in name.split("."))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if not (private_module or (node.name.startswith("_")
+                                       and not node.name.startswith("__"))):
+                continue
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({a.arg})"
+                      for a in args if _takes_either_model(a.annotation)]
+    assert not found, f"private functions taking HookedModel | Resolved: {found}"
+
+
+def test_the_model_rule_sees_a_union():
+    tree = ast.parse("def _f(model: HookedModel | Resolved, r: Resolved) -> None: ...")
+    fn = tree.body[0]
+    assert [_takes_either_model(a.annotation) for a in fn.args.args] == [True, False]
 
 
 # ---- (f) no private name crosses a module -----------------------------------------------------
