@@ -96,6 +96,12 @@ class TrainConfig(JsonConfig):
             weights use its own seed).
         eval_every: evaluate on the test set every this many steps (and at the end).
         eval_size: test-set size.
+        eval_batch: sentences per forward pass of an evaluation (``None``: up to 4,096
+            at once). A speed setting: the logits are gathered and scored as one block, so
+            the accuracy and loss are those of ``None`` bit for bit wherever the model gives
+            each row the same logits whatever the batch (paper B's encoder on a CPU, where
+            batches of 64 evaluate about 1.5x faster than one of 1,024:
+            ``benchmarks/bench_paper_b_speed.py`` checks the equality).
         target_accuracy: stop at the first evaluation whose test accuracy reaches this.
         checkpoint_every: save a checkpoint every this many steps (needs ``out_dir``);
             the final model is always saved when ``out_dir`` is set.
@@ -116,6 +122,7 @@ class TrainConfig(JsonConfig):
     seed: int = 0
     eval_every: int = 250
     eval_size: int = 2048
+    eval_batch: int | None = None
     target_accuracy: float | None = None
     checkpoint_every: int | None = None
     out_dir: str | None = None
@@ -141,6 +148,8 @@ class TrainConfig(JsonConfig):
             raise TrainingError(f"betas must be two numbers in [0, 1), got {self.betas}")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise TrainingError(f"grad_clip must be None or > 0, got {self.grad_clip}")
+        if self.eval_batch is not None and self.eval_batch < 1:
+            raise TrainingError(f"eval_batch must be None or >= 1, got {self.eval_batch}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise TrainingError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.checkpoint_every is not None:
@@ -289,10 +298,13 @@ class TrainResult(ResultIO):
 
 @torch.no_grad()
 def evaluate(model: TrainableModel, task: Task, batch: TaskBatch | None = None, *,
-             chunk: int = 4096) -> EvalResult:
+             chunk: int = 4096, forward_batch: int | None = None) -> EvalResult:
     """Accuracy of ``model`` on ``batch`` (the task's test set by default).
 
-    The prediction is the argmax over the whole vocabulary at the last position.
+    The prediction is the argmax over the whole vocabulary at the last position. The loss
+    is summed per block of ``chunk`` sentences; ``forward_batch`` runs each block's forward
+    in pieces of that many sentences (``None``: the block at once), whose last-position
+    logits are joined before scoring (``TrainConfig.eval_batch``).
     """
     if batch is None:
         batch = task.test_set()
@@ -304,7 +316,11 @@ def evaluate(model: TrainableModel, task: Task, batch: TaskBatch | None = None, 
         losses, preds = [], []
         for start in range(0, len(batch), chunk):
             part = batch[start: start + chunk]
-            logits = model(part.tokens)[:, -1]
+            if forward_batch is None:
+                logits = model(part.tokens)[:, -1]
+            else:
+                logits = torch.cat([model(part.tokens[i: i + forward_batch])[:, -1]
+                                    for i in range(0, len(part), forward_batch)])
             losses.append(torch.nn.functional.cross_entropy(logits, part.answers, reduction="sum"))
             preds.append(logits.argmax(dim=-1))
     finally:
@@ -452,7 +468,7 @@ def train(model: TrainableModel, task: Task, config: TrainConfig | None = None, 
             finished=done)
 
     def evaluate_now(step: int) -> EvalRecord:
-        result = evaluate(model, task, test)
+        result = evaluate(model, task, test, forward_batch=config.eval_batch)
         count = max(running["count"], 1)
         record = EvalRecord(
             step=step,

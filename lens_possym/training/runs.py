@@ -50,8 +50,8 @@ __all__ = [
 
 CHECKPOINT_FORMAT = "lens-possym-toy/1"
 #: TrainConfig fields that may differ between an interrupted run and its resumption: they
-#: say where and on what the run happens, not what it computes
-SETTINGS_THAT_MAY_DIFFER = ("out_dir", "device")
+#: say where, on what and in what pieces the run happens, not what it computes
+SETTINGS_THAT_MAY_DIFFER = ("out_dir", "device", "eval_batch")
 _CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.pt")
 
 

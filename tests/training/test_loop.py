@@ -33,6 +33,7 @@ def small_model(task=SMALL_INDEX, ids=(0,), seed=0, **kw):
     (dict(target_accuracy=1.5), "target_accuracy"),
     (dict(checkpoint_every=10), "needs out_dir"),
     (dict(min_lr_ratio=2.0), "min_lr_ratio"),
+    (dict(eval_batch=0), "eval_batch"),
 ])
 def test_bad_train_configs_are_refused(kwargs, match):
     with pytest.raises(TrainingError, match=match):
@@ -162,3 +163,23 @@ def test_metrics_json_has_no_nan(tmp_path):
     assert any(math.isnan(a) for a in result.test_accuracy_by_position)
     text = (tmp_path / "metrics.json").read_text()
     assert "NaN" not in text and json.loads(text)["history"][0]["test_accuracy_by_position"]
+
+
+def test_sequence_hash_equals_the_horner_loop():
+    """The vectorised split hash is the column-by-column Horner hash, bit for bit (the
+    train/test split of every synthetic task depends on it)."""
+    from lens_possym.training.tasks import _HASH_BUCKETS, _PRIME, _sequence_hash
+
+    def horner(tokens):
+        h = torch.zeros(tokens.shape[0], dtype=torch.int64)
+        for col in tokens.long().unbind(dim=1):
+            h = (h * 1_000_003 + col + 1) % _PRIME
+        h = (h * 48_271) % _PRIME
+        return (h ^ (h >> 11)) % _HASH_BUCKETS
+
+    gen = torch.Generator().manual_seed(0)
+    for shape, high in (((64, 128), 600), ((7, 3), 2**31 + 5), ((5, 0), 2), ((3, 300), 10)):
+        tokens = torch.randint(high, shape, generator=gen)
+        assert torch.equal(_sequence_hash(tokens), horner(tokens))
+    small = torch.randint(500, (9, 40), generator=gen).to(torch.int16)
+    assert torch.equal(_sequence_hash(small), horner(small))

@@ -6,15 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from jaxtyping import Float, Int
 from torch import Tensor
 
-from ...interventions import ImportanceBatch, head_importance
+from ...errors import InvalidSelectionError
 from ...experiments.importance import importance_metric
+from ...interventions import ImportanceBatch, head_importance
+from ...plugins import batched_token_ids
 from ...training.loop import evaluate
 from ...training.tasks import Task, TaskBatch
 from .encoder import SchemeEncoder, faithful_mla_ablation
 
-__all__ = ["ablation_grid", "deposit_summary"]
+__all__ = ["ablation_grid", "deposit_summary", "single_head_ablations"]
 
 
 @torch.no_grad()
@@ -43,6 +46,47 @@ def ablation_grid(model: SchemeEncoder, task: Task, batch: TaskBatch, *,
     finally:
         model.train(was_training)
     return result.ablated.to(torch.float32)
+
+
+@torch.no_grad()
+def single_head_ablations(model: SchemeEncoder, tokens: Int[Tensor, "batch pos"]
+                          ) -> tuple[Float[Tensor, "batch n_classes"],
+                                     Float[Tensor, "n_layers n_heads batch n_classes"]]:
+    """The clean last-position logits of ``model`` (in eval mode) and those with each head's
+    ``hook_z`` row zeroed alone: ``(clean [batch, n_classes], ablated [n_layers, n_heads,
+    batch, n_classes])``.
+
+    The same numbers, bit for bit, as ``model(tokens)[:, -1]`` and, per head, the same
+    under ``ablate_heads(model, [(layer, head)], mode="zero")`` (a test checks it), at
+    about half their cost: the clean pass keeps each block's input ``x_L`` and its heads'
+    ``z_L``, and head ``(L, h)`` runs from there (``z_L`` with row ``h`` zeroed, then the
+    output projection, the rest of block ``L`` and the blocks after it), so the blocks
+    below ``L`` and block ``L``'s attention are not computed again."""
+    if model.training:
+        raise InvalidSelectionError("single_head_ablations runs in eval mode: call "
+                                    "model.eval() first")
+    cfg = model.cfg
+    tokens = batched_token_ids(tokens, cfg.n_ctx, cfg.d_vocab)
+    key_mask = model._key_mask(tokens)
+    x, memory, inputs, heads = model._embed(tokens), None, [], []
+    for block in model.blocks:
+        x = block.hook_resid_pre(x)
+        memory = x if memory is None else memory
+        z = block.heads(x, memory, key_mask)
+        inputs.append(x)
+        heads.append(z)
+        x = block.finish(x, block.attn._out(z))
+    clean = model._readout(x, key_mask)[:, -1]
+    ablated = clean.new_empty((cfg.n_layers, cfg.n_heads) + clean.shape)
+    for layer, block in enumerate(model.blocks):
+        for head in range(cfg.n_heads):
+            z = heads[layer].clone()
+            z[:, :, head] = 0
+            x = block.finish(inputs[layer], block.attn._out(z))
+            for later in model.blocks[layer + 1:]:
+                x = later(later.hook_resid_pre(x), memory, key_mask)
+            ablated[layer, head] = model._readout(x, key_mask)[:, -1]
+    return clean, ablated
 
 
 def _latent_slice_grid(model: SchemeEncoder, task: Task, batch: TaskBatch) -> Tensor:

@@ -364,14 +364,20 @@ class _Attention(nn.Module):
     def forward(self, u: Float[Tensor, "batch pos d_model"], s: Float[Tensor, "batch pos d_model"],
                 key_mask: Bool[Tensor, "batch pos"] | None = None,
                 drop: "_Dropout | None" = None) -> Float[Tensor, "batch pos d_model"]:
+        return self._out(self.heads(u, s, key_mask, drop))
+
+    def heads(self, u: Float[Tensor, "batch pos d_model"], s: Float[Tensor, "batch pos d_model"],
+              key_mask: Bool[Tensor, "batch pos"] | None = None, drop: "_Dropout | None" = None
+              ) -> Float[Tensor, "batch pos head_index d_head"]:
+        """The heads' outputs ``z`` (what ``hook_z`` returns); :meth:`forward` is
+        ``_out(heads(...))``."""
         n = u.shape[1]
         q, k, v, rq, rk = self._qkv(u, s)
         bias = self.bias(n)
         pattern_dropout = drop is not None and not self.mla  # official trans.py: on the weights
         if not pattern_dropout and not _listened(self.hook_attn_scores, self.hook_pattern):
             # nobody reads the scores or the pattern: one fused kernel, same function
-            z = self.hook_z(_fused_attention(rq, rk, v, bias, key_mask, self.cfg.scale))
-            return self._out(z)
+            return self.hook_z(_fused_attention(rq, rk, v, bias, key_mask, self.cfg.scale))
         scores = einsum(rq * self.cfg.scale, rk, "batch query_pos head_index d, batch key_pos "
                         "head_index d -> batch head_index query_pos key_pos")
         if bias is not None:
@@ -382,9 +388,8 @@ class _Attention(nn.Module):
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
         if pattern_dropout:
             pattern = drop(pattern)
-        z = self.hook_z(einsum(pattern, v, "batch head_index query_pos key_pos, batch key_pos "
-                               "head_index d_head -> batch query_pos head_index d_head"))
-        return self._out(z)
+        return self.hook_z(einsum(pattern, v, "batch head_index query_pos key_pos, batch key_pos "
+                                  "head_index d_head -> batch query_pos head_index d_head"))
 
     def _out(self, z: Float[Tensor, "batch pos head_index d_head"]
              ) -> Float[Tensor, "batch pos d_model"]:
@@ -433,10 +438,23 @@ class _Block(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor, key_mask: Tensor | None = None,
                 drop: _Dropout | None = None) -> Tensor:
+        return self.finish(x, self.attn(*self._sources(x, memory), key_mask, drop), drop)
+
+    def _sources(self, x: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """``(u, s)``: the queries' input ``LN_1(x)`` and the keys' and values'."""
         u = self.ln1(x)
         # faithful (not MLA): K/V from the layer-0 input, not layer-normed (official trans.py)
-        s = memory if self.cfg.faithful and not self.cfg.rules.latent else u
-        attn_out = self.attn(u, s, key_mask, drop)
+        return u, memory if self.cfg.faithful and not self.cfg.rules.latent else u
+
+    def heads(self, x: Tensor, memory: Tensor, key_mask: Tensor | None = None
+              ) -> Float[Tensor, "batch pos head_index d_head"]:
+        """The attention's ``z`` (``hook_z``) for the block input ``x`` (no dropout): what
+        :meth:`forward` feeds ``attn._out`` and then :meth:`finish`."""
+        return self.attn.heads(*self._sources(x, memory), key_mask)
+
+    def finish(self, x: Tensor, attn_out: Tensor, drop: _Dropout | None = None) -> Tensor:
+        """The rest of the block after the attention's output ``attn_out``: the residual
+        adds and the MLP."""
         if drop is not None and not self.cfg.rules.latent:  # official trans.py: after out_linear
             attn_out = drop(attn_out)
         x = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
@@ -572,23 +590,13 @@ class SchemeEncoder(HookedRootModule):
             raise InvalidSelectionError(
                 f"return_type must be 'logits' or None, got {return_type!r}")
         tokens = batched_token_ids(tokens, self.cfg.n_ctx, self.cfg.d_vocab)
-        n = tokens.shape[1]
-        key_mask = None
-        if self.cfg.pad_mask:
-            key_mask = tokens != self.cfg.pad_token
-            if not bool(key_mask.any(dim=1).all()):
-                raise InvalidSelectionError(
-                    f"a prompt holds only pads (id {self.cfg.pad_token}); with pad_mask on it "
-                    "has no token to attend to or pool over: drop it or pass pad_mask=False")
+        key_mask = self._key_mask(tokens)
         drop = None
         if self.training and self.cfg.dropout > 0:
             drop = _Dropout(self.cfg.dropout, self.cfg.seed * 1_000_003
                             + int(self.dropout_calls), tokens.device)
             self.dropout_calls += 1
-        x = self.hook_embed(self.W_E[tokens])
-        if hasattr(self, "W_pos"):
-            pos = self.W_pos[:n].to(x.dtype)
-            x = x + self.hook_pos_embed(pos.expand(x.shape[0], -1, -1))
+        x = self._embed(tokens)
         memory = None
         stop = self.cfg.n_layers if stop_at_layer is None else stop_at_layer
         for block in self.blocks[:stop]:
@@ -597,6 +605,32 @@ class SchemeEncoder(HookedRootModule):
             x = block(x, memory, key_mask, drop)
         if stop_at_layer is not None:
             return x
+        return self._readout(x, key_mask, return_type)
+
+    def _key_mask(self, tokens: Int[Tensor, "batch pos"]) -> Bool[Tensor, "batch pos"] | None:
+        """Which keys are real tokens (``pad_mask`` on), else ``None``."""
+        if not self.cfg.pad_mask:
+            return None
+        key_mask = tokens != self.cfg.pad_token
+        if not bool(key_mask.any(dim=1).all()):
+            raise InvalidSelectionError(
+                f"a prompt holds only pads (id {self.cfg.pad_token}); with pad_mask on it "
+                "has no token to attend to or pool over: drop it or pass pad_mask=False")
+        return key_mask
+
+    def _embed(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+        """The stream entering block 0: token embeddings plus the input encoding."""
+        x = self.hook_embed(self.W_E[tokens])
+        if hasattr(self, "W_pos"):
+            pos = self.W_pos[: tokens.shape[1]].to(x.dtype)
+            x = x + self.hook_pos_embed(pos.expand(x.shape[0], -1, -1))
+        return x
+
+    def _readout(self, x: Float[Tensor, "batch pos d_model"],
+                 key_mask: Bool[Tensor, "batch pos"] | None, return_type: str | None = "logits"
+                 ) -> Tensor | None:
+        """The final norm, the pooled mean and the classifier, from the last block's output."""
+        n = x.shape[1]
         x = self.ln_final(x)
         if key_mask is None:
             pooled = x.mean(dim=1)

@@ -30,12 +30,11 @@ import torch
 from torch import Tensor
 
 from ...errors import InvalidSelectionError
-from ...interventions import ablate_heads
 from ...plugins import write_text_atomically
 from ...training.loop import train
 from ...training.tasks import Task, TaskBatch
 from .cells import Cell, cell_record, train_cell
-from .deposit import ablation_grid, deposit_summary
+from .deposit import ablation_grid, deposit_summary, single_head_ablations
 from .encoder import SchemeEncoder
 from .presets import Preset, parse_label
 from .probe import positional_probe
@@ -135,14 +134,20 @@ def train_levelled(base: Preset, cell: Cell, root: str | Path, *,
 
 
 @torch.no_grad()
-def _correct(model: SchemeEncoder, batch: TaskBatch, chunk: int = 512) -> Tensor:
-    """``[n]`` bool: the argmax of the last position's logits equals the answer (as
-    :func:`~lens_possym.training.loop.evaluate` counts accuracy)."""
-    out = []
+def _correct(model: SchemeEncoder, batch: TaskBatch, chunk: int = 512) -> tuple[Tensor, Tensor]:
+    """``(clean [n], ablated [n_layers, n_heads, n])`` bool: the argmax of the last
+    position's logits equals the answer (as :func:`~lens_possym.training.loop.evaluate`
+    counts accuracy), clean and with each head's ``hook_z`` zeroed alone
+    (:func:`~lens_possym.papers.b.deposit.single_head_ablations`: the
+    numbers ``ablate_heads`` gives, bit for bit, at about half the cost), in chunks of
+    ``chunk`` sentences."""
+    clean, ablated = [], []
     for start in range(0, len(batch), chunk):
         part = batch[start: start + chunk]
-        out.append(model(part.tokens)[:, -1].argmax(dim=-1) == part.answers)
-    return torch.cat(out)
+        logits, heads = single_head_ablations(model, part.tokens)
+        clean.append(logits.argmax(dim=-1) == part.answers)
+        ablated.append(heads.argmax(dim=-1) == part.answers)
+    return torch.cat(clean), torch.cat(ablated, dim=-1)
 
 
 @torch.no_grad()
@@ -158,18 +163,18 @@ def score_cell(model: SchemeEncoder, batch: TaskBatch) -> dict[str, Any]:
     was_training = model.training
     model.eval()
     try:
-        clean = _correct(model, batch).double()
-        n = len(clean)
-        shape = (model.cfg.n_layers, model.cfg.n_heads)
-        grid, se = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
-        for layer in range(shape[0]):
-            for head in range(shape[1]):
-                with ablate_heads(model, [(layer, head)], mode="zero"):
-                    ablated = _correct(model, batch).double()
-                grid[layer, head] = ablated.mean()
-                se[layer, head] = math.sqrt(float((clean - ablated).var(unbiased=False)) / n)
+        right, right_ablated = _correct(model, batch)
     finally:
         model.train(was_training)
+    clean = right.double()
+    n = len(clean)
+    shape = (model.cfg.n_layers, model.cfg.n_heads)
+    grid, se = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
+    for layer in range(shape[0]):
+        for head in range(shape[1]):
+            ablated = right_ablated[layer, head].double()
+            grid[layer, head] = ablated.mean()
+            se[layer, head] = math.sqrt(float((clean - ablated).var(unbiased=False)) / n)
     p = float(clean.mean())
     return {"eval_size": n, "accuracy": p, "accuracy_se": math.sqrt(p * (1 - p) / n),
             "ablation_grid": grid.tolist(), "ablation_se": se.tolist()}

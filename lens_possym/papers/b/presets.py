@@ -62,7 +62,10 @@ class Preset(JsonConfig):
     extra :class:`~lens_possym.papers.b.encoder.EncoderConfig` settings of the
     faithful cells (the official initialisation and dropout). ``grid`` names the scheme
     labels of each variant that :func:`grid_cells` runs for this preset (``None``: the
-    default grid).
+    default grid). ``eval_batch``: sentences per forward pass of the loop's evaluations
+    (``TrainConfig.eval_batch``; a speed setting, the same accuracies and losses as one
+    pass: batches of 64 evaluate about 1.5x faster on a CPU core than one of 1,024,
+    ``benchmarks/bench_paper_b_speed.py``; ``None`` for the GPU preset ``paper``).
     """
 
     name: str
@@ -88,6 +91,7 @@ class Preset(JsonConfig):
     grid: dict[str, tuple[str, ...]] | None = None
     profile: bool = True
     evals: int = 4
+    eval_batch: int | None = 64
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -124,7 +128,7 @@ class Preset(JsonConfig):
             weight_decay=self.weight_decay,
             warmup_steps=max(1, int(self.warmup_fraction * steps)), min_lr_ratio=0.0,
             grad_clip=self.grad_clip, seed=seed, eval_every=max(1, steps // self.evals),
-            eval_size=self.eval_size,
+            eval_size=self.eval_size, eval_batch=self.eval_batch,
             checkpoint_every=max(1, steps // 4) if out_dir else None, out_dir=out_dir,
             device="auto")
 
@@ -186,6 +190,7 @@ ENCODER_PRESETS: dict[str, Preset] = {
         mla_steps={"distance": 150 * math.ceil(70_000 / 1024),
                    "count": 150 * math.ceil(35_000 / 1024)},
         grad_clip=None, data="fixed", faithful_model=OFFICIAL_TRAINING, grid=CLAIM_GRID,
+        eval_batch=None,
         **OFFICIAL_DATA),
 }
 

@@ -18,6 +18,7 @@ from lens_possym.papers.b.encoder import (
     faithful_mla_rotate,
     encoder_config_for,
 )
+from lens_possym.papers.b.deposit import single_head_ablations
 from lens_possym.papers.b.tasks import DistanceTask
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -261,3 +262,25 @@ def test_fused_attention_equals_the_written_out_path(scheme, variant):
                             ("blocks.0.attn.hook_attn_scores", lambda x, hook: x)])
     assert torch.allclose(fused, written, atol=1e-12)
     assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(grads, grads_w))
+
+
+@pytest.mark.parametrize("scheme,variant", [("rope", "intended"), ("rope", "faithful"),
+                                            ("alibi", "faithful"), ("t5", "intended"),
+                                            ("learned", "intended"), ("mla", "intended"),
+                                            ("mla", "faithful")])
+def test_single_head_ablations_equal_ablate_heads_bit_for_bit(scheme, variant):
+    """The reused clean pass gives exactly (torch.equal) the logits of a full forward under
+    ablate_heads: faithful keys from the layer-0 input, biases, MLA's pad mask included."""
+    model = small(scheme, variant)
+    tokens = TASK.test_set(24).tokens
+    tokens[:3, -5:] = 0                        # pads, which MLA's faithful mask skips
+    clean, ablated = single_head_ablations(model, tokens)
+    assert ablated.shape == (2, 4) + clean.shape
+    with torch.no_grad():
+        assert torch.equal(clean, model(tokens)[:, -1])
+        for layer in range(2):
+            for head in range(4):
+                with ablate_heads(model, [(layer, head)], mode="zero"):
+                    assert torch.equal(ablated[layer, head], model(tokens)[:, -1])
+    with pytest.raises(InvalidSelectionError, match="eval mode"):
+        single_head_ablations(model.train(), tokens)

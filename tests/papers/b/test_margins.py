@@ -215,3 +215,32 @@ def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatc
     assert len(record["ablation_se"]) == 1 and len(record["ablation_se"][0]) == 2
     assert record["accuracy_se"] == pytest.approx(m.accuracy_se(record["accuracy"], 48))
     assert (tmp_path / "runs" / "tiny" / "distance/intended/nope/seed0" / "model.pt").exists()
+
+
+def test_eval_batch_changes_no_number_and_may_differ_on_resume(tmp_path):
+    """Evaluations in pieces (TrainConfig.eval_batch, paper B's presets: 64) give the
+    history and weights of one pass, bit for bit, and a run resumes under another piece
+    size."""
+    from dataclasses import asdict
+
+    from lens_possym.training.loop import TrainConfig, train
+
+    task = DistanceTask(n_ctx=16, max_between=8, max_side=3, n_words=10)
+
+    def run(eval_batch, steps=8, out=None, resume=False):
+        model = SchemeEncoder(encoder_config_for(task, "alibi", n_layers=2, n_heads=2,
+                                                 d_model=16, d_head=8, d_ff=16, seed=1))
+        config = TrainConfig(steps=steps, batch_size=8, lr=1e-2, eval_every=4, eval_size=40,
+                             eval_batch=eval_batch, checkpoint_every=4 if out else None,
+                             out_dir=out, device="cpu")
+        return model, train(model, task, config, resume=resume)
+
+    (a, ra), (b, rb) = run(None), run(7)
+    assert [asdict(h) | {"elapsed_s": 0} for h in ra.history] == \
+        [asdict(h) | {"elapsed_s": 0} for h in rb.history]
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    run(None, out=str(tmp_path / "r"))
+    for name in ("model.pt", "checkpoint_000008.pt"):       # interrupted after step 4
+        (tmp_path / "r" / name).unlink()
+    _, resumed = run(7, out=str(tmp_path / "r"), resume=True)
+    assert [h.test_loss for h in resumed.history] == [h.test_loss for h in ra.history]
