@@ -55,6 +55,7 @@ from .probe import positional_probe
 from .records import CellRecord
 from .report import verdict_markdown
 from .report_margins import margins_markdown
+from .report_reading import reading_markdown
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
            "preset_for", "select_cells", "run", "queue", "refresh_probe", "report"]
@@ -63,14 +64,13 @@ __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "wr
 RECORDS = Path("docs") / "paper_b_results.json"
 #: how the report's header names the command that wrote it
 COMMAND = "lens-possym paper-b report --preset"
-# the paper's numbers (paper B; seed 003 of the project): accuracy in %
-PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
-         ("count", "mla"): 97.41, ("distance", "mla"): 88.34}
 BEGIN, END = "<!-- BEGIN MEASURED TABLES -->", "<!-- END MEASURED TABLES -->"
 MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
                             "<!-- END PAPER-LENGTH TABLES -->"),
            "paper-length reread": ("<!-- BEGIN PAPER-LENGTH REREAD -->",
                                    "<!-- END PAPER-LENGTH REREAD -->"),
+           "paper-length reading": ("<!-- BEGIN PAPER-LENGTH READING -->",
+                                    "<!-- END PAPER-LENGTH READING -->"),
            "paper-length+levelled": ("<!-- BEGIN PAPER-LENGTH+LEVELLED TABLES -->",
                                      "<!-- END PAPER-LENGTH+LEVELLED TABLES -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
@@ -275,6 +275,10 @@ def _report_records(args: argparse.Namespace) -> None:
     # the same records re-read under the 2026-11-29 rules, beside the verdicts of record
     write_block(page, *MARKERS[f"{args.preset} reread"],
                 margins_markdown(records, args.preset, tuple(args.seeds),
+                                 command=f"{COMMAND} {args.preset}"))
+    # the prose that reads the tables, every number from the same records
+    write_block(page, *MARKERS[f"{args.preset} reading"],
+                reading_markdown(records, args.preset, tuple(args.seeds),
                                  command=f"{COMMAND} {args.preset}"))
     print(f"wrote the {args.preset} verdicts into {page} from "
           f"{sum(r.preset == args.preset for r in records)} records")

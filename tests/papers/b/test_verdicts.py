@@ -122,12 +122,16 @@ def test_report_writes_the_verdict_block(tmp_path, capsys):
     assert len(rows) == len(records) == len(json.loads(path.read_text()))
     begin, end = bench.MARKERS[PRESET]
     reread = "\n".join(bench.MARKERS[f"{PRESET} reread"])
-    (tmp_path / "paper_b.md").write_text(f"intro\n{begin}\nSTALE\n{end}\nafter\n{reread}\n")
+    reading = "\n".join(bench.MARKERS[f"{PRESET} reading"])
+    (tmp_path / "paper_b.md").write_text(
+        f"intro\n{begin}\nSTALE\n{end}\nafter\n{reread}\n{reading}\n")
     assert main(["paper-b", "report", "--preset", PRESET, "--records", str(path),
                  "--out", str(tmp_path)]) == 0
     page = (tmp_path / "paper_b.md").read_text()
     assert page.startswith("intro\n") and f"{end}\nafter\n" in page and "STALE" not in page
     assert "under the rules of 2026-11-29" in page.split(f"{end}\nafter\n")[1]   # re-read
+    # no +copies grid in these records: the reading says what it still needs
+    assert "Not written yet: the reading needs every cell of `paper-length` and " in page
     assert text.split("\n", 1)[1] in page
     assert main(["paper-b", "report", "--preset", PRESET, "--records",
                  str(tmp_path / "none.json"), "--out", str(tmp_path)]) == 1
