@@ -7,8 +7,10 @@ model is resolved once, by the public function that called it
 (:func:`lens_possym.resolved.resolve`): everything here takes the
 :class:`~lens_possym.resolved.Resolved`. Each chosen layer is then
 
-1. **described** by its RoPE geometry (every layer of an all-RoPE model, one capture pass
-   for all of them) or by its positional scheme (:class:`~lens_possym.positions.LayerScheme`);
+1. **described** by its path (:func:`~lens_possym.scores.sources.layer_paths`, asked of
+   its scheme once): RoPE layers (every layer of an all-RoPE model by its RoPE geometry,
+   one capture pass for all of them) take the factor path, every other scheme (its
+   :class:`~lens_possym.positions.LayerScheme`) the matrix path;
 2. **asked for its cross-logits** through one protocol
    (:class:`~lens_possym.scores.sources.CrossLogitSource`): RoPE layers supply their
    per-frequency factors (:class:`~lens_possym.scores.sources.FactorSource`), every other
@@ -26,7 +28,7 @@ and comes out as one :class:`~lens_possym.scores.layer.LayerScores`, which
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Sequence
 
 import torch
 from jaxtyping import Bool, Int
@@ -37,11 +39,7 @@ from .._inputs import ModelInput, as_heads, as_layers
 from ..capture import AttentionInputs, capture_attention_inputs
 from ..decompose import PendingCheck, read_checks
 from ..errors import InvalidSelectionError, NoFrequenciesError
-from ..positions import LayerScheme
-from ..positions.base import PositionalScheme
-from ..positions.rope import Rope
 from ..resolved import Resolved
-from ..rope import RopeSpec
 from .config import LIVE_INTERMEDIATES, MAX_ELEMENTS, MAX_MATRIX_ELEMENTS, ScoreConfig
 from .exact import SwapScores
 from .guards import check_finite, guard_hooks
@@ -49,38 +47,22 @@ from .inputs import cache_positions, resolve_for_input
 from .layer import LayerScores, assemble
 from .results import PosSymScores
 from .stages import stage
-from .sources import (CrossLogitSource, FactorLayer, LayerPath, MatrixLayer,
-                      closed_form_refusal)
+from .sources import CrossLogitSource, LayerPath, closed_form_refusal, layer_paths
 from .swaps import SwapSet, swap_set
 
 __all__ = ["score_model", "score_layers", "layer_grid", "rerun_scores", "exclusion_keys",
            "per_frequency_available", "device_bounds"]
 
-#: one layer as the engine sees it: its RoPE geometry (every layer of an all-RoPE model)
-#: or its positional scheme
-Layer = Union[RopeSpec, LayerScheme]
-
-
-def _layers(resolved: Resolved) -> list[Layer]:
-    """Every layer's description: RoPE specs where every layer is RoPE (models that
-    describe themselves with ``lens_possym_rope_specs()`` included), schemes otherwise."""
-    return list(resolved.specs) if resolved.all_rope else list(resolved.schemes)
-
-
-def _scheme(layer: Layer) -> PositionalScheme:
-    return Rope(spec=layer) if isinstance(layer, RopeSpec) else layer.scheme
-
-
-def _has_factors(layer: Layer) -> bool:
+def _has_factors(path: LayerPath) -> bool:
     """RoPE: the layer supplies per-frequency factors (from captured q and k)."""
-    return _scheme(layer).has_factors
+    return path.scheme.has_factors
 
 
-def _frequencies_scored(layer: Layer, method: str) -> bool:
+def _frequencies_scored(path: LayerPath, method: str) -> bool:
     """Whether the engine scores this layer per frequency with ``method``: RoPE (closed
     form and re-run), and in closed form every other scheme with frequencies (it supplies
     its terms: MLA, RoPE on some heads)."""
-    scheme = _scheme(layer)
+    scheme = path.scheme
     return scheme.has_factors or (scheme.has_frequencies and method == "exact")
 
 
@@ -90,21 +72,22 @@ def per_frequency_available(resolved: Resolved, config: ScoreConfig,
     ``"layer"`` site, every one RoPE or (in closed form) MLA or RoPE on some heads.
     :func:`~lens_possym.scores.swap_scores` left at its defaults scores per frequency only
     then (and whole heads otherwise), instead of refusing the model."""
-    described = _layers(resolved)
+    described = layer_paths(resolved)
     return _frequencies_everywhere(described, as_layers(layers, len(described)), config)
 
 
-def _frequencies_everywhere(described: list[Layer], chosen: list[int], config: ScoreConfig
+def _frequencies_everywhere(described: list[LayerPath], chosen: list[int], config: ScoreConfig
                             ) -> bool:
     return config.swap_site == "layer" and all(
         _frequencies_scored(described[layer], config.method) for layer in chosen)
 
 
-def _check_per_frequency(described: list[Layer], chosen: list[int], config: ScoreConfig) -> None:
+def _check_per_frequency(described: list[LayerPath], chosen: list[int], config: ScoreConfig
+                         ) -> None:
     if not config.per_frequency:
         return
     for layer in chosen:
-        scheme = _scheme(described[layer])
+        scheme = described[layer].scheme
         if not scheme.has_frequencies:
             raise NoFrequenciesError(
                 f"layer {layer} is a {scheme.name} layer: it has no frequencies to score; "
@@ -116,7 +99,7 @@ def _check_per_frequency(described: list[Layer], chosen: list[int], config: Scor
             f"RoPE on some heads (method='exact'); pass per_frequency=False")
 
 
-def _check_cosine(described: list[Layer], chosen: list[int], config: ScoreConfig) -> None:
+def _check_cosine(described: list[LayerPath], chosen: list[int], config: ScoreConfig) -> None:
     """The scale-free cosine is written for RoPE's factors (and RoPE's re-run at the layer
     site); the matrix path and the site re-runs compare masses with the clamped one, so
     asking for it there is refused rather than silently ignored."""
@@ -127,7 +110,7 @@ def _check_cosine(described: list[Layer], chosen: list[int], config: ScoreConfig
                 and (config.method == "exact" or config.swap_site == "layer")):
             raise InvalidSelectionError(
                 f"cosine='scale_free' is computed for RoPE layers only (the closed form, or "
-                f"the re-run at swap_site='layer'); layer {layer} ({_scheme(described[layer]).name}"
+                f"the re-run at swap_site='layer'); layer {layer} ({described[layer].scheme.name}"
                 f", method={config.method!r}, swap_site={config.swap_site!r}) would use the "
                 f"clamped cosine: pass cosine='clamped'")
 
@@ -135,14 +118,15 @@ def _check_cosine(described: list[Layer], chosen: list[int], config: ScoreConfig
 def layer_grid(resolved: Resolved) -> dict[str, int]:
     """The ``[n_layers, n_heads, n_freqs]`` grid every layer's scores are placed in (the
     largest layer's heads and frequencies; smaller layers are padded with ``nan``)."""
-    described = _layers(resolved)
+    described = layer_paths(resolved)
 
-    def n_freqs(layer: Layer) -> int:
-        scheme = _scheme(layer)
+    def n_freqs(path: LayerPath) -> int:
+        scheme = path.scheme
         return len(scheme.frequency_angles()) if scheme.has_frequencies else 0
 
-    return {"n_layers": len(described), "n_heads": max(layer.n_heads for layer in described),
-            "n_freqs": max(n_freqs(layer) for layer in described)}
+    return {"n_layers": len(described),
+            "n_heads": max(path.layer.n_heads for path in described),
+            "n_freqs": max(n_freqs(path) for path in described)}
 
 
 def score_layers(resolved: Resolved, input: ModelInput, config: ScoreConfig,
@@ -155,7 +139,7 @@ def score_layers(resolved: Resolved, input: ModelInput, config: ScoreConfig,
     one :class:`LayerScores` per chosen layer. ``fit_per_frequency``: ``per_frequency``
     was left at its default, so it is dropped where the chosen layers have no
     per-frequency form (:func:`per_frequency_available`) instead of refused."""
-    described = _layers(resolved)
+    described = layer_paths(resolved)
     chosen = as_layers(layers, len(described))
     if (fit_per_frequency and config.per_frequency
             and not _frequencies_everywhere(described, chosen, config)):
@@ -166,7 +150,7 @@ def score_layers(resolved: Resolved, input: ModelInput, config: ScoreConfig,
             f"swap_site={config.swap_site!r} runs the model (its embeddings, or its key path "
             "on moved rows), which an activation cache does not hold; pass the tokens")
     if tokens is not None:  # a cache: nothing runs, so hooks on the model change nothing
-        guard_hooks(resolved.model, described, chosen, config)
+        guard_hooks(resolved.model, [path.layer for path in described], chosen, config)
     _check_per_frequency(described, chosen, config)
     _check_cosine(described, chosen, config)
     with_factors = [layer for layer in chosen if _has_factors(described[layer])]
@@ -177,7 +161,8 @@ def score_layers(resolved: Resolved, input: ModelInput, config: ScoreConfig,
     run = device_bounds(config, _device(captured, tokens))
     pending: list[PendingCheck] = []          # decomposition checks, read once at the end
     results = [score_layer(resolved, tokens, described[layer], captured.get(layer),
-                           as_heads(heads, described[layer].n_heads, layer), run, pending)
+                           as_heads(heads, described[layer].layer.n_heads, layer), run,
+                           pending)
                for layer in tqdm(chosen, desc="scoring layers", disable=not progress,
                                  leave=False)]
     with stage("finish"):
@@ -238,7 +223,7 @@ def score_model(resolved: Resolved, input: ModelInput, config: ScoreConfig,
                                                "model_name", "")))
 
 
-def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
+def score_layer(resolved: Resolved, tokens: Tensor | None, path: LayerPath,
                 inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
                 pending: list[PendingCheck] | None = None) -> LayerScores:
     """One layer's scores of ``heads``: its cross-logit source, then the closed form (or
@@ -247,7 +232,7 @@ def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
     other layers' (:func:`~lens_possym.decompose.read_checks`; ``None``: read here)."""
     own = pending is None
     pending = [] if own else pending
-    source, visible = _source(resolved, tokens, layer, inputs, heads, config, pending)
+    source, visible = _source(resolved, tokens, path, inputs, heads, config, pending)
     if own:
         read_checks(pending)
     qpos = config.query_position
@@ -257,11 +242,10 @@ def score_layer(resolved: Resolved, tokens: Tensor | None, layer: Layer,
     if config.method == "exact":
         result = source.swap_scores(swaps, config)
     else:
-        result = rerun_scores(resolved, tokens, layer, heads, swaps, config)
-    scheme = _scheme(inputs.spec if inputs is not None else layer)
-    angles = scheme.frequency_angles() if scheme.has_frequencies else torch.zeros(0)
-    out = LayerScores(layer=layer.layer, heads=heads, angles=angles, pos=result.pos,
-                      sym=result.sym, pos_freq=result.pos_freq, sym_freq=result.sym_freq)
+        result = rerun_scores(resolved, tokens, path, heads, swaps, config)
+    out = LayerScores(layer=path.layer.layer, heads=heads, angles=path.angles(inputs),
+                      pos=result.pos, sym=result.sym, pos_freq=result.pos_freq,
+                      sym_freq=result.sym_freq)
     if config.exclusion and source is not None:
         with stage("exclusion"):
             keys = _host_keys(qpos, visible, config.exclude_bos)
@@ -289,33 +273,25 @@ def _host_keys(query_position: int, visible: Bool[Tensor, "pos"], exclude_bos: b
     return torch.tensor(keys, dtype=torch.long)
 
 
-def _path(layer: Layer) -> LayerPath:
-    """The engine's path through ``layer``, asked of its scheme: RoPE's factors (its q and
-    k captured) or any other scheme's matrix."""
-    scheme = _scheme(layer)
-    return FactorLayer(layer, scheme) if scheme.has_factors else MatrixLayer(layer, scheme)
-
-
-def _source(resolved: Resolved, tokens: Tensor | None, layer: Layer,
+def _source(resolved: Resolved, tokens: Tensor | None, path: LayerPath,
             inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
             pending: list[PendingCheck]) -> tuple[CrossLogitSource | None, Bool[Tensor, "pos"]]:
     """The layer's :class:`CrossLogitSource` (``None`` where the site has no closed form
     and the method re-runs, or nothing needs it) and the keys its query row sees, after
     checking the source against the model."""
-    refusal = closed_form_refusal(_scheme(layer), layer.layer, config.swap_site)
+    refusal = closed_form_refusal(path.scheme, path.layer.layer, config.swap_site)
     if refusal is not None and config.method == "exact":
         raise InvalidSelectionError(refusal)
-    return _path(layer).source(resolved, tokens, inputs, heads, config, pending,
-                               closed_form=refusal is None)
+    return path.source(resolved, tokens, inputs, heads, config, pending,
+                       closed_form=refusal is None)
 
 
-def rerun_scores(resolved: Resolved, tokens: Tensor, layer: Layer,
+def rerun_scores(resolved: Resolved, tokens: Tensor, path: LayerPath,
                  heads: list[int], swaps: SwapSet, config: ScoreConfig) -> SwapScores:
     """The re-run reference, one prompt at a time, as the layer's path runs it
     (:class:`~lens_possym.scores.sources.LayerPath`): RoPE layers at the ``"layer"`` site
     by :func:`~lens_possym.scores.rerun.rerun_swap_scores` (per frequency too), any layer
     at any site by :func:`~lens_possym.scores.rerun.rerun_site_scores`."""
-    path = _path(layer)
     rows = [path.rerun(resolved, tokens[b : b + 1], heads, swaps, config)
             for b in range(tokens.shape[0])]
     cat = lambda name: None if getattr(rows[0], name) is None else torch.cat(  # noqa: E731

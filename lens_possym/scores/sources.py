@@ -48,6 +48,7 @@ from ..errors import DecompositionMismatchError, InvalidSelectionError, Unsuppor
 from ..positions import LayerScheme, causal_visible
 from ..positions._bridge import keys_for_heads
 from ..positions.base import PositionalScheme
+from ..positions.rope import Rope
 from ..resolved import Resolved, resolve
 from ..rope import visible_keys
 from ..typing import HookedModel
@@ -61,6 +62,7 @@ from .stages import stage
 from .swaps import SwapSet
 
 __all__ = ["CrossLogitSource", "FactorSource", "LayerPath", "FactorLayer", "MatrixLayer",
+           "layer_paths",
            "closed_form_refusal", "effective_site", "matrix_source", "site_cross_logits",
            "check_against_model", "PATTERN_TOLERANCE"]
 
@@ -248,9 +250,24 @@ def check_against_model(model: HookedModel, tokens: Tensor, ls: LayerScheme,
 
 class LayerPath(Protocol):
     """How the engine reads one layer: its cross-logit source and its re-run reference.
-    One implementation per kind of layer, chosen once from the scheme (``has_factors``):
-    :class:`FactorLayer` (RoPE: the engine captured its q and k) and :class:`MatrixLayer`
-    (every other scheme), so the engine never asks which kind it holds."""
+    One implementation per kind of layer, chosen once from the scheme (``has_factors``,
+    :func:`layer_paths`): :class:`FactorLayer` (RoPE: the engine captured its q and k) and
+    :class:`MatrixLayer` (every other scheme), so the engine never asks which kind it holds.
+
+    Attributes:
+        layer: where the layer's tensors are read (``q_hook``, ``k_hook``,
+            ``pattern_hook``), its index (``layer``) and ``n_heads``: a
+            :class:`~lens_possym.rope.RopeSpec` (every layer of an all-RoPE model) or a
+            :class:`~lens_possym.positions.LayerScheme`.
+        scheme: its positional scheme.
+    """
+
+    layer: Any
+    scheme: PositionalScheme
+
+    def angles(self, inputs: AttentionInputs | None) -> Float[Tensor, "freq"]:
+        """The angle of each frequency id (empty where the scheme has none); ``inputs``:
+        the layer's capture (its angles at this input's length)."""
 
     def source(self, resolved: Resolved, tokens: Tensor | None,
                inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
@@ -275,6 +292,9 @@ class FactorLayer:
 
     layer: Any
     scheme: PositionalScheme
+
+    def angles(self, inputs: AttentionInputs | None) -> Float[Tensor, "freq"]:
+        return inputs.spec.angles          # at this input's length (LongRoPE, dynamic NTK)
 
     def source(self, resolved: Resolved, tokens: Tensor | None,
                inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
@@ -320,6 +340,10 @@ class MatrixLayer:
     layer: Any
     scheme: PositionalScheme
 
+    def angles(self, inputs: AttentionInputs | None) -> Float[Tensor, "freq"]:
+        return (self.scheme.frequency_angles() if self.scheme.has_frequencies
+                else torch.zeros(0))
+
     def source(self, resolved: Resolved, tokens: Tensor | None,
                inputs: AttentionInputs | None, heads: list[int], config: ScoreConfig,
                pending: list[PendingCheck], closed_form: bool
@@ -338,6 +362,16 @@ class MatrixLayer:
               config: ScoreConfig) -> SwapScores:
         return _rerun_at_site(resolved, prompt, self.layer, heads, swaps,
                               effective_site(self.scheme, config.swap_site), config)
+
+
+def layer_paths(resolved: Resolved) -> list[LayerPath]:
+    """Every layer's path, asked of its scheme: an all-RoPE model's layers (models that
+    describe themselves with ``lens_possym_rope_specs()`` included) by their RoPE specs,
+    any other model's by their :class:`~lens_possym.positions.LayerScheme`."""
+    if resolved.all_rope:
+        return [FactorLayer(spec, Rope(spec=spec)) for spec in resolved.specs]
+    return [FactorLayer(ls, ls.scheme) if ls.scheme.has_factors else MatrixLayer(ls, ls.scheme)
+            for ls in resolved.schemes]
 
 
 def _rerun_at_site(resolved: Resolved, prompt: Tensor, ls: Any, heads: list[int],
