@@ -284,3 +284,16 @@ def test_single_head_ablations_equal_ablate_heads_bit_for_bit(scheme, variant):
                     assert torch.equal(ablated[layer, head], model(tokens)[:, -1])
     with pytest.raises(InvalidSelectionError, match="eval mode"):
         single_head_ablations(model.train(), tokens)
+
+
+def test_the_official_mla_grid_in_passes_equals_one_pass():
+    """ablation_grid(official=True) evaluates in passes of 64: the accuracies of one pass."""
+    from lens_possym.papers.b.deposit import ablation_grid
+    from lens_possym.training.loop import evaluate
+
+    model = small("mla", "faithful")
+    batch = TASK.test_set(150)
+    grid = ablation_grid(model, TASK, batch, official=True)
+    for layer, head in ((0, 0), (1, 1)):
+        with faithful_mla_ablation(model, layer, head):
+            assert grid[layer, head] == evaluate(model, TASK, batch).accuracy
