@@ -55,6 +55,7 @@ from .probe import positional_probe
 from .records import CellRecord
 from .report import verdict_markdown
 from .report_margins import margins_markdown
+from .report_prose import prose_blocks
 from .report_reading import reading_markdown
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
@@ -72,7 +73,15 @@ MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
            "paper-length reading": ("<!-- BEGIN PAPER-LENGTH READING -->",
                                     "<!-- END PAPER-LENGTH READING -->"),
            "paper-length+levelled": ("<!-- BEGIN PAPER-LENGTH+LEVELLED TABLES -->",
-                                     "<!-- END PAPER-LENGTH+LEVELLED TABLES -->")}
+                                     "<!-- END PAPER-LENGTH+LEVELLED TABLES -->"),
+           # the prose outside the tables (report_prose.prose_blocks), from the same records
+           "paper-length copies": ("<!-- BEGIN PAPER-LENGTH COPIES GRID -->",
+                                   "<!-- END PAPER-LENGTH COPIES GRID -->"),
+           "paper-length cost": ("<!-- BEGIN PAPER-LENGTH COST -->",
+                                 "<!-- END PAPER-LENGTH COST -->"),
+           "paper-length plan": ("<!-- BEGIN PAPER-LENGTH+LEVELLED PLAN -->",
+                                 "<!-- END PAPER-LENGTH+LEVELLED PLAN -->"),
+           "cpu wall time": ("<!-- BEGIN CPU WALL TIME -->", "<!-- END CPU WALL TIME -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 
@@ -280,6 +289,13 @@ def _report_records(args: argparse.Namespace) -> None:
     write_block(page, *MARKERS[f"{args.preset} reading"],
                 reading_markdown(records, args.preset, tuple(args.seeds),
                                  command=f"{COMMAND} {args.preset}"))
+    # the rest of the page's prose: claim 5's grid, the cost, the +levelled plan, wall time
+    # (each where the page has its markers: docs/paper_b.md has them all)
+    body = page.read_text()
+    for key, text in prose_blocks(records, args.preset, tuple(args.seeds),
+                                  command=f"{COMMAND} {args.preset}").items():
+        if any(marker in body for marker in MARKERS[key]):
+            write_block(page, *MARKERS[key], text)
     print(f"wrote the {args.preset} verdicts into {page} from "
           f"{sum(r.preset == args.preset for r in records)} records")
 

@@ -22,7 +22,7 @@ from .records import CellRecord, as_dicts
 from .report import copies_ceiling
 from .verdicts import CLAIMS, LEVELLED, NEAR, SATURATED, Claim, judge, late_gain, percent
 
-__all__ = ["PAPER", "reading_markdown"]
+__all__ = ["PAPER", "NAMES", "reading_markdown", "points", "span", "and_join", "count_word", "wrap"]
 
 #: the paper's numbers (paper B's tables; accuracy in %)
 PAPER = {("distance", "rope"): 92.64, ("count", "rope"): 69.43, ("count", "nope"): 77.69,
@@ -31,19 +31,19 @@ VARIANTS = ("intended", "faithful")
 #: the records' ``heads_over_10``: heads whose ablation alone costs more than this (points)
 HEADS_OVER = 10
 #: how the prose names a scheme (the others by their label)
-_NAMES = {"alibi": "ALiBi", "t5": "T5", "mla": "MLA", "rope": "RoPE", "nope": "NoPE"}
+NAMES = {"alibi": "ALiBi", "t5": "T5", "mla": "MLA", "rope": "RoPE", "nope": "NoPE"}
 
 
 def _claim(number: str) -> Claim:
     return next(c for c in CLAIMS if c.number == number)
 
 
-def _pc(x: float) -> str:
+def points(x: float) -> str:
     """Accuracy points, one decimal, ``100`` for a full score (as the prose writes it)."""
     return f"{100 * x:.0f}" if round(100 * x, 1) >= 100 else percent(x)
 
 
-def _span(values: Iterable[float], fmt: Callable[[float], str] = _pc) -> str:
+def span(values: Iterable[float], fmt: Callable[[float], str] = points) -> str:
     """``lo-hi`` of ``values`` as ``fmt`` writes them (one value when both agree)."""
     values = list(values)
     lo, hi = fmt(min(values)), fmt(max(values))
@@ -51,16 +51,16 @@ def _span(values: Iterable[float], fmt: Callable[[float], str] = _pc) -> str:
 
 
 def _int_span(values: Iterable[int]) -> str:
-    return _span(values, lambda v: str(int(v)))
+    return span(values, lambda v: str(int(v)))
 
 
-def _and(items: list[str]) -> str:
+def and_join(items: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _seeds_phrase(seeds: list[int]) -> str:
-    return ("seed " if len(seeds) == 1 else "seeds ") + _and([str(s) for s in seeds])
+    return ("seed " if len(seeds) == 1 else "seeds ") + and_join([str(s) for s in seeds])
 
 
 class _Grid:
@@ -82,7 +82,7 @@ class _Grid:
                 if (task, v, scheme, s) in self.cells]
 
     def per_seed(self, task: str, variant: str, scheme: str) -> str:
-        return " / ".join(_pc(self.acc(task, variant, scheme, s)) for s in self.seeds)
+        return " / ".join(points(self.acc(task, variant, scheme, s)) for s in self.seeds)
 
     def best(self, task: str, variant: str, seed: int,
              among: Iterable[str] = MAIN) -> tuple[str, float]:
@@ -115,26 +115,26 @@ def _what_holds(g: _Grid, rows: dict[str, dict]) -> str:
     best = [g.best("distance", v, s)[1] for v in VARIANTS for s in g.seeds]
     parts = []
     if _everywhere(rows["1"], n):
-        parts.append(f"NoPE fails distance (claim 1: {_span(g.accs('distance', 'nope'))} % "
-                     f"against {_span(best)} %)")
+        parts.append(f"NoPE fails distance (claim 1: {span(g.accs('distance', 'nope'))} % "
+                     f"against {span(best)} %)")
     if _everywhere(rows["9"], n):
         parts.append("no deposit in NoPE nor in RoPE on count (claim 9)")
     if _everywhere(rows["11a"], n) and _everywhere(rows["11b"], n):
         parts.append("RoPE on one or two heads keeps distance (claims 11a/b: "
-                     f"{_span(g.accs('distance', 'rope-k1') + g.accs('distance', 'rope-k2'))} %)")
+                     f"{span(g.accs('distance', 'rope-k1') + g.accs('distance', 'rope-k2'))} %)")
     text = "**What holds**: "
     if parts:
-        text += _and(parts) + ", in every seed and both variants. "
+        text += and_join(parts) + ", in every seed and both variants. "
     six, faithful, intended = rows["6"], rows["6"]["faithful"], rows["6"]["intended"]
     order = ("mla", "nope", "rope")
-    ranges = " > ".join(_span(g.accs("count", x, ["faithful"])) for x in order)
+    ranges = " > ".join(span(g.accs("count", x, ["faithful"])) for x in order)
     said = ("holds in every seed" if faithful["held"] == n else
             f"holds in {faithful['held']} of {n} seeds" if faithful["held"] else "does not hold")
     text += f"The faithful count ranking MLA > NoPE > RoPE (claim 6) {said} ({ranges} %)"
     top = [max(order, key=lambda x: g.acc("count", "intended", x, s)) for s in g.seeds]
     changes = len(set(top)) > 1
     text += (f", and the intended one {'holds' if intended['verdict'] == 'holds' else 'does not'}"
-             f" (all three at {_span([a for x in order for a in g.accs('count', x, ['intended'])])}"
+             f" (all three at {span([a for x in order for a in g.accs('count', x, ['intended'])])}"
              f" %{', their order changes with the seed' if changes else ''})")
     if six["faithful"]["verdict"] == "holds" and intended["verdict"] != "holds":
         text += (": the ranking is the official architecture's (keys and values from the "
@@ -160,7 +160,7 @@ def _claim5(g: _Grid, c: _Grid, rows: dict[str, dict], ceilings: list[float], pr
     verdict = five["intended"]["verdict"] if five["intended"]["verdict"] == \
         five["faithful"]["verdict"] else None
     text = (f"**Claim 5, on the official filler draw** (the `+copies` grid, {len(c.cells)} "
-            f"cells; its best possible accuracy {' / '.join(_pc(x) for x in ceilings)} % in "
+            f"cells; its best possible accuracy {' / '.join(points(x) for x in ceilings)} % in "
             f"seeds {' / '.join(str(s) for s in seeds)}, so it cannot saturate): MLA is within "
             f"{percent(max(gaps))} points of the best MAIN scheme in every seed of both "
             f"variants, so claim 5 **{verdict or 'is split'}** (intended "
@@ -173,15 +173,15 @@ def _claim5(g: _Grid, c: _Grid, rows: dict[str, dict], ceilings: list[float], pr
             f"{paper_gap:.1f} points behind RoPE ({PAPER[('distance', 'mla')]} vs "
             f"{PAPER[('distance', 'rope')]} %); here MLA is at most {percent(max(behind))} "
             f"point{'s' if round(100 * max(behind), 1) != 1 else ''} behind RoPE"
-            + (f" (and ahead of it in {_count(ahead)} of the {_count(len(behind))} seeds)"
+            + (f" (and ahead of it in {count_word(ahead)} of the {count_word(len(behind))} seeds)"
                if ahead else "")
-            + f", {_span(below, percent)} points below the best possible"
+            + f", {span(below, percent)} points below the best possible"
             + (', so "near-optimal" holds.' if verdict == "holds" else "."))
     # claims 1-4 on the +copies grid, beside the main table
     one, two, three, four = (copies_rows[k] for k in ("1", "2", "3", "4"))
     text += (f" Claims 1-4 on this grid (beside, not instead of, the main table): NoPE "
              f"{'fails' if one['intended']['verdict'] == 'holds' else 'does not fail'} "
-             f"({_span(c.accs('distance', 'nope'))} %, {_held(one, 'intended', n)} intended, "
+             f"({span(c.accs('distance', 'nope'))} %, {_held(one, 'intended', n)} intended, "
              f"{_held(one, 'faithful', n)} faithful); RoPE "
              + ("never wins by a point" if not two["intended"]["held"] + two["faithful"]["held"]
                 else "wins by a point")
@@ -199,33 +199,33 @@ def _claim5(g: _Grid, c: _Grid, rows: dict[str, dict], ceilings: list[float], pr
             second.append((s, absolute, a, c.acc("distance", "faithful", "rope", s) - a))
     if second:
         names = sorted({x[1] for x in second})
-        text += (f" ({_and(names)} {' / '.join(_pc(x[2]) for x in second)} % in faithful "
+        text += (f" ({and_join(names)} {' / '.join(points(x[2]) for x in second)} % in faithful "
                  f"{_seeds_phrase([x[0] for x in second])}, "
-                 f"{_and([percent(x[3]) for x in second])} points below RoPE)")
+                 f"{and_join([percent(x[3]) for x in second])} points below RoPE)")
     main_three = rows["3"]
-    tie = _span(g.accs("distance", "sinusoidal") + g.accs("distance", "rope"))
+    tie = span(g.accs("distance", "sinusoidal") + g.accs("distance", "rope"))
     text += (f", where the main table found {_held(main_three, 'intended', n)} intended and "
              f"{_held(main_three, 'faithful', n)} faithful (sinusoidal and RoPE there: {tie} %)")
     fails_at = [s for s, (h, _) in zip(seeds, four["faithful"]["seeds"]) if h]
     text += (f"; ALiBi {'does not fail' if four['faithful']['verdict'] != 'holds' else 'fails'}"
-             f" (intended {_span(c.accs('distance', 'alibi', ['intended']))} %; faithful "
+             f" (intended {span(c.accs('distance', 'alibi', ['intended']))} %; faithful "
              f"{c.per_seed('distance', 'faithful', 'alibi')} %"
              + (f", below half of the best only in {_seeds_phrase(fails_at)}, "
                 f"{_held(four, 'faithful', n)}" if fails_at and len(fails_at) < n else "")
              + ").")
     still = [x for x in MAIN if any(r["scheme"] == x for r in c.rising())]
     if still:
-        names = [_NAMES.get(x, x) for x in still]
+        names = [NAMES.get(x, x) for x in still]
         names[0] = names[0][0].upper() + names[0][1:]
         decisive = {c.best("distance", v, s)[0] for v in VARIANTS for s in seeds} | {"mla"}
-        text += (f" {_and(names)} {'was' if len(names) == 1 else 'were'} still rising on this "
+        text += (f" {and_join(names)} {'was' if len(names) == 1 else 'were'} still rising on this "
                  f"grid (the list above), so {'its row is a lower bound' if len(names) == 1 else 'their rows are lower bounds'}"
                  + ("; no claim-5 reading depends on them." if not decisive & set(still)
                     else "."))
     return text
 
 
-def _count(k: int) -> str:
+def count_word(k: int) -> str:
     """``k`` as a word up to ten (the prose's "three of the six seeds")."""
     words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
     return words[k] if 0 <= k < len(words) else str(k)
@@ -235,19 +235,19 @@ def _saturates(g: _Grid, rows: dict[str, dict]) -> str | None:
     top = [x for x in MAIN if all(a >= SATURATED for a in g.accs("distance", x))]
     if len(top) < 2:
         return None
-    names = [_NAMES.get(x, x) for x in top]
+    names = [NAMES.get(x, x) for x in top]
     four = rows["4"]
     half = all(h is False for v in ("faithful",) for h, _ in four[v]["seeds"])
-    text = (f"**Distance saturates**: {_and(names)} reach "
-            f"{_span([a for x in top for a in g.accs('distance', x)])} % in every seed of both "
+    text = (f"**Distance saturates**: {and_join(names)} reach "
+            f"{span([a for x in top for a in g.accs('distance', x)])} % in every seed of both "
             "variants")
     if rows["2"]["intended"]["verdict"] != "holds" and rows["3"]["intended"]["verdict"] != "holds":
         text += (', so "RoPE wins by a point" (claim 2) and "absolute is second" (claim 3) '
                  "cannot hold")
     if four["intended"]["verdict"] != "holds" and four["faithful"]["verdict"] != "holds":
         text += (f", and ALiBi does not fail (claim 4: intended "
-                 f"{_span(g.accs('distance', 'alibi', ['intended']))} %; faithful, with the "
-                 f"official slopes, {_span(g.accs('distance', 'alibi', ['faithful']))} %"
+                 f"{span(g.accs('distance', 'alibi', ['intended']))} %; faithful, with the "
+                 f"official slopes, {span(g.accs('distance', 'alibi', ['faithful']))} %"
                  + (", above half of the best" if half else "") + ")")
     return text + (f". The paper's {PAPER[('distance', 'rope')]} % for RoPE comes from noisier "
                    "labels (its tokenizer and truncation; `docs/paper_b_rules.md`) at another "
@@ -261,14 +261,14 @@ def _deposit(g: _Grid) -> str:
 
     def one(r: dict) -> str:
         a = r["ablation"]
-        name = _NAMES.get(r["scheme"], r["scheme"])
+        name = NAMES.get(r["scheme"], r["scheme"])
         return (f"{'the ' if r['variant'] == 'intended' else ''}{r['variant']} {name} seed "
                 f"{r['seed']} (head {a['top_head'][0]}.{a['top_head'][1]}: "
                 f"{percent(a['top_drop'])}{' points' if r is found[0] else ''}, next "
                 f"{percent(a['second_drop'])})")
 
     text = (f"**The deposit pattern** (claims 7, 8, 10) is met by {len(found)} of the "
-            f"{len(distance)} distance models" + (": " + _and([one(r) for r in found])
+            f"{len(distance)} distance models" + (": " + and_join([one(r) for r in found])
                                                     if found else "") + ".")
     n = len(g.seeds)
     tops = [g.abl("distance", "faithful", "rope", s)["top_drop"] for s in g.seeds]
@@ -276,16 +276,16 @@ def _deposit(g: _Grid) -> str:
     passes = sum(bool(g.abl("distance", "faithful", "rope", s)["deposit"]) for s in g.seeds)
     text += (f" Faithful RoPE, the paper's model, loses about {round(sum(tops) / n * 100, -1):.0f}"
              f" points to one head in **every** seed ({' / '.join(percent(t) for t in tops)}, "
-             f'the paper\'s "{_claim("7").paper}"), but the next head costs {_span(seconds, lambda x: f"{100 * x:.0f}")} '
-             f'points, so the rule\'s "twice the second" passes in {_count(passes)} seed'
-             f"{'' if passes == 1 else 's'} of {_count(n)}.")
+             f'the paper\'s "{_claim("7").paper}"), but the next head costs {span(seconds, lambda x: f"{100 * x:.0f}")} '
+             f'points, so the rule\'s "twice the second" passes in {count_word(passes)} seed'
+             f"{'' if passes == 1 else 's'} of {count_word(n)}.")
     non_rope = [r for r in distance if r["scheme"] in NON_ROPE and r["ablation"]["deposit"]]
     first = g.seeds[0]
     examples = [(x, g.abl("distance", "intended", x, first)) for x in ("sinusoidal", "alibi")]
     if not non_rope:
         text += (" No non-RoPE model meets the rule in any seed; their top and second drops are "
                  "both large (" + ", ".join(
-                     f"{_NAMES.get(x, x)} {percent(a['top_drop'])} and "
+                     f"{NAMES.get(x, x)} {percent(a['top_drop'])} and "
                      f"{percent(a['second_drop'])}" + (" points" if x == "sinusoidal" else "")
                      for x, a in examples)
                  + f", intended, seed {first}): each of several heads is needed, none alone "
@@ -316,15 +316,15 @@ def _seed_variance(g: _Grid) -> str:
     hi = max(range(len(accs)), key=lambda i: accs[i])
     low = [i for i in range(len(accs)) if i != hi]
     gains = [late_gain(g.get(t1, v1, x1, g.seeds[i])) or 0.0 for i in low]
-    name = _NAMES.get(x1, x1)
+    name = NAMES.get(x1, x1)
     return (f"**Seed variance is large** where a scheme learns late: {v1} {name} on {t1} "
-            f"reaches {_pc(accs[hi])} % in seed {g.seeds[hi]} and "
-            f"{' / '.join(_pc(accs[i]) for i in low)} % in "
+            f"reaches {points(accs[hi])} % in seed {g.seeds[hi]} and "
+            f"{' / '.join(points(accs[i]) for i in low)} % in "
             f"{_seeds_phrase([g.seeds[i] for i in low])} (still rising at the end: "
-            f"{_and(['+' + percent(x) for x in gains])} points over the last quarter); "
+            f"{and_join(['+' + percent(x) for x in gains])} points over the last quarter); "
             f"{x2} on {t2}{'' if v2 == v1 else ' ' + v2} {g.per_seed(t2, v2, x2)} %. The `cpu` "
             f"preset's reading of {name} as a budget artefact fits: with the larger learning "
-            f"rate {_count(sum(a >= 0.9 for a in accs))} seed of {_count(len(accs))} learns the "
+            f"rate {count_word(sum(a >= 0.9 for a in accs))} seed of {count_word(len(accs))} learns the "
             "task.")
 
 
@@ -333,11 +333,11 @@ def _still_rising(g: _Grid, c: _Grid, rows: dict[str, dict]) -> str:
     total = len(main) + len(copies)
     late = [late_gain(g.get("count", "faithful", x, s)) or 0.0
             for x in ("nope", "rope") for s in g.seeds]
-    top = _span(g.accs("distance", "rope") + g.accs("distance", "sinusoidal"))
+    top = span(g.accs("distance", "rope") + g.accs("distance", "sinusoidal"))
     k1 = [(s, g.acc("distance", "faithful", "rope-k1", s)) for s in g.seeds]
     s_low, a_low = min(k1, key=lambda p: p[1])
     rising_k1 = (late_gain(g.get("distance", "faithful", "rope-k1", s_low)) or 0) > LEVELLED
-    deposit_models = _span([a for x in ("rope", "hybrid", "mla") for a in g.accs("distance", x)])
+    deposit_models = span([a for x in ("rope", "hybrid", "mla") for a in g.accs("distance", x)])
     spread = [g.abl("count", v, "rope", s)["heads_over_10"] for v in VARIANTS for s in g.seeds]
     return (f"**Cells still rising** (the list above: {total} of the "
             f"{len(g.cells) + len(c.cells)} cells, {len(main)} of the {len(g.cells)} main ones "
@@ -345,11 +345,11 @@ def _still_rising(g: _Grid, c: _Grid, rows: dict[str, dict]) -> str:
             f"{SATURATED * 100:.0f} % after gaining more than {LEVELLED * 100:.0f} points in the "
             "last quarter, while the learning rate decayed to zero). The verdicts that read "
             "such cells: claim 6 faithful (NoPE and RoPE on count gained "
-            f"{_span(late, lambda x: f'{100 * x:.0f}')} points late; longer training could "
+            f"{span(late, lambda x: f'{100 * x:.0f}')} points late; longer training could "
             "narrow MLA's lead) and claim 4 faithful (ALiBi rising, which moves it away from "
             '"fails", not towards it). More training cannot turn claims 1-3 (they read NoPE at '
             f"chance and schemes already at {top} %), nor 11 (faithful RoPE on one head, "
-            f"{_pc(a_low)} % in seed {s_low}{' and rising' if rising_k1 else ''}, is already "
+            f"{points(a_low)} % in seed {s_low}{' and rising' if rising_k1 else ''}, is already "
             f"within the rule's {NEAR * 100:.0f} points); the deposit claims read models at {deposit_models} "
             f"%, and claim 9's count models spread the task over {_int_span(spread)} heads.")
 
@@ -377,14 +377,14 @@ def reading_markdown(records: list[CellRecord | dict], preset: str,
            "; do not edit -->", "",
            f"### Reading the verdicts (main grid: {len(g.cells)} cells; claim 5's grid: "
            f"{len(c.cells)} cells; seeds {seed_txt})", "",
-           _wrap(f"Written by `{command or 'lens-possym paper-b report --preset ' + preset}` "
+           wrap(f"Written by `{command or 'lens-possym paper-b report --preset ' + preset}` "
                  "from the records of the tables above, every number computed from them; "
                  "claim 5 is read on the `+copies` grid.", ""), ""]
-    out += [_wrap(text, "* " if len(bullets) > 1 else "") for text in bullets if text]
+    out += [wrap(text, "* " if len(bullets) > 1 else "") for text in bullets if text]
     return "\n".join(out) + "\n"
 
 
-def _wrap(text: str, bullet: str) -> str:
+def wrap(text: str, bullet: str) -> str:
     """``text`` in lines of at most 92 characters (a number is never parted from its
     ``%``), as a bullet when ``bullet`` is ``"* "``."""
     glued = text.replace(" %", "\0%")

@@ -53,11 +53,14 @@ def _literals(tree: ast.AST) -> list[str]:
             and id(node) not in docs and id(node) not in specs]
 
 
-def test_the_prose_writer_types_no_number():
-    """The reading's string literals hold digits only in claim names ("claim 5", "claims
-    1-4", "11a/b"), scheme labels and record keys ("t5", "rope-k1", "heads_over_10") and
-    "layer-0"; every other number in the prose is computed from the records."""
-    tree = ast.parse((ROOT / "lens_possym" / "papers" / "b" / "report_reading.py").read_text())
+@pytest.mark.parametrize("module", ["report_reading.py", "report_prose.py"])
+def test_the_prose_writer_types_no_number(module):
+    """The prose writers' string literals (the reading, and report_prose: claim 5's grid,
+    the cost, the +levelled plan, the wall time) hold digits only in claim names ("claim
+    5", "claims 1-4", "11a/b"), scheme labels and record keys ("t5", "rope-k1",
+    "heads_over_10") and "layer-0"; every other number in the prose is computed from the
+    records or the code's constants."""
+    tree = ast.parse((ROOT / "lens_possym" / "papers" / "b" / module).read_text())
     names = re.compile(r"\bclaims?[ -]\d+[ab]?(?:(?:, | and |-|/)\d*[ab]?)*|\b11a/b\b|"
                        r"\bnor 11\b|\blayer-0\b", re.IGNORECASE)
     label = re.compile(r"[A-Za-z][A-Za-z0-9_-]*|[0-9]+[ab]?")    # "rope-k1", "T5", a claim key

@@ -1,0 +1,100 @@
+"""The whole of docs/paper_b.md that `lens-possym paper-b report --preset paper-length`
+writes regenerates byte-identical from the committed records, its prose blocks follow the
+records, and the `+levelled` block will be written from the levelled records once they land."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lens_possym.cli import main
+from lens_possym.papers.b.pipeline import MARKERS
+from lens_possym.papers.b.report_prose import prose_blocks
+
+ROOT = Path(__file__).resolve().parents[3]
+PAGE = ROOT / "docs" / "paper_b.md"
+RECORDS = ROOT / "docs" / "paper_b_results.json"
+PRESET = "paper-length"
+
+
+@pytest.fixture(scope="module")
+def records():
+    return json.loads(RECORDS.read_text())
+
+
+def _report(tmp_path: Path, records: list[dict] | None = None, *extra: str) -> str:
+    """`lens-possym paper-b report --preset paper-length` on temporary copies of the page
+    and the records; the page it leaves."""
+    out = tmp_path / "docs"
+    out.mkdir(exist_ok=True)
+    shutil.copy(PAGE, out / "paper_b.md")
+    if records is None:
+        shutil.copy(RECORDS, tmp_path / "records.json")
+    else:
+        (tmp_path / "records.json").write_text(json.dumps(records))
+    assert main(["paper-b", "report", "--preset", PRESET, "--out", str(out),
+                 "--records", str(tmp_path / "records.json"), *extra]) == 0
+    return (out / "paper_b.md").read_text()
+
+
+def _block(page: str, key: str) -> str:
+    begin, end = MARKERS[key]
+    return page.split(begin + "\n", 1)[1].split(end, 1)[0]
+
+
+def test_the_report_command_regenerates_the_page_byte_identical(tmp_path):
+    """Every block the command writes (the tables, the reread, the reading, claim 5's grid,
+    the cost, the +levelled plan, the cpu wall time) is what the committed page holds."""
+    assert _report(tmp_path) == PAGE.read_text()
+
+
+def test_the_prose_blocks_follow_the_records(records):
+    """A changed record changes the number the prose prints from it: a wall-time table
+    cell (cpu), the grid's time (paper-length), the copies grid's size."""
+    before = prose_blocks(records, PRESET)
+    changed = [dict(r) for r in records]
+    cpu = next(r for r in changed if r["preset"] == "cpu" and r["task"] == "distance"
+               and r["variant"] == "intended" and r["scheme"] == "nope" and r["seed"] == 0)
+    cpu["train_time_s"] = 4321.0
+    main_cell = next(r for r in changed if r["preset"] == PRESET)
+    main_cell["train_time_s"] += 36_000.0                      # ten hours more
+    after = prose_blocks(changed, PRESET)
+    assert "| nope | 43 |" in before["cpu wall time"]
+    assert "| nope | 4321 |" in after["cpu wall time"]
+    hours = lambda text: float(re.search(r"([\d.]+)\s+hours\s+for\s+the\s+grid", text).group(1))
+    assert hours(after[f"{PRESET} cost"]) == pytest.approx(hours(before[f"{PRESET} cost"]) + 10,
+                                                           abs=0.051)
+    assert "(`paper-length+copies`, 42 cells;" in before[f"{PRESET} copies"]
+
+
+def test_the_levelled_block_is_written_from_levelled_records(tmp_path, records):
+    """The committed placeholder holds no number; once `+levelled` records exist (here: the
+    committed records relabelled, a synthetic stand-in), `report --levelled` replaces it by
+    their verdicts, and a changed levelled record changes the block."""
+    begin, end = MARKERS[f"{PRESET}+levelled"]
+    placeholder = PAGE.read_text().split(begin, 1)[1].split(end, 1)[0]
+    assert not re.search(r"\\d", placeholder.replace("+levelled", "")), placeholder
+    relabel = {PRESET: f"{PRESET}+levelled", f"{PRESET}+copies": f"{PRESET}+levelled+copies"}
+    levelled = [dict(r, preset=relabel[r["preset"]]) for r in records if r["preset"] in relabel]
+    page = _report(tmp_path, records + levelled, "--levelled")
+    block = _block(page, f"{PRESET}+levelled")
+    assert "Not run yet" not in block and f"preset `{PRESET}+levelled`" in block
+    cell = next(r for r in levelled if r["preset"] == f"{PRESET}+levelled"
+                and (r["task"], r["variant"], r["scheme"], r["seed"])
+                == ("distance", "intended", "nope", 0))
+    assert " 4.7 " in block or "4.7 ±" in block
+    cell["accuracy"] = 0.031
+    again = _block(_report(tmp_path, records + levelled, "--levelled"), f"{PRESET}+levelled")
+    assert again != block and "3.1" in again
+
+
+def test_a_block_whose_records_are_missing_says_so(records):
+    """Without the `cpu` cells the wall-time block says what it lacks, with no number."""
+    blocks = prose_blocks([r for r in records if r["preset"] != "cpu"], PRESET)
+    text = blocks["cpu wall time"].split("\n", 2)[2]
+    assert text.startswith("Not written yet") and "`cpu` cells" in text
+    assert "Not written yet" not in blocks[f"{PRESET} cost"]
