@@ -81,7 +81,8 @@ MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
                                  "<!-- END PAPER-LENGTH COST -->"),
            "paper-length plan": ("<!-- BEGIN PAPER-LENGTH+LEVELLED PLAN -->",
                                  "<!-- END PAPER-LENGTH+LEVELLED PLAN -->"),
-           "cpu wall time": ("<!-- BEGIN CPU WALL TIME -->", "<!-- END CPU WALL TIME -->")}
+           "cpu wall time": ("<!-- BEGIN CPU WALL TIME -->", "<!-- END CPU WALL TIME -->"),
+           "cpu quirks": ("<!-- BEGIN CPU QUIRKS -->", "<!-- END CPU QUIRKS -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 
