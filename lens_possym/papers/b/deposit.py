@@ -104,6 +104,14 @@ def _latent_slice_grid(model: SchemeEncoder, task: Task, batch: TaskBatch) -> Te
     return grid
 
 
+#: the deposit rule of 2026-11-25 (docs/paper_b_rules.md): a model that learned its task
+#: (accuracy at least DEPOSIT_LEARNED), a top single-head drop of at least DEPOSIT_RELATIVE
+#: of the accuracy and at least DEPOSIT_RATIO times the second-largest drop
+DEPOSIT_LEARNED, DEPOSIT_RELATIVE, DEPOSIT_RATIO = 0.5, 0.25, 2.0
+#: ``heads_over_10``: heads whose ablation alone costs more than this (accuracy, not points)
+HEADS_OVER = 0.10
+
+
 def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
     """The drops ``baseline − grid`` read for the deposit pattern.
 
@@ -123,6 +131,6 @@ def deposit_summary(grid: Tensor, baseline: float) -> dict[str, Any]:
     return {"top_drop": top, "second_drop": second,
             "top_head": [int(order[0]) // n_heads, int(order[0]) % n_heads],
             "top_relative": relative, "median_drop": float(drops.median()),
-            "heads_over_10": int((drops > 0.10).sum()),
-            "deposit": bool(baseline >= 0.5 and relative >= 0.25
-                           and top >= 2 * max(second, 1e-9))}
+            "heads_over_10": int((drops > HEADS_OVER).sum()),
+            "deposit": bool(baseline >= DEPOSIT_LEARNED and relative >= DEPOSIT_RELATIVE
+                           and top >= DEPOSIT_RATIO * max(second, 1e-9))}

@@ -82,7 +82,8 @@ MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
            "paper-length plan": ("<!-- BEGIN PAPER-LENGTH+LEVELLED PLAN -->",
                                  "<!-- END PAPER-LENGTH+LEVELLED PLAN -->"),
            "cpu wall time": ("<!-- BEGIN CPU WALL TIME -->", "<!-- END CPU WALL TIME -->"),
-           "cpu quirks": ("<!-- BEGIN CPU QUIRKS -->", "<!-- END CPU QUIRKS -->")}
+           "cpu quirks": ("<!-- BEGIN CPU QUIRKS -->", "<!-- END CPU QUIRKS -->"),
+           "cpu verdicts": ("<!-- BEGIN CPU VERDICTS -->", "<!-- END CPU VERDICTS -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 

@@ -36,7 +36,8 @@ from .presets import (CLAIM_GRID, ENCODER_PRESETS, MAIN, PAPER_LENGTH_STEPS, pre
 from .records import CellRecord, as_dicts
 from .report_margins import levelling_rows
 from .report_reading import NAMES, PAPER, VARIANTS, and_join, count_word, points, span, wrap
-from .verdicts import SATURATED, percent
+from .deposit import DEPOSIT_LEARNED, DEPOSIT_RATIO, DEPOSIT_RELATIVE
+from .verdicts import SATURATED, judge, percent
 
 __all__ = ["prose_blocks", "copies_draw"]
 
@@ -365,6 +366,50 @@ def _bullet(text: str) -> str:
     return wrap(text[len("* "):], "* ")
 
 
+def _cpu_verdicts(records: list[dict]) -> str:
+    """The ``cpu`` preset's claims under the ``paper-length`` grid's rules, read on seed 0
+    alone (and claim 6 on every other seed its count cells have)."""
+    mine = [r for r in records if r["preset"] == "cpu"]
+    seed = min(r["seed"] for r in mine)
+    rows = judge(records, "cpu", (seed,))
+    mark = {True: "✓", False: "✗", None: "–"}
+    notes = sorted({r["note"] for r in mine if r.get("note")})
+    out = [wrap(f"CPU preset, seed {seed}: each claim's rule (the `paper-length` grid's, "
+                "`docs/paper_b_rules.md`) read on this one seed: ✓ holds, ✗ does not, – "
+                "cannot be applied; one seed decides no verdict, and where the distance task "
+                "saturates the rules say so. "
+                + (f"Faithful rows marked in the records: “{notes[0]}”." if len(notes) == 1
+                   else ""), ""), "",
+           f"| # | claim | paper | rule | intended, seed {seed} | faithful, seed {seed} |",
+           "|---|---|---|---|---|---|"]
+    for row in rows:
+        c = row["claim"]
+        cells = [f"{mark[row[v]['seeds'][0][0]]} {row[v]['seeds'][0][1]}" for v in VARIANTS]
+        out.append(f"| {c.number} | {c.text} | {c.paper} | {c.rule} | " + " | ".join(cells) + " |")
+    more = sorted({r["seed"] for r in mine} - {seed})
+    extra = []
+    for s in more:
+        six = next(r for r in judge(records, "cpu", (s,), ("intended",))
+                   if r["claim"].number == "6")["intended"]["seeds"][0]
+        if six[0] is not None:
+            extra.append(f"seed {s}: {mark[six[0]]} {six[1]}")
+    if extra:
+        out += ["", wrap(f"Claim 6 (intended) on the other seeds its count cells were trained "
+                         f"with: {'; '.join(extra)}.", "")]
+    labels = [x for x in _ORDER if any(r["scheme"] == x and r["variant"] == "intended"
+                                        and r["seed"] == seed for r in mine)]
+    top = [x for x in labels if _cpu(records, "distance", "intended", x, seed)["accuracy"]
+           >= SATURATED]
+    out += ["", wrap(f"Thresholds: a *deposit* is a top single-head drop of at least "
+                     f"{DEPOSIT_RELATIVE:.0%} of the accuracy and at least {DEPOSIT_RATIO:g}x "
+                     f"the second-largest drop, in a model with accuracy ≥ {DEPOSIT_LEARNED:.0%} "
+                     "(definitions below). The distance task saturates at this size ("
+                     f"{count_word(len(top))} intended schemes reach {SATURATED * 100:.0f} % or "
+                     f"more: {and_join([_name(x) for x in top])}), so accuracy cannot rank those "
+                     "schemes; the ablations still can.", "")]
+    return "\n".join(out)
+
+
 def prose_blocks(records: list[CellRecord | dict], preset: str,
                  seeds: tuple[int, ...] = (0, 1, 2), *, command: str = "") -> dict[str, str]:
     """Each prose block of docs/paper_b.md outside the tables, by its ``pipeline.MARKERS``
@@ -377,7 +422,8 @@ def prose_blocks(records: list[CellRecord | dict], preset: str,
                f"{preset} cost": lambda: _cost(records, preset, seeds),
                f"{preset} plan": lambda: _plan(records, preset, seeds),
                "cpu wall time": lambda: _wall_time(records),
-               "cpu quirks": lambda: _quirks(records)}
+               "cpu quirks": lambda: _quirks(records),
+               "cpu verdicts": lambda: _cpu_verdicts(records)}
     blocks = {}
     for key, write in writers.items():
         try:
