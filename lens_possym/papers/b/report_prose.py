@@ -169,10 +169,12 @@ def _cost(records: list[dict], preset: str, seeds: tuple[int, ...]) -> str:
                 pairs.append((full[0]["accuracy"] - r["accuracy"], r, full[0]))
         kinds = sorted({(r["task"], r["variant"]) for r in checks})
         kind = and_join([f"{v} {t}" for t, v in kinds])
+        in_order = sorted(checks, key=lambda r: _ORDER.index(r["scheme"])
+                          if r["scheme"] in _ORDER else len(_ORDER))
         text = (f"The grid was first launched at {and_join([_thousands(s) for s in short])} steps "
                 f"on distance; its {len(checks)} {kind} cells of seed "
                 f"{and_join(sorted({str(r['seed']) for r in checks}))} "
-                f"({and_join([_name(r['scheme']) for r in sorted(checks, key=lambda r: _ORDER.index(r['scheme']) if r['scheme'] in _ORDER else len(_ORDER))])})"
+                f"({and_join([_name(r['scheme']) for r in in_order])})"
                 " are kept as budget checks (`preset: \"paper-length@…\"` in the records; the "
                 "report lists them beside their grid cells, and no rule reads them).")
         if climbing:
