@@ -83,7 +83,8 @@ MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
                                  "<!-- END PAPER-LENGTH+LEVELLED PLAN -->"),
            "cpu wall time": ("<!-- BEGIN CPU WALL TIME -->", "<!-- END CPU WALL TIME -->"),
            "cpu quirks": ("<!-- BEGIN CPU QUIRKS -->", "<!-- END CPU QUIRKS -->"),
-           "cpu verdicts": ("<!-- BEGIN CPU VERDICTS -->", "<!-- END CPU VERDICTS -->")}
+           "cpu verdicts": ("<!-- BEGIN CPU VERDICTS -->", "<!-- END CPU VERDICTS -->"),
+           "presets": ("<!-- BEGIN PAPER-B PRESETS -->", "<!-- END PAPER-B PRESETS -->")}
 ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 

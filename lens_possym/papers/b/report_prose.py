@@ -28,11 +28,12 @@ import statistics
 from typing import Iterable
 
 from ...errors import InvalidSelectionError
-from .cells import analysis_batch
+from .cells import analysis_batch, grid_cells
 from .levelled import (EXTENSION_STEPS, LEVEL_GAIN, LEVEL_WINDOW, SCORING_SIZE, STEP_CAP,
                        levelled_name, window_gain)
-from .presets import (CLAIM_GRID, ENCODER_PRESETS, MAIN, PAPER_LENGTH_STEPS, preset_task,
-                      with_trigger_copies, with_trigger_copies_name)
+from .presets import (CLAIM_GRID, ENCODER_PRESETS, MAIN, PAPER_LENGTH_STEPS, Preset,
+                      preset_task, with_trigger_copies, with_trigger_copies_name)
+from .tasks import DistanceTask
 from .records import CellRecord, as_dicts
 from .report_margins import levelling_rows
 from .report_reading import NAMES, PAPER, VARIANTS, and_join, count_word, points, span, wrap
@@ -43,6 +44,9 @@ __all__ = ["prose_blocks", "copies_draw"]
 
 #: the ``paper-length`` budget checks' preset suffix (cells trained at fewer steps)
 BUDGET_MARK = "@"
+#: the tasks draw gaps, sides and trigger counts from 1 up (``DistanceTask._generate``,
+#: ``CountTask._generate``)
+FIRST = 1
 #: the share of a run's steps whose loop gain the cost block quotes (the last eighth)
 EIGHTH = 1 / 8
 _ORDER = ("nope", "sinusoidal", "learned", "alibi", "t5", "rope", "rope-k1", "rope-k2", "mla",
@@ -354,11 +358,11 @@ def _quirks(records: list[dict]) -> str:
     five = (f"* **\"Relative\" as an unbucketed table** vs {_name('t5')} buckets: both fail here "
             f"({percent(t5[0])} % and {percent(t5[1])} % on distance) for a reason that is not "
             "the scheme: bias tables start at zero and Adam moves each entry by about `lr` per "
-            f"step, so after {_thousands(steps)} steps at {lr:g} an entry has moved by at most "
+            f"step, so after {_thousands(steps)} steps at {_sci(lr)} an entry has moved by at most "
             f"about {steps * lr:.1f}, too little to pick out one offset (ALiBi's fixed biases "
             f"reach −{steepest * (n_ctx - 1):.1f}). The {_name('t5')} rows are a **budget "
             "artefact**; the "
-            f"`paper` preset ({_thousands(paper_steps)} steps at {paper.lr:g}, at most about "
+            f"`paper` preset ({_thousands(paper_steps)} steps at {_sci(paper.lr)}, at most about "
             f"{paper_steps * paper.lr:.1f}) would not fix it either, and a larger learning rate "
             "for the tables would.")
     return "\n".join(_bullet(x) for x in (one, two, three, four, five))
@@ -412,6 +416,81 @@ def _cpu_verdicts(records: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _sci(x: float) -> str:
+    """``0.001`` as ``1e-3``, ``2e-3``: a learning rate or weight decay as code writes it."""
+    mantissa, exponent = f"{x:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _presets_table() -> str:
+    """The presets side by side, every figure read from :data:`ENCODER_PRESETS`."""
+    names = ("cpu", "paper-length", "paper")
+    roles = {"cpu": "(the quick preset)", "paper-length": "(the verdicts)",
+             "paper": "(provided; timed on a GPU, not run)"}
+    share = DistanceTask.__init__.__kwdefaults__["train_share"]
+    shares = f"{share:.0%}/{1 - share:.0%}"
+
+    def model(p: Preset) -> str:
+        m = p.model
+        return (f"{m['n_layers']} layers × {m['n_heads']} heads, d_model {m['d_model']}, d_head "
+                f"{m['d_head']}, d_ff {m['d_ff']}, MLA latent {m['d_latent']}")
+
+    def distance(p: Preset) -> str:
+        t = p.tasks["distance"]
+        return (f"{t['n_ctx']} positions" + (f", {t['max_len']} words" if t.get("max_len") else "")
+                + f", gaps {FIRST}..{t['max_between']} ({t['max_between']} classes), sides "
+                f"{FIRST}..{t['max_side']}, {t['n_words']} fillers")
+
+    def count(p: Preset) -> str:
+        t = p.tasks["count"]
+        return (f"{t['n_ctx']} positions" + (f", {t['max_len']} words" if t.get("max_len") else "")
+                + f", {FIRST}..{t['max_count']} of {t['n_triggers']} triggers ({t['max_count']} "
+                f"classes), {t['n_words']} fillers")
+
+    def data(p: Preset) -> str:
+        if p.data == "stream":
+            return "a fresh stream"
+        return (f"the official fixed set: {_thousands(p.sentences['distance'])} / "
+                f"{_thousands(p.sentences['count'])} sentences, {shares}, de-duplicated")
+
+    def schedule(p: Preset) -> str:
+        opt = (f"AdamW lr {_sci(p.lr)}, betas {p.betas}, wd {_sci(p.weight_decay)}, "
+               f"{p.warmup_fraction:.0%} warm-up, cosine, "
+               + (f"clip {p.grad_clip:.1f}" if p.grad_clip else "no clip"))
+        if p.data == "fixed":
+            return (f"{p.epochs} epochs of the {share:.0%} split, batch {p.batch_size}, {opt}; "
+                    f"MLA {p.mla_epochs} epochs × {p.mla_batch_size}")
+        steps = sorted(set(p.steps.values()))
+        said = (_thousands(steps[0]) if len(steps) == 1 else " / ".join(
+            f"{_thousands(p.steps[t])} ({t})" for t in p.steps))
+        return f"{said} steps × {p.batch_size}, {opt}"
+
+    def faithful(p: Preset) -> str:
+        f = p.faithful_model
+        return ("the faithful model, " + ("the official (PyTorch) initialisation"
+                                           if f.get("init") == "torch" else "our initialisation")
+                + (f" and dropout {f['dropout']:g}" if f.get("dropout") else ""))
+
+    def schemes(p: Preset) -> str:
+        if p.grid is None:
+            ks = sorted({int(c.label[len("rope-k"):]) for c in grid_cells(preset=p, n_heads=p.model["n_heads"])
+                         if c.label.startswith("rope-k")})
+            return "every scheme, RoPE on k = " + ", ".join(
+                "all" if k == p.model["n_heads"] else str(k) for k in ks) + " heads"
+        return "the claims' schemes (`CLAIM_GRID`)"
+
+    rows = [("model", model), ("distance", distance), ("count", count), ("data", data),
+            ("schedule", schedule), ("faithful cells", faithful), ("schemes", schemes)]
+    out = ["| | " + " | ".join(f"`{n}` {roles[n]}" for n in names) + " |",
+           "|---|" + "---|" * len(names)]
+    for label, cell in rows:
+        texts = [cell(ENCODER_PRESETS[n]) for n in names]
+        shown = [texts[0]] + [f"as `{names[i - 1]}`" if texts[i] == texts[i - 1] else texts[i]
+                              for i in range(1, len(names))]
+        out.append(f"| {label} | " + " | ".join(shown) + " |")
+    return "\n".join(out)
+
+
 def prose_blocks(records: list[CellRecord | dict], preset: str,
                  seeds: tuple[int, ...] = (0, 1, 2), *, command: str = "") -> dict[str, str]:
     """Each prose block of docs/paper_b.md outside the tables, by its ``pipeline.MARKERS``
@@ -425,7 +504,8 @@ def prose_blocks(records: list[CellRecord | dict], preset: str,
                f"{preset} plan": lambda: _plan(records, preset, seeds),
                "cpu wall time": lambda: _wall_time(records),
                "cpu quirks": lambda: _quirks(records),
-               "cpu verdicts": lambda: _cpu_verdicts(records)}
+               "cpu verdicts": lambda: _cpu_verdicts(records),
+               "presets": _presets_table}
     blocks = {}
     for key, write in writers.items():
         try:
