@@ -9,43 +9,74 @@ from __future__ import annotations
 from typing import Any
 
 from .cells import analysis_batch
-from .presets import (ENCODER_PRESETS, MAIN, Preset, preset_task, with_trigger_copies,
-                      with_trigger_copies_name)
+from .deposit import DEPOSIT_LEARNED, DEPOSIT_RATIO, DEPOSIT_RELATIVE, HEADS_OVER
+from .presets import (ENCODER_PRESETS, MAIN, PAPER_TASKS, Preset, preset_task,
+                      with_trigger_copies, with_trigger_copies_name)
+from .tasks import DistanceTask
 from .records import CellRecord, as_dicts, record_key
 from .verdicts import LEVELLED, SATURATED, deposit_table, judge, late_gain, percent
 
 __all__ = ["verdict_markdown", "copies_ceiling", "FAITHFUL_DEPARTURES", "DISTANCE_CLAIMS"]
 
+#: the official code's figures that no preset holds (shared/reference/companion_code.md,
+#: paper B's section): the classifier's width, the tokenizer's truncation length (the
+#: official n_ctx), its one seed
+OFFICIAL_HEAD, OFFICIAL_TRUNCATION, OFFICIAL_SEED = 574, PAPER_TASKS["count"]["n_ctx"], 42
+#: the faithful model's agreement with the official classes (tests/papers/b/
+#: test_encoder_official.py compares them in float64 to this tolerance or better)
+OFFICIAL_AGREEMENT = 1e-13
+
+
+def _sci(x: float) -> str:
+    mantissa, exponent = f"{x:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _departures(ours: Preset, official: Preset) -> tuple[str, ...]:
+    """What still separates the faithful variant of ``ours`` from the official code
+    (``official``: the preset with its sizes and schedule), every figure read from the
+    presets, the tasks and the constants above."""
+    m, o = ours.model, official.model
+    steps = sorted(set(ours.steps.values()))
+    share = DistanceTask.__init__.__kwdefaults__["train_share"]
+    dropout = official.faithful_model.get("dropout")
+    classes = {t: preset_task(ours, t).n_classes for t in ("distance", "count")}
+    return (
+        f"**Size and budget**: {m['n_layers']} layers x {m['n_heads']} heads, d_model "
+        f"{m['d_model']} (official {o['n_layers']} x {o['n_heads']}, d_model {o['d_model']}); "
+        f"{' / '.join(f'{s:,}' for s in steps)} steps of {ours.batch_size} sentences at lr "
+        f"{_sci(ours.lr)} (official: {official.batch_size} at {_sci(official.lr)}, MLA "
+        f"{official.mla_batch_size}), betas {ours.betas} (official {official.betas}), a fresh "
+        f"stream of sentences (official: {official.epochs} epochs of a fixed {share:.0%} split, "
+        f"MLA {official.mla_epochs}; available as `--data fixed`).",
+        f"**Dropout**: none (official {dropout:g} on attention weights, attention output and "
+        f"MLP output; available as `dropout={dropout:g}`, used by the `paper` preset): on one "
+        "CPU core it triples a faithful step's cost.",
+        f"**Gradient clipping** at norm {ours.grad_clip:.1f} (the official code does not clip; "
+        "kept for the tenfold learning rate).",
+        "**Vocabulary and labels**: a synthetic vocabulary of single-token words, so the "
+        "labels are exact (official: a Unigram subword tokenizer, whose splits make token gaps "
+        f"differ from the word-count labels, and truncation at {OFFICIAL_TRUNCATION} tokens, "
+        "which drops count triggers; docs/paper_b_rules.md); fillers never repeat a trigger "
+        "(claim 5's `+copies` grid draws them as the official code does); no sentence without "
+        "a trigger on the count task (the official loss ignores them).",
+        f"**Classifier width**: one output per possible label ({classes['distance']} distance "
+        f"classes, {classes['count']} count classes) instead of the official "
+        f"{OFFICIAL_HEAD}-way head.",
+        "**Evaluation**: accuracy and the ablations on held-out sentences (official ablation: "
+        "the whole data set, training part included).",
+        "**Seeds**: three seeds of data, weights and dropout; the official code ran one (seed "
+        f"{OFFICIAL_SEED}; MLA unseeded).",
+        "**MLA's official ablation** zeroes a latent slice read by every head (`mlavis.py`); "
+        "the deposit rule reads the per-head ablation of every scheme, and faithful MLA's "
+        "latent-slice summary is listed beside it.",
+    )
+
+
 #: what still separates the faithful variant from the official code in the
 #: ``paper-length`` preset (the model itself equals the official classes: a test compares
 #: them in float64)
-FAITHFUL_DEPARTURES = (
-    "**Size and budget**: 3 layers x 8 heads, d_model 64 (official 6 x 16, d_model 256); "
-    "4,800 steps of 32 sentences at lr 2e-3 (official: 512 at "
-    "1e-4, MLA 1024), betas "
-    "(0.9, 0.98) (official (0.98, 0.9)), a fresh stream of sentences (official: 100 epochs "
-    "of a fixed 70 % split, MLA 150; available as `--data fixed`).",
-    "**Dropout**: none (official 0.1 on attention weights, attention output and MLP output; "
-    "available as `dropout=0.1`, used by the `paper` preset): on one CPU core it triples a "
-    "faithful step's cost.",
-    "**Gradient clipping** at norm 1.0 (the official code does not clip; kept for the "
-    "tenfold learning rate).",
-    "**Vocabulary and labels**: a synthetic vocabulary of single-token words, so the "
-    "labels are exact (official: a Unigram subword tokenizer, whose splits make token gaps "
-    "differ from the word-count labels, and truncation at 128 tokens, which drops count "
-    "triggers; docs/paper_b_rules.md); fillers never repeat a trigger (claim 5's "
-    "`+copies` grid draws them as the official code does); no count-0 "
-    "sentences (the official loss ignores them).",
-    "**Classifier width**: one output per possible label (72 distance classes, 101 count "
-    "classes) instead of the official 574-way head.",
-    "**Evaluation**: accuracy and the ablations on held-out sentences (official ablation: "
-    "the whole data set, training part included).",
-    "**Seeds**: three seeds (0, 1, 2) of data, weights and dropout; the official code ran "
-    "one (seed 42; MLA unseeded).",
-    "**MLA's official ablation** zeroes a latent slice read by every head (`mlavis.py`); "
-    "the deposit rule reads the per-head ablation of every scheme, and faithful MLA's "
-    "latent-slice summary is listed beside it.",
-)
+FAITHFUL_DEPARTURES = _departures(ENCODER_PRESETS["paper-length"], ENCODER_PRESETS["paper"])
 
 
 def _levelling_block(records: list[dict], preset: str, seeds: tuple[int, ...]) -> list[str]:
@@ -138,7 +169,7 @@ def _copies_block(records: list[dict], rows: list[dict[str, Any]], preset: str,
            "The same rules on the distance task whose fillers are drawn as the official "
            "generator draws them (both trigger words among them; the label is the drawn gap, "
            "which a sentence with an extra trigger copy leaves open): a task with a ceiling "
-           "below 100 %, so claim 5 can be judged where the exact-label task saturates. "
+           "below a perfect score, so claim 5 can be judged where the exact-label task saturates. "
            "MAIN schemes only; the table above stays the verdict of record for claims 1-4.", "",
            *_verdict_table(rows, seeds), "",
            "| scheme | intended, per seed | faithful, per seed |", "|---|---|---|"]
@@ -203,10 +234,11 @@ def verdict_markdown(records: list[CellRecord | dict], preset: str, seeds: tuple
             for t in ("distance", "count") for v in ("intended", "faithful")) + " |")
     out += ["", "### Single-head ablation (per-head, every scheme), per seed", "",
             "Top drop / second drop in accuracy points, heads whose ablation alone costs more "
-            "than 10 points, and the deposit rule (top drop >= 25 % of the accuracy and >= 2x "
-            "the second, accuracy >= 50 %).", "",
+            f"than {HEADS_OVER * 100:.0f} points, and the deposit rule (top drop >= "
+            f"{DEPOSIT_RELATIVE * 100:.0f} % of the accuracy and >= {DEPOSIT_RATIO:g}x the second, "
+            f"accuracy >= {DEPOSIT_LEARNED * 100:.0f} %).", "",
             "| task | variant | scheme | accuracy | top head | top drop | second drop | "
-            "heads > 10 | deposit |", "|---|---|---|---|---|---|---|---|---|"]
+            f"heads > {HEADS_OVER * 100:.0f} | deposit |", "|---|---|---|---|---|---|---|---|---|"]
     for task in ("distance", "count"):
         for variant in ("intended", "faithful"):
             for scheme in schemes:
@@ -235,7 +267,7 @@ def verdict_markdown(records: list[CellRecord | dict], preset: str, seeds: tuple
             + (", ".join(f"{t} {v} {s} ({n}/{len(seeds)})" for (t, v, s), n in with_dep)
                or "none") + ".", "",
             "**The faithful variant's remaining departures from the official code** (its "
-            "model equals the official classes to ~1e-15 in float64, "
+            f"model equals the official classes to within {OFFICIAL_AGREEMENT:g} in float64, "
             "`tests/papers/b/test_encoder_official.py`):", ""]
     out += [f"* {d}" for d in FAITHFUL_DEPARTURES]
     return "\n".join(out) + "\n"
