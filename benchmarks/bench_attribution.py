@@ -1,10 +1,13 @@
 """Attribution patching against the real patching grid, on the same pairs, cells and metric.
 
     OMP_NUM_THREADS=1 nice -n 5 python benchmarks/bench_attribution.py [--model smollm2-135m]
-        [--n-prompts 8] [--corruption swap_query] [--freq-layer L] [--threads 1]
+        [--task binding|distance] [--n-prompts 8] [--corruption swap_query] [--freq-layer L]
+        [--threads 1]
 
-On binding counterfactual pairs (``lp.tasks.binding_pairs``; the normalised logit
-difference, clean patched into corrupted):
+On binding counterfactual pairs (``lp.tasks.binding_pairs``; ``--task distance``: the
+word-distance pairs ``lp.tasks.word_distance_pairs(model, None, "shift_cue", n_prompts=...)``
+instead, ``--corruption`` and ``--n-pairs`` then unused; the normalised logit difference,
+clean patched into corrupted):
 
 1. every head's output (``hook_z``) at every position: the real grid
    (``patch_grid(site="heads", per_position=True)``, batched, 16 cells a pass) against
@@ -72,9 +75,24 @@ def one_pass(model, tokens) -> float:
     return min(times)
 
 
+def distance_setup(args: argparse.Namespace):
+    """``(model, pairs, metric)``: word-distance ``shift_cue`` pairs of ``--n-prompts``
+    prompts (``lp.tasks.word_distance_pairs``) and their normalised logit difference; torch
+    runs on ``--threads`` threads."""
+    import lens_possym as lp
+    from lens_possym.tasks import word_distance_pairs
+
+    torch.set_num_threads(args.threads)
+    model = lp.load_model(args.model)
+    pairs = word_distance_pairs(model, None, "shift_cue", n_prompts=args.n_prompts)
+    return model, pairs, pairs.metric(model)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_binding_args(parser, n_prompts=8)
+    parser.add_argument("--task", choices=("binding", "distance"), default="binding",
+                        help="binding pairs (default) or word-distance 'shift_cue' pairs")
     parser.add_argument("--freq-layer", type=int)
     parser.add_argument("--skip-positions", action="store_true",
                         help="skip the per-position grid (the slow one)")
@@ -86,9 +104,14 @@ def main() -> None:
     parser.add_argument("--sides", default="qk",
                         help="with --all-layers: the sides to run, 'q', 'k' or 'qk'")
     args = parser.parse_args()
-    model, pairs, metric = binding_setup(args)
+    if args.task == "binding":
+        model, pairs, metric = binding_setup(args)
+        kind = f"binding {args.corruption}"
+    else:
+        model, pairs, metric = distance_setup(args)
+        kind = "word distance shift_cue"
     tokens = pairs.corrupted_tokens
-    print(f"{args.model}: binding {args.corruption}, {tokens.shape[0]} prompts of "
+    print(f"{args.model}: {kind}, {tokens.shape[0]} prompts of "
           f"{tokens.shape[1]} tokens; {model.cfg.n_layers} layers x {model.cfg.n_heads} heads; "
           f"torch threads {torch.get_num_threads()}")
     attribution_patch(model, pairs, metric=metric)  # warm up (allocations, lazy imports)
