@@ -27,7 +27,7 @@ import math
 import statistics
 from typing import Iterable
 
-from ...errors import InvalidSelectionError
+from ...errors import InvalidSelectionError, ResultsFileError
 from .cells import analysis_batch, grid_cells
 from .levelled import (EXTENSION_STEPS, LEVEL_GAIN, LEVEL_WINDOW, SCORING_SIZE, STEP_CAP,
                        levelled_name, window_gain)
@@ -95,8 +95,11 @@ def _acc(records: list[dict], preset: str, task: str, variant: str, scheme: str,
     found = next((r["accuracy"] for r in records if r["preset"] == preset
                   and (r["task"], r["variant"], r["scheme"], r["seed"])
                   == (task, variant, scheme, seed)), None)
-    if found is None:                      # a KeyError, also inside a generator expression
-        raise KeyError((preset, task, variant, scheme, seed))
+    if found is None:      # an error, not None: also inside a generator expression
+        raise ResultsFileError(
+            f"no {preset!r} record of (task, variant, scheme, seed) = "
+            f"{(task, variant, scheme, seed)} in the paper B records; train and record "
+            "that cell (lens-possym paper-b run) or leave its block unwritten")
     return float(found)
 
 
@@ -291,7 +294,9 @@ def _cpu(records: list[dict], task: str, variant: str, scheme: str, seed: int = 
         if r["preset"] == "cpu" and (r["task"], r["variant"], r["scheme"], r["seed"]) == (
                 task, variant, scheme, seed):
             return r
-    raise KeyError((task, variant, scheme, seed))
+    raise ResultsFileError(
+        f"no 'cpu' record of (task, variant, scheme, seed) = {(task, variant, scheme, seed)} "
+        "in the paper B records; train and record that cell (lens-possym paper-b run)")
 
 
 def _quirks(records: list[dict]) -> str:
