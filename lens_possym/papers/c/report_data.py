@@ -15,7 +15,7 @@ import torch
 
 from .dynamics import purity
 from .tasks import FILLERS, HEADLINE_FILLER
-from .verdicts import RunAnalyses
+from .verdicts import RunAnalyses, nan_list
 
 __all__ = ["TASKS", "SEEDS", "MARK", "read_json", "nan_list", "as_tensor", "records",
            "load_run", "analyses_of", "first_step", "result_record", "run_order",
@@ -31,13 +31,6 @@ MARK = {True: "✓", False: "✗", None: "…"}
 def read_json(path: Path) -> Any:
     """The JSON at ``path``, or ``None`` if there is no such file."""
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def nan_list(x: Any) -> Any:
-    """Nested lists with JSON nulls → float tensor with nan."""
-    if isinstance(x, list):
-        return [nan_list(v) for v in x]
-    return float("nan") if x is None else x
 
 
 def as_tensor(x) -> torch.Tensor:

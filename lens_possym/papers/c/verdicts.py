@@ -42,8 +42,7 @@ from ...results_io import ResultIO
 __all__ = ["Rule", "RULES", "RunAnalyses", "RuleResult", "mid_rise", "relative_spread",
            "convergence_step", "judge_seed", "judge_seed_strict", "STRICT_RULES", "judge_theory",
            "verdict", "ROW_KEYS", "STRICT_KEYS", "analyses_to_dict", "analyses_from_dict",
-
-           "GAMMA", "LENGTHS_13"]
+           "nan_list", "GAMMA", "LENGTHS_13"]
 
 GAMMA = 0.1
 LENGTHS_13 = (50, 100, 300, 850)
@@ -654,11 +653,11 @@ def analyses_to_dict(run: RunAnalyses) -> dict:
     return to_jsonable(out)
 
 
-def _nan(x):
-    """Nested lists (or one value) read back from :func:`analyses_to_dict`: ``null`` as
-    ``nan``."""
+def nan_list(x):
+    """Nested lists (or one value) read back from JSON (:func:`analyses_to_dict`, the stage
+    cache): ``null`` as ``nan``."""
     if isinstance(x, list):
-        return [_nan(v) for v in x]
+        return [nan_list(v) for v in x]
     return math.nan if x is None else x
 
 
@@ -668,10 +667,10 @@ def analyses_from_dict(data: dict) -> RunAnalyses:
                       [(int(s), float(a)) for s, a in data["history"]],
                       steps=data["steps"],
                       accuracy_by_hops=None if data["accuracy_by_hops"] is None else
-                      _nan(data["accuracy_by_hops"]),
+                      nan_list(data["accuracy_by_hops"]),
                       labels=data["labels"],
                       lengths=None if data["lengths"] is None else
-                      {int(n): float(_nan(a)) for n, a in data["lengths"].items()})
+                      {int(n): float(nan_list(a)) for n, a in data["lengths"].items()})
     for name in _TENSORS:
         if data.get(name) is not None:
             setattr(run, name, tensor_from_json(data[name]).float())
