@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Sequence
 from ...errors import InvalidSelectionError
 from .presets import ENCODER_PRESETS, MAIN, NON_ROPE, ROPE_FAMILY
 from .records import CellRecord, as_dicts
-from .verdicts import NEAR, SATURATED, TIE, hybrid_displaces_the_encoding, percent
+from .verdicts import (NEAR, SATURATED, TIE, hybrid_displaces_the_encoding, percent,
+                       seed_view)
 from .verdicts import MissingCell as _Missing
 
 __all__ = ["Margin", "Outcome", "Claim2", "CLAIMS2", "CLAIM5_NOTE", "LEARNED", "RELATIVE",
@@ -369,8 +370,7 @@ def judge_margins(records: Sequence[CellRecord | dict], preset: str,
         for variant in variants:
             results = []
             for seed in seeds:
-                cells = {(r["task"], r["scheme"]): r for r in records if r["preset"] == preset
-                         and r["variant"] == variant and r["seed"] == seed}
+                cells = seed_view(records, preset, variant, seed)
                 try:
                     results.append(claim.apply(cells))
                 except _Missing as missing:
