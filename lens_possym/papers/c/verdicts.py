@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
@@ -653,7 +653,7 @@ def analyses_to_dict(run: RunAnalyses) -> dict:
     return to_jsonable(out)
 
 
-def nan_list(x):
+def nan_list(x: Any) -> Any:
     """Nested lists (or one value) read back from JSON (:func:`analyses_to_dict`, the stage
     cache): ``null`` as ``nan``."""
     if isinstance(x, list):
