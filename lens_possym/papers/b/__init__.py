@@ -48,6 +48,7 @@ _EXPORTS = {
     "margins": ["Margin", "Claim2", "CLAIMS2", "judge_margins", "first_layer_deposit",
                 "all_of", "any_of", "accuracy_se"],
     "report_margins": ["margins_markdown"],
+    "report_levelled": ["levelled_reading_markdown"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

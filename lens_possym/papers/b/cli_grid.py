@@ -15,7 +15,9 @@ DESCRIPTION = ("Paper B reproduced. 'run' trains and analyses the cells of a pre
                "into --records at once); 'queue N' is one queue of the paper-length grid and "
                "then claim 5's +copies grid (start one per free core); 'report' writes "
                "docs/paper_b.md's block of a preset (paper-length: from the committed records "
-               "only); 'refresh-probe' recomputes the probe of every finished cell. Paths are "
+               "only); 'verdicts' recomputes every verdict from the committed files and "
+               "checks the page against them; 'refresh-probe' recomputes the probe of every "
+               "finished cell. Paths are "
                "relative to the working directory (run it from the repository's root).")
 
 PRESETS = ("cpu", "paper-length", "paper")    # lens_possym.papers.b.presets.ENCODER_PRESETS
@@ -76,6 +78,15 @@ def register(sub) -> None:
     p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
     p.add_argument("--levelled", action="store_true",
                    help="the <preset>+levelled grid's verdicts under the 2026-11-29 rules")
+    v = steps.add_parser("verdicts", help="recompute every verdict from the committed files "
+                         "and check docs/paper_b.md's blocks against them (exit 1 on a "
+                         "difference)")
+    v.add_argument("--preset", default="paper-length", choices=("paper-length",))
+    v.add_argument("--out", default="docs", help="the folder of paper_b.md (default docs)")
+    v.add_argument("--records", default=RECORDS)
+    v.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
+    v.add_argument("--levelled", action="store_true",
+                   help="the <preset>+levelled grids' verdicts and blocks")
     f = steps.add_parser("refresh-probe", help="recompute the probe of every finished cell")
     f.add_argument("--preset", default="cpu", choices=PRESETS)
     f.add_argument("--root", default="runs/paper_b")
@@ -91,6 +102,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         _threaded(args)
     elif args.paper_b_command == "report":
         pipeline.report(args)
+    elif args.paper_b_command == "verdicts":
+        pipeline.verdicts(args)
     else:
         pipeline.refresh_probe(args)
     return 0

@@ -43,7 +43,7 @@ from .verdicts import MissingCell as _Missing
 __all__ = ["Margin", "Outcome", "Claim2", "CLAIMS2", "CLAIM5_NOTE", "LEARNED", "RELATIVE",
            "NEGLIGIBLE", "RULES_DATE", "accuracy_with_se", "all_of", "any_of", "accuracy_se",
            "record_size",
-           "first_layer_deposit", "judge_margins", "outcome_mark"]
+           "first_layer_deposit", "judge_margins", "outcome_mark", "seed_distance"]
 
 #: when these rules were fixed (docs/paper_b_rules.md)
 RULES_DATE = "2026-11-29 01:23 UTC"
@@ -100,6 +100,11 @@ def any_of(outcomes: Iterable["bool | None"]) -> "bool | None":
     if any(o is True for o in outcomes):
         return True
     return False if all(o is False for o in outcomes) else None
+
+
+def _pts(x: float) -> str:
+    """A threshold in accuracy points as a margin's name writes it (``0.01`` -> ``"1"``)."""
+    return f"{100 * x:g}"
 
 
 def _not(outcome: "bool | None") -> "bool | None":
@@ -165,8 +170,9 @@ def first_layer_deposit(record: dict[str, Any]) -> tuple["bool | None", list[Mar
     top, layer, head = drops[0]
     se_top = _drop_se(record, layer, head)
     margins = [_learned(record),
-               Margin("top>=25%", top - RELATIVE * p, math.hypot(se_top, RELATIVE * se_p))]
-    margins += [Margin(f"{l}.{h}<=5", NEGLIGIBLE - d, _drop_se(record, l, h))
+               Margin(f"top>={RELATIVE:.0%}", top - RELATIVE * p,
+                      math.hypot(se_top, RELATIVE * se_p))]
+    margins += [Margin(f"{l}.{h}<={_pts(NEGLIGIBLE)}", NEGLIGIBLE - d, _drop_se(record, l, h))
                 for d, l, h in drops[1:]]
     outcome = all_of([layer == 0] + [m.outcome for m in margins])
     second = drops[1][0] if len(drops) > 1 else 0.0
@@ -178,7 +184,7 @@ def first_layer_deposit(record: dict[str, Any]) -> tuple["bool | None", list[Mar
 
 
 Cells = dict[tuple[str, str], dict]
-Result = tuple["bool | None | str", str]      # "–": not judged
+Result = tuple["bool | None | str", str, list[Margin]]   # "–": not judged; the margins read
 
 
 def _get(cells: Cells, task: str, scheme: str) -> dict:
@@ -205,14 +211,14 @@ def _fails(cells: Cells, scheme: str) -> Result:
     name, best, se_best = _best(cells, "distance")
     acc = accuracy_with_se(_get(cells, "distance", scheme))
     m = Margin(f"<half of {name}", 0.5 * best - acc[0], math.hypot(0.5 * se_best, acc[1]))
-    return m.outcome, f"{percent(acc[0])} vs best {percent(best)}; {m.text()}"
+    return m.outcome, f"{percent(acc[0])} vs best {percent(best)}; {m.text()}", [m]
 
 
 def _rope_wins(cells: Cells) -> Result:
     rope = accuracy_with_se(_get(cells, "distance", "rope"))
     name, other, se = _best(cells, "distance", [s for s in MAIN if s != "rope"])
-    m = _diff(f"rope-{name}-1", rope, (other, se), offset=TIE)
-    return m.outcome, f"rope {percent(rope[0])}, next {name} {percent(other)}; {m.text()}"
+    m = _diff(f"rope-{name}-{_pts(TIE)}", rope, (other, se), offset=TIE)
+    return m.outcome, f"rope {percent(rope[0])}, next {name} {percent(other)}; {m.text()}", [m]
 
 
 def _absolute_second(cells: Cells) -> Result:
@@ -220,11 +226,11 @@ def _absolute_second(cells: Cells) -> Result:
                    key=lambda s: float(_get(cells, "distance", s)["accuracy"]))
     a, rope = accuracy_with_se(cells[("distance", absolute)]), accuracy_with_se(_get(cells, "distance", "rope"))
     name, rest, se = _best(cells, "distance", ("nope", "alibi", "t5"))
-    m1 = _diff("rope-abs-1", rope, a, offset=TIE)
-    m2 = _diff(f"abs-{name}+1", a, (rest, se), offset=-TIE)
+    m1 = _diff(f"rope-abs-{_pts(TIE)}", rope, a, offset=TIE)
+    m2 = _diff(f"abs-{name}+{_pts(TIE)}", a, (rest, se), offset=-TIE)
     return (all_of([m1.outcome, m2.outcome]),
             f"{absolute} {percent(a[0])}, rope {percent(rope[0])}, {name} {percent(rest)}; "
-            f"{m1.text()}, {m2.text()}")
+            f"{m1.text()}, {m2.text()}", [m1, m2])
 
 
 def _mla_near_best(cells: Cells) -> Result:
@@ -233,9 +239,10 @@ def _mla_near_best(cells: Cells) -> Result:
     mla = accuracy_with_se(_get(cells, "distance", "mla"))
     name, best, se = _best(cells, "distance")
     if len(top) >= 2:
-        return "–", f"saturated ({', '.join(top)} >= 99 %); mla {percent(mla[0])}"
-    m = Margin(f"{name}-mla<=5", NEAR - (best - mla[0]), math.hypot(se, mla[1]))
-    return m.outcome, f"mla {percent(mla[0])}, best {name} {percent(best)}; {m.text()}"
+        return ("–", f"saturated ({', '.join(top)} >= {_pts(SATURATED)} %); mla "
+                f"{percent(mla[0])}", [])
+    m = Margin(f"{name}-mla<={_pts(NEAR)}", NEAR - (best - mla[0]), math.hypot(se, mla[1]))
+    return m.outcome, f"mla {percent(mla[0])}, best {name} {percent(best)}; {m.text()}", [m]
 
 
 def _count_order(cells: Cells) -> Result:
@@ -243,7 +250,7 @@ def _count_order(cells: Cells) -> Result:
     m1, m2 = _diff("mla-nope", mla, nope), _diff("nope-rope", nope, rope)
     return (all_of([m1.outcome, m2.outcome]),
             f"mla {percent(mla[0])}, nope {percent(nope[0])}, rope {percent(rope[0])}; "
-            f"{m1.text()}, {m2.text()}")
+            f"{m1.text()}, {m2.text()}", [m1, m2])
 
 
 def _deposit(record: dict) -> tuple["bool | None", list[Margin], str]:
@@ -253,8 +260,17 @@ def _deposit(record: dict) -> tuple["bool | None", list[Margin], str]:
 
 
 def _rope_deposit(cells: Cells) -> Result:
-    outcome, _, text = _deposit(_get(cells, "distance", "rope"))
-    return outcome, text
+    record = _get(cells, "distance", "rope")
+    outcome, margins, text = _deposit(record)
+    # a largest drop outside layer 0 decides it whatever the margins (no standard error)
+    return outcome, text, margins if _top_layer(record) == 0 else []
+
+
+def _top_layer(record: dict) -> int:
+    """The layer of the largest single-head drop (as :func:`first_layer_deposit` finds it)."""
+    grid = record["ablation_grid"]
+    cells = [(float(q), layer) for layer, row in enumerate(grid) for q in row]
+    return min(cells, key=lambda c: c[0])[1]
 
 
 def _only_rope(cells: Cells) -> Result:
@@ -267,36 +283,40 @@ def _only_rope(cells: Cells) -> Result:
     def said(d: dict) -> str:
         return ", ".join(f"{s}{'?' if o is None else ''}" for s, o in d.items()
                          if o is not False) or "none"
-    return outcome, f"deposits: RoPE models [{said(rope)}], others [{said(other)}] (? undecided)"
+    # nested any/all over many models: no one margin decides it
+    return (outcome, f"deposits: RoPE models [{said(rope)}], others [{said(other)}] "
+            "(? undecided)", [])
 
 
 def _no_deposit_if_learned(cells: Cells, task: str, scheme: str) -> Result:
     record = _get(cells, task, scheme)
     learned = _learned(record)
     if learned.outcome is False:
-        return "–", f"{scheme} did not learn {task} ({percent(record['accuracy'])}; {learned.text()})"
-    outcome, _, text = _deposit(record)
-    return all_of([learned.outcome, _not(outcome)]), text
+        return ("–", f"{scheme} did not learn {task} ({percent(record['accuracy'])}; "
+                f"{learned.text()})", [learned])
+    outcome, margins, text = _deposit(record)
+    return all_of([learned.outcome, _not(outcome)]), text, margins
 
 
 def _mla_removes(cells: Cells) -> Result:
-    rope, _, rope_text = _deposit(_get(cells, "distance", "rope"))
+    rope, rope_margins, rope_text = _deposit(_get(cells, "distance", "rope"))
     mla = _get(cells, "distance", "mla")
     learned = _learned(mla)
     if learned.outcome is False:
-        return "–", f"mla did not learn distance ({percent(mla['accuracy'])})"
-    mla_dep, _, mla_text = _deposit(mla)
-    return all_of([rope, learned.outcome, _not(mla_dep)]), f"{mla_text}; rope: {rope_text}"
+        return "–", f"mla did not learn distance ({percent(mla['accuracy'])})", [learned]
+    mla_dep, mla_margins, mla_text = _deposit(mla)
+    return (all_of([rope, learned.outcome, _not(mla_dep)]), f"{mla_text}; rope: {rope_text}",
+            mla_margins + rope_margins)
 
 
 def _k_near(cells: Cells, k: int) -> Result:
     part, full = accuracy_with_se(_get(cells, "distance", f"rope-k{k}")), accuracy_with_se(_get(cells, "distance", "rope"))
-    m = _diff(f"k{k}-rope+5", part, full, offset=-NEAR)
-    return m.outcome, f"rope-k{k} {percent(part[0])} vs rope {percent(full[0])}; {m.text()}"
+    m = _diff(f"k{k}-rope+{_pts(NEAR)}", part, full, offset=-NEAR)
+    return m.outcome, f"rope-k{k} {percent(part[0])} vs rope {percent(full[0])}; {m.text()}", [m]
 
 
 def _probe(cells: Cells) -> Result:
-    return hybrid_displaces_the_encoding(cells)
+    return (*hybrid_displaces_the_encoding(cells), [])      # a probe share: no standard error
 
 
 @dataclass(frozen=True)
@@ -308,6 +328,10 @@ class Claim2:
     rule: str
     apply: Callable[[Cells], Result]
     note: str = ""
+    #: the rule is the conjunction of the margins it returns (and of conditions without a
+    #: standard error, such as the deposit's layer): what a seed's distance from changing
+    #: its outcome is read from (:func:`seed_distance`); not so for claims 8, 9a, 9b, 10, 12
+    conjunction: bool = True
 
 
 CLAIMS2: tuple[Claim2, ...] = (
@@ -327,23 +351,44 @@ CLAIMS2: tuple[Claim2, ...] = (
            _rope_deposit),
     Claim2("8", "the deposit pattern is specific to RoPE",
            "a RoPE model has a distance deposit, no nope/sinusoidal/learned/alibi/t5 has one",
-           _only_rope),
+           _only_rope, conjunction=False),
     Claim2("9a", "no deposit with NoPE (distance)",
            "judged only if nope learned distance: no deposit",
-           lambda c: _no_deposit_if_learned(c, "distance", "nope")),
+           lambda c: _no_deposit_if_learned(c, "distance", "nope"), conjunction=False),
     Claim2("9b", "no deposit with RoPE on count",
            "judged only if rope learned count: no deposit",
-           lambda c: _no_deposit_if_learned(c, "count", "rope")),
+           lambda c: _no_deposit_if_learned(c, "count", "rope"), conjunction=False),
     Claim2("10", "MLA removes the pattern",
            "rope (distance) has a deposit; mla, judged only if it learned distance, has none",
-           _mla_removes),
+           _mla_removes, conjunction=False),
     Claim2("11a", "RoPE on two heads still reaches ~90 %", "rope-k2 >= rope - 5 points",
            lambda c: _k_near(c, 2)),
     Claim2("11b", "RoPE on one head still reaches ~90 %", "rope-k1 >= rope - 5 points",
            lambda c: _k_near(c, 1)),
     Claim2("12", "Absolute+RoPE hybrid: additive directions displaced",
-           "as 2026-11-25 (probe, no standard error)", _probe),
+           "as 2026-11-25 (probe, no standard error)", _probe, conjunction=False),
 )
+
+
+def seed_distance(claim: Claim2, outcome: "bool | None | str",
+                  margins: Sequence[Margin]) -> float | None:
+    """How many standard errors a seed's decided outcome is from changing, for a rule that
+    is the conjunction of its ``margins`` (``claim.conjunction``): a ✓ becomes ? once its
+    weakest margin comes within one standard error, so ``min z``; a ✗ stays ✗ while any
+    margin is decided false, so the largest ``|z|`` among those. ``None`` when it cannot be
+    read so: an undecided or unjudged seed, another kind of rule, a ✗ decided by a
+    condition without a standard error (the deposit's layer), an infinite margin (a
+    difference without error)."""
+    if not claim.conjunction or outcome not in (True, False) or not margins:
+        return None
+    if outcome is True:
+        z = min(m.z for m in margins)
+    else:
+        false = [-m.z for m in margins if m.z <= -1]
+        if not false:
+            return None
+        z = max(false)
+    return None if math.isinf(z) else float(z)
 
 
 def outcome_mark(outcome: "bool | None | str") -> str:
@@ -358,9 +403,11 @@ def judge_margins(records: Sequence[CellRecord | dict], preset: str,
     """Every claim's rule per variant and seed, with margins, and its verdict.
 
     One row per claim: ``claim`` (:class:`Claim2`) and per variant ``{"seeds": [(outcome,
-    text), ...], "verdict": str, "counts": {"✓": n, "✗": n, "?": n, "–": n}}``; ``outcome``
-    is ``True``, ``False``, ``None`` (undecided) or ``"–"`` (not judged: a missing cell, a
-    saturated task, a model that did not learn)."""
+    text), ...], "margins": [[Margin, ...], ...], "verdict": str, "counts": {"✓": n, "✗": n,
+    "?": n, "–": n}}``; ``outcome`` is ``True``, ``False``, ``None`` (undecided) or ``"–"``
+    (not judged: a missing cell, a saturated task, a model that did not learn); ``margins``
+    are the thresholded conditions each seed's rule read (none for claim 8's nested rule, the
+    probe of claim 12 and a cell that is missing)."""
     records = as_dicts(records)
     if not any(r["preset"] == preset for r in records):
         raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
@@ -368,17 +415,20 @@ def judge_margins(records: Sequence[CellRecord | dict], preset: str,
     for claim in claims:
         row: dict[str, Any] = {"claim": claim}
         for variant in variants:
-            results = []
+            results, margins = [], []
             for seed in seeds:
                 cells = seed_view(records, preset, variant, seed)
                 try:
-                    results.append(claim.apply(cells))
+                    outcome, text, read = claim.apply(cells)
                 except _Missing as missing:
-                    results.append(("–", f"missing {missing}"))
+                    outcome, text, read = "–", f"missing {missing}", []
+                results.append((outcome, text))
+                margins.append(list(read))
             counts = {m: sum(outcome_mark(o) == m for o, _ in results) for m in "✓✗?–"}
             judged = counts["✓"] + counts["✗"] + counts["?"]
             verdict = ("holds" if counts["✓"] >= 2 else "does not hold" if counts["✗"] >= 2
                        else "undecided" if judged >= 2 else "not judged")
-            row[variant] = {"seeds": results, "verdict": verdict, "counts": counts}
+            row[variant] = {"seeds": results, "margins": margins, "verdict": verdict,
+                            "counts": counts}
         rows.append(row)
     return rows

@@ -46,20 +46,24 @@ from pathlib import Path
 
 import torch
 
-from ...errors import InvalidSelectionError, TrainingError
+from ...errors import InvalidSelectionError, ResultsFileError, TrainingError
 from ...training.runs import load_checkpoint
 from . import cells as pb_cells
 from . import levelled as pb_levelled
 from . import presets as pb_presets
 from .probe import positional_probe
 from .records import CellRecord
-from .report import verdict_markdown
+from .report import DISTANCE_CLAIMS, verdict_markdown
+from .margins import RULES_DATE, judge_margins, outcome_mark
+from .report_levelled import levelled_reading_markdown
 from .report_margins import margins_markdown
 from .report_prose import prose_blocks
 from .report_reading import reading_markdown
+from .verdicts import RECORD_RULES_DATE, judge
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
-           "preset_for", "select_cells", "run", "queue", "refresh_probe", "report"]
+           "preset_for", "select_cells", "run", "queue", "refresh_probe", "report",
+           "report_blocks", "verdicts"]
 
 #: the committed records, relative to the repository's root (the working directory)
 RECORDS = Path("docs") / "paper_b_results.json"
@@ -74,6 +78,8 @@ MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
                                     "<!-- END PAPER-LENGTH READING -->"),
            "paper-length+levelled": ("<!-- BEGIN PAPER-LENGTH+LEVELLED TABLES -->",
                                      "<!-- END PAPER-LENGTH+LEVELLED TABLES -->"),
+           "paper-length+levelled reading": ("<!-- BEGIN PAPER-LENGTH+LEVELLED READING -->",
+                                             "<!-- END PAPER-LENGTH+LEVELLED READING -->"),
            # the prose outside the tables (report_prose.prose_blocks), from the same records
            "paper-length copies": ("<!-- BEGIN PAPER-LENGTH COPIES GRID -->",
                                    "<!-- END PAPER-LENGTH COPIES GRID -->"),
@@ -264,43 +270,107 @@ def write_block(page: Path, begin: str, end: str, text: str) -> None:
     page.write_text(head + begin + "\n" + text + end + rest.split(end, 1)[1])
 
 
-def _report_records(args: argparse.Namespace) -> None:
-    """The verdict block of a preset judged from the committed records."""
+def report_blocks(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...],
+                  *, levelled: bool = False) -> dict[str, str]:
+    """Every block ``lens-possym paper-b report --preset <preset> [--levelled]`` writes into
+    docs/paper_b.md, by its :data:`MARKERS` key, computed from ``records`` only: the
+    verdicts of record, the 2026-11-29 reread, the reading and the prose blocks
+    (:func:`~.report_prose.prose_blocks`), or, with ``levelled``, the ``<preset>+levelled``
+    verdict tables (:func:`~.report_margins.margins_markdown`) and their reading
+    (:func:`~.report_levelled.levelled_reading_markdown`)."""
+    if levelled:
+        name = pb_levelled.levelled_name(preset)
+        command = f"{COMMAND} {preset} --levelled"
+        return {name: margins_markdown(records, name, seeds, command=command),
+                f"{name} reading": levelled_reading_markdown(records, preset, seeds,
+                                                             command=command)}
+    command = f"{COMMAND} {preset}"
+    blocks = {preset: verdict_markdown(records, preset, seeds, command=command),
+              # the same records re-read under the 2026-11-29 rules
+              f"{preset} reread": margins_markdown(records, preset, seeds, command=command),
+              # the prose that reads the tables, every number from the same records
+              f"{preset} reading": reading_markdown(records, preset, seeds, command=command)}
+    # the rest of the page's prose: claim 5's grid, the cost, the +levelled plan, wall time
+    blocks.update(prose_blocks(records, preset, seeds, command=command))
+    return blocks
+
+
+def _checked(args: argparse.Namespace) -> tuple[list[CellRecord], Path]:
+    """The records and the page ``args`` name, with the records of ``args.preset`` (and,
+    with ``--levelled``, of its ``+levelled`` grid) in them."""
     records = read_records(Path(args.records))
     if not any(r.preset == args.preset for r in records):
         raise InvalidSelectionError(f"no {args.preset} record in {args.records}; run "
                                     "`lens-possym paper-b queue N` (docs/paper_b.md) first")
-    page = Path(args.out) / "paper_b.md"
     if getattr(args, "levelled", False):
         name = pb_levelled.levelled_name(args.preset)
         if not any(r.preset == name for r in records):
             raise InvalidSelectionError(f"no {name} record in {args.records}; run "
                                         "`lens-possym paper-b queue N --levelled` first")
-        text = margins_markdown(records, name, tuple(args.seeds),
-                                command=f"{COMMAND} {args.preset} --levelled")
-        write_block(page, *MARKERS[name], text)
-        print(f"wrote the {name} verdicts into {page}")
-        return
-    text = verdict_markdown(records, args.preset, tuple(args.seeds),
-                            command=f"{COMMAND} {args.preset}")
-    write_block(page, *MARKERS[args.preset], text)
-    # the same records re-read under the 2026-11-29 rules, beside the verdicts of record
-    write_block(page, *MARKERS[f"{args.preset} reread"],
-                margins_markdown(records, args.preset, tuple(args.seeds),
-                                 command=f"{COMMAND} {args.preset}"))
-    # the prose that reads the tables, every number from the same records
-    write_block(page, *MARKERS[f"{args.preset} reading"],
-                reading_markdown(records, args.preset, tuple(args.seeds),
-                                 command=f"{COMMAND} {args.preset}"))
-    # the rest of the page's prose: claim 5's grid, the cost, the +levelled plan, wall time
-    # (each where the page has its markers: docs/paper_b.md has them all)
-    body = page.read_text()
-    for key, text in prose_blocks(records, args.preset, tuple(args.seeds),
-                                  command=f"{COMMAND} {args.preset}").items():
-        if any(marker in body for marker in MARKERS[key]):
+    return records, Path(args.out) / "paper_b.md"
+
+
+def _report_records(args: argparse.Namespace) -> None:
+    """The verdict blocks of a preset judged from the committed records (each where the
+    page has its markers: docs/paper_b.md has them all)."""
+    records, page = _checked(args)
+    levelled = getattr(args, "levelled", False)
+    blocks = report_blocks(records, args.preset, tuple(args.seeds), levelled=levelled)
+    body = page.read_text() if page.exists() else ""
+    verdict_keys = {args.preset, f"{args.preset} reread", f"{args.preset} reading",
+                    pb_levelled.levelled_name(args.preset),
+                    f"{pb_levelled.levelled_name(args.preset)} reading"}
+    for key, text in blocks.items():
+        # the verdict blocks always; the prose blocks where the page has their markers
+        if key in verdict_keys or any(marker in body for marker in MARKERS[key]):
             write_block(page, *MARKERS[key], text)
+    if levelled:
+        print(f"wrote the {pb_levelled.levelled_name(args.preset)} verdicts into {page}")
+        return
     print(f"wrote the {args.preset} verdicts into {page} from "
           f"{sum(r.preset == args.preset for r in records)} records")
+
+
+def verdicts(args: argparse.Namespace) -> None:
+    """Every verdict of ``args.preset`` (``--levelled``: of its ``+levelled`` grids)
+    recomputed from the committed files only (the records JSON and docs/paper_b.md, no run
+    folder), printed one line per claim and variant, and every block the report wrote
+    compared with what the records give now; raises
+    :class:`~lens_possym.errors.ResultsFileError` (exit 1) on a difference."""
+    records, page = _checked(args)
+    if not page.exists():
+        raise ResultsFileError(f"{page} does not exist: pass --out the folder of paper_b.md")
+    seeds, levelled = tuple(args.seeds), getattr(args, "levelled", False)
+    base = pb_levelled.levelled_name(args.preset) if levelled else args.preset
+    for preset in (base, pb_presets.with_trigger_copies_name(base)):
+        if not any(r.preset == preset for r in records):
+            continue
+        for rules, rows in ((RULES_DATE, judge_margins(records, preset, seeds)),) + (
+                () if levelled else ((RECORD_RULES_DATE, judge(records, preset, seeds)),)):
+            for row in rows:
+                if preset != base and row["claim"].number not in DISTANCE_CLAIMS:
+                    continue             # the +copies grid is read for claims 1-5 only
+                for variant in ("intended", "faithful"):
+                    v = row[variant]
+                    marks = "".join(outcome_mark(o) if rules == RULES_DATE else
+                                    "✓" if o else "–" if o is None else "✗"
+                                    for o, _ in v["seeds"])
+                    print(f"[verdicts] {preset} ({rules} rules) claim {row['claim'].number} "
+                          f"{variant}: {v['verdict']} ({marks})")
+    body = page.read_text()
+    stale = []
+    for key, text in report_blocks(records, args.preset, seeds, levelled=levelled).items():
+        begin, end = MARKERS[key]
+        if begin not in body:
+            continue
+        if body.split(begin + "\n", 1)[1].split(end, 1)[0] != text:
+            stale.append(key)
+    if stale:
+        raise ResultsFileError(
+            f"{page}: the block(s) {', '.join(stale)} differ from what {args.records} gives; "
+            f"run `{COMMAND} {args.preset}{' --levelled' if levelled else ''}` again")
+    print(f"[verdicts] every block of {page} the report writes equals what {args.records} "
+          "gives")
 
 
 def report(args: argparse.Namespace) -> None:

@@ -6,15 +6,18 @@ records only: every number in the block's tables and sentences is read from the 
 standard errors and "undecided" verdicts; claim 5 on the preset's ``+copies`` grid, marked
 as decided on a grid added after the main one saturated; the change from the 2026-11-25
 verdicts (:func:`~.verdicts.judge`) claim by claim, seed by seed; accuracies with their
-standard errors and scoring sizes; and the budget check (every cell's gain over the last
-20 % and the last quarter of its steps, and whether it levelled off by the rule).
+standard errors and scoring sizes; and the budget check (every cell's scoring sentences,
+accuracy ± standard error, steps, gain over the last 20 % and the last quarter of its steps,
+and whether it levelled off by the rule, with how many cells were scored on the
+:data:`~.levelled.SCORING_SIZE` sentences of the 2026-11-29 rules).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .levelled import LEVEL_GAIN, LEVEL_WINDOW, STEP_CAP, levelled_off, window_gain
+from .levelled import (LEVEL_GAIN, LEVEL_WINDOW, SCORING_SIZE, STEP_CAP, levelled_off,
+                       window_gain)
 from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, accuracy_with_se,
                       judge_margins, outcome_mark, record_size)
 from .presets import MAIN, with_trigger_copies_name
@@ -107,6 +110,9 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
     rows = [(r, i) for r, i in rows if r["seed"] in seeds]
     flat = [(r, i) for r, i in rows if i["levelled"]]
     rising = [(r, i) for r, i in rows if not i["levelled"]]
+    sizes = [record_size(r) for r, _ in rows]
+    by_size = sorted(set(sizes), reverse=True)
+    scored = sum(n >= SCORING_SIZE for n in sizes)
     out = ["", f"### Budget check: did every cell level off? (rule: less than "
            f"{LEVEL_GAIN * 100:g} point gained over the last {LEVEL_WINDOW:.0%} of its steps, "
            f"cap {STEP_CAP:,} steps)", "",
@@ -114,12 +120,19 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
            + (": " + ", ".join(f"{'+copies ' if r['preset'].endswith('+copies') else ''}"
                                f"{r['task']} {r['variant']} {r['scheme']} s{r['seed']} "
                                f"({_gain(i['gain_last_fifth'])})" for r, i in rising)
-              if rising else "") + ".", "",
-           "| grid | task | variant | scheme | seed | steps | extensions | loop-accuracy gain, "
-           "last 20 % | gain, last quarter | levelled |", "|---|---|---|---|---|---|---|---|---|---|"]
+              if rising else "") + ". Scoring sentences per cell: "
+           + ", ".join(f"{n:,} ({sizes.count(n)} cells)" for n in by_size)
+           + f"; {scored} of {len(rows)} cells scored on at least the {SCORING_SIZE:,} of the "
+           "2026-11-29 rules.", "",
+           "| grid | task | variant | scheme | seed | sentences | accuracy ± SE | steps | "
+           f"extensions | loop-accuracy gain, last {LEVEL_WINDOW * 100:g} % | gain, last quarter "
+           "| levelled |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, i in rows:
+        p, se = accuracy_with_se(r)
         out.append(f"| {r['preset']} | {r['task']} | {r['variant']} | {r['scheme']} | {r['seed']} "
-                   f"| {'—' if i['steps'] is None else format(i['steps'], ',')} | {i['extensions']} | {_gain(i['gain_last_fifth'])} | "
+                   f"| {record_size(r):,} | {percent(p)} ± {percent(se)} "
+                   f"| {'—' if i['steps'] is None else format(i['steps'], ',')} "
+                   f"| {i['extensions']} | {_gain(i['gain_last_fifth'])} | "
                    f"{_gain(i['gain_last_quarter'])} | {'yes' if i['levelled'] else '**no**'} |")
     return out
 

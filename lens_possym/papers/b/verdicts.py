@@ -34,7 +34,7 @@ from .presets import MAIN, NON_ROPE, ROPE_FAMILY
 from .records import CellRecord, as_dicts
 
 __all__ = ["Claim", "CLAIMS", "MissingCell", "judge", "seed_view", "deposit_table", "late_gain", "percent",
-           "MAIN", "ROPE_FAMILY", "NON_ROPE", "TIE", "NEAR", "SATURATED", "LEVELLED",
+           "MAIN", "ROPE_FAMILY", "NON_ROPE", "RECORD_RULES_DATE", "TIE", "NEAR", "SATURATED", "LEVELLED",
            "nope_fails_distance", "rope_wins_distance", "absolute_second_on_distance",
            "alibi_fails_distance", "mla_near_best_on_distance", "count_order_mla_nope_rope",
            "rope_has_a_distance_deposit", "deposit_only_in_rope_models",
@@ -42,6 +42,8 @@ __all__ = ["Claim", "CLAIMS", "MissingCell", "judge", "seed_view", "deposit_tabl
            "rope_on_two_heads_near_rope", "rope_on_one_head_near_rope",
            "hybrid_displaces_the_encoding"]
 
+#: when these rules (the verdicts of record) were fixed, before the paper-length grid ran
+RECORD_RULES_DATE = "2026-11-25"
 TIE = 0.01
 NEAR = 0.05          # "near" (claims 5 and 11): within 5 points
 SATURATED = 0.99
