@@ -177,8 +177,10 @@ def first_layer_deposit(record: dict[str, Any]) -> tuple["bool | None", list[Mar
     outcome = all_of([layer == 0] + [m.outcome for m in margins])
     second = drops[1][0] if len(drops) > 1 else 0.0
     binding = min(margins[2:], key=lambda m: m.z) if len(margins) > 2 else None
+    ratio = f"{top / second:.2f}" if second > 0 else "—"      # the 2026-11-25 rule's ratio
     text = (f"{record['scheme']} head {layer}.{head} {percent(top)} pts, next {percent(second)}"
-            f" ({margins[1].text()}" + (f", {binding.text()}" if binding else "")
+            f", top/second {ratio} ({margins[0].text()}, {margins[1].text()}"
+            + (f", {binding.text()}" if binding else "")
             + f"{'' if layer == 0 else ', not layer 0'})")
     return outcome, margins, text
 
@@ -280,12 +282,15 @@ def _only_rope(cells: Cells) -> Result:
     other = {s: _deposit(_get(cells, "distance", s))[0] for s in NON_ROPE}
     outcome = all_of([any_of(rope.values())] + [_not(o) for o in other.values()])
 
+    # a model that did not learn distance has no deposit, and is named as such
+    unlearned = [s for s in NON_ROPE if _learned(cells[("distance", s)]).outcome is False]
+
     def said(d: dict) -> str:
         return ", ".join(f"{s}{'?' if o is None else ''}" for s, o in d.items()
                          if o is not False) or "none"
     # nested any/all over many models: no one margin decides it
     return (outcome, f"deposits: RoPE models [{said(rope)}], others [{said(other)}] "
-            "(? undecided)", [])
+            f"(? undecided); did not learn distance: [{', '.join(unlearned) or 'none'}]", [])
 
 
 def _no_deposit_if_learned(cells: Cells, task: str, scheme: str) -> Result:
@@ -411,13 +416,15 @@ def judge_margins(records: Sequence[CellRecord | dict], preset: str,
     records = as_dicts(records)
     if not any(r["preset"] == preset for r in records):
         raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
+    mine = [r for r in records if r["preset"] == preset]
+    views = {(v, s): seed_view(mine, preset, v, s) for v in variants for s in seeds}
     rows = []
     for claim in claims:
         row: dict[str, Any] = {"claim": claim}
         for variant in variants:
             results, margins = [], []
             for seed in seeds:
-                cells = seed_view(records, preset, variant, seed)
+                cells = views[(variant, seed)]
                 try:
                     outcome, text, read = claim.apply(cells)
                 except _Missing as missing:

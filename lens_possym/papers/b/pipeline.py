@@ -37,12 +37,14 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
 import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -52,7 +54,7 @@ from . import cells as pb_cells
 from . import levelled as pb_levelled
 from . import presets as pb_presets
 from .probe import positional_probe
-from .records import CellRecord
+from .records import CellRecord, record_key
 from .report import DISTANCE_CLAIMS, verdict_markdown
 from .margins import RULES_DATE, judge_margins, outcome_mark
 from .report_levelled import levelled_reading_markdown
@@ -63,7 +65,7 @@ from .verdicts import RECORD_RULES_DATE, judge
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
            "preset_for", "select_cells", "run", "queue", "refresh_probe", "report",
-           "report_blocks", "verdicts"]
+           "report_blocks", "verdicts", "levelled_verdicts", "LEVELLED_VERDICTS"]
 
 #: the committed records, relative to the repository's root (the working directory)
 RECORDS = Path("docs") / "paper_b_results.json"
@@ -295,6 +297,45 @@ def report_blocks(records: list[CellRecord | dict], preset: str, seeds: tuple[in
     return blocks
 
 
+#: the ``+levelled`` verdicts with every seed's margins, machine-readable, beside the page
+#: (written by ``report --levelled`` into ``--out``)
+LEVELLED_VERDICTS = "paper_b_levelled_verdicts.json"
+
+
+def levelled_verdicts(records: list[CellRecord | dict], preset: str,
+                      seeds: tuple[int, ...]) -> dict[str, Any]:
+    """The verdicts of ``preset``'s ``+levelled`` grids under the rules of
+    :data:`~.margins.RULES_DATE` (:func:`~.margins.judge_margins`; the ``+copies`` grid for
+    claims 1-5), as JSON: ``{"rules": date, "grids": {grid: [{"claim", "text", "rule",
+    "note", "intended": {"verdict", "counts", "seeds": [{"seed", "outcome" (✓ ✗ ? –),
+    "text", "margins": [{"name", "value", "se", "z"}]}]}, "faithful": ...}]}}``; ``z`` is
+    ``null`` where the margin has no standard error (``value`` and ``se`` say which way)."""
+    name = pb_levelled.levelled_name(preset)
+    copies = pb_levelled.levelled_name(pb_presets.with_trigger_copies_name(preset))
+    grids: dict[str, list[dict[str, Any]]] = {}
+    for grid in (name, copies):
+        if not any(record_key(r)[0] == grid for r in records):
+            continue
+        rows = []
+        for row in judge_margins(records, grid, seeds):
+            claim = row["claim"]
+            if grid == copies and claim.number not in DISTANCE_CLAIMS:
+                continue
+            entry: dict[str, Any] = {"claim": claim.number, "text": claim.text,
+                                     "rule": claim.rule,
+                                     "note": claim.note if grid == copies else ""}
+            for variant in ("intended", "faithful"):
+                v = row[variant]
+                entry[variant] = {"verdict": v["verdict"], "counts": v["counts"], "seeds": [
+                    {"seed": seed, "outcome": outcome_mark(outcome), "text": text,
+                     "margins": [{"name": m.name, "value": m.value, "se": m.se,
+                                  "z": None if math.isinf(m.z) else m.z} for m in margins]}
+                    for seed, (outcome, text), margins in zip(seeds, v["seeds"], v["margins"])]}
+            rows.append(entry)
+        grids[grid] = rows
+    return json.loads(json.dumps({"rules": RULES_DATE, "grids": grids}))   # as read back
+
+
 def _checked(args: argparse.Namespace) -> tuple[list[CellRecord], Path]:
     """The records and the page ``args`` name, with the records of ``args.preset`` (and,
     with ``--levelled``, of its ``+levelled`` grid) in them."""
@@ -325,7 +366,11 @@ def _report_records(args: argparse.Namespace) -> None:
         if key in verdict_keys or any(marker in body for marker in MARKERS[key]):
             write_block(page, *MARKERS[key], text)
     if levelled:
-        print(f"wrote the {pb_levelled.levelled_name(args.preset)} verdicts into {page}")
+        table = page.parent / LEVELLED_VERDICTS
+        table.write_text(json.dumps(levelled_verdicts(records, args.preset, tuple(args.seeds)),
+                                    indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote the {pb_levelled.levelled_name(args.preset)} verdicts into {page} and "
+              f"{table}")
         return
     print(f"wrote the {args.preset} verdicts into {page} from "
           f"{sum(r.preset == args.preset for r in records)} records")
@@ -334,8 +379,9 @@ def _report_records(args: argparse.Namespace) -> None:
 def verdicts(args: argparse.Namespace) -> None:
     """Every verdict of ``args.preset`` (``--levelled``: of its ``+levelled`` grids)
     recomputed from the committed files only (the records JSON and docs/paper_b.md, no run
-    folder), printed one line per claim and variant, and every block the report wrote
-    compared with what the records give now; raises
+    folder), printed one line per claim and variant, and every block the report wrote (and,
+    with ``--levelled``, :data:`LEVELLED_VERDICTS`) compared with what the records give now;
+    raises
     :class:`~lens_possym.errors.ResultsFileError` (exit 1) on a difference."""
     records, page = _checked(args)
     if not page.exists():
@@ -365,12 +411,19 @@ def verdicts(args: argparse.Namespace) -> None:
             continue
         if body.split(begin + "\n", 1)[1].split(end, 1)[0] != text:
             stale.append(key)
+    if levelled:
+        table = page.parent / LEVELLED_VERDICTS
+        if not table.exists():
+            stale.append(f"{LEVELLED_VERDICTS} (missing)")
+        elif json.loads(table.read_text()) != levelled_verdicts(records, args.preset, seeds):
+            stale.append(LEVELLED_VERDICTS)
     if stale:
         raise ResultsFileError(
-            f"{page}: the block(s) {', '.join(stale)} differ from what {args.records} gives; "
+            f"{page.parent}: {', '.join(stale)} differ(s) from what {args.records} gives; "
             f"run `{COMMAND} {args.preset}{' --levelled' if levelled else ''}` again")
-    print(f"[verdicts] every block of {page} the report writes equals what {args.records} "
-          "gives")
+    print(f"[verdicts] every block of {page} the report writes"
+          + (f" and {page.parent / LEVELLED_VERDICTS}" if levelled else "")
+          + f" equal what {args.records} gives")
 
 
 def report(args: argparse.Namespace) -> None:

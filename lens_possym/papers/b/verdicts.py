@@ -258,13 +258,15 @@ def judge(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] 
     records = as_dicts(records)
     if not any(r["preset"] == preset for r in records):
         raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
+    mine = [r for r in records if r["preset"] == preset]
+    views = {(v, s): seed_view(mine, preset, v, s) for v in variants for s in seeds}
     rows = []
     for claim in CLAIMS:
         row: dict[str, Any] = {"claim": claim}
         for variant in variants:
             results = []
             for seed in seeds:
-                cells = seed_view(records, preset, variant, seed)
+                cells = views[(variant, seed)]
                 try:
                     results.append(claim.apply(cells))
                 except MissingCell as missing:

@@ -26,7 +26,8 @@ import pytest
 from lens_possym.cli import main
 from lens_possym.papers.b import levelled as lv
 from lens_possym.papers.b import margins as m
-from lens_possym.papers.b.pipeline import MARKERS, report_blocks
+from lens_possym.papers.b.pipeline import (LEVELLED_VERDICTS, MARKERS, levelled_verdicts,
+                                         report_blocks)
 from lens_possym.papers.b.records import CellRecord
 from lens_possym.papers.b.report_levelled import levelled_reading_markdown
 
@@ -80,8 +81,9 @@ def _row(text: str, claim: str, after: str = "") -> str:
 
 def test_the_report_writes_tables_and_reading_and_verdicts_checks_them(tmp_path, records):
     """End to end through the CLI on copies of the page and records: both `+levelled` blocks
-    replace their placeholders, `verdicts --levelled` finds the page equal to what the
-    records give, and a record changed after the report makes it fail (exit 1)."""
+    replace their placeholders and the verdicts file holds every seed's margins;
+    `verdicts --levelled` finds the page and the file equal to what the records give, and a
+    tampered file or a record changed after the report makes it fail (exit 1)."""
     for key in (NAME, f"{NAME} reading"):
         begin, end = MARKERS[key]
         placeholder = PAGE.read_text().split(begin, 1)[1].split(end, 1)[0]
@@ -91,6 +93,7 @@ def test_the_report_writes_tables_and_reading_and_verdicts_checks_them(tmp_path,
     out.mkdir()
     shutil.copy(PAGE, out / "paper_b.md")
     path = tmp_path / "records.json"
+    records = [r for r in records if r["preset"].startswith(BASE)]     # what the report reads
     path.write_text(json.dumps(records))
     argv = ["--preset", BASE, "--levelled", "--out", str(out), "--records", str(path)]
     assert main(["paper-b", "report", *argv]) == 0
@@ -99,7 +102,20 @@ def test_the_report_writes_tables_and_reading_and_verdicts_checks_them(tmp_path,
         assert MARKERS[key][0] + "\n" + text + MARKERS[key][1] in page
     assert "Not run yet" not in page.split(MARKERS[NAME][0], 1)[1].split(
         MARKERS[f"{NAME} reading"][1], 1)[0]
+    # the verdicts with every seed's margins, machine-readable, beside the page
+    table = json.loads((out / LEVELLED_VERDICTS).read_text())
+    assert table == levelled_verdicts(records, BASE, (0, 1, 2))
+    assert set(table["grids"]) == {NAME, COPIES}
+    two = next(c for c in table["grids"][COPIES] if c["claim"] == "2")["faithful"]
+    assert two["verdict"] == "undecided" and two["seeds"][0]["outcome"] == "?"
+    (margin,) = two["seeds"][0]["margins"]
+    assert margin["name"] == "rope-mla-1" and abs(margin["z"]) < 1
+    assert margin["z"] == pytest.approx(margin["value"] / margin["se"])
     assert main(["paper-b", "verdicts", *argv]) == 0
+    written = (out / LEVELLED_VERDICTS).read_text()
+    (out / LEVELLED_VERDICTS).write_text(json.dumps(dict(table, grids={})))
+    assert main(["paper-b", "verdicts", *argv]) == 1
+    (out / LEVELLED_VERDICTS).write_text(written)
     _cell(records, NAME, "count", "faithful", "mla", 1)["accuracy"] = 0.5
     path.write_text(json.dumps(records))
     assert main(["paper-b", "verdicts", *argv]) == 1
