@@ -14,10 +14,11 @@ DESCRIPTION = ("Paper B reproduced. 'run' trains and analyses the cells of a pre
                "(resumable; queues started on one grid share it, each cell's record written "
                "into --records at once); 'queue N' is one queue of the paper-length grid and "
                "then claim 5's +copies grid (start one per free core); 'report' writes "
-               "docs/paper_b.md's block of a preset (paper-length: from the committed records "
-               "only); 'verdicts' recomputes every verdict from the committed files and "
-               "checks the page against them; 'refresh-probe' recomputes the probe of every "
-               "finished cell. Paths are "
+               "docs/paper_b.md's block of a preset (paper-length: from the committed records; "
+               "cpu: from the analyses under --root, committed in docs/paper_b_cache); "
+               "'verdicts' recomputes every verdict from the committed files and checks the "
+               "page against them; 'refresh-probe' recomputes the probe of every finished "
+               "cell. Paths are "
                "relative to the working directory (run it from the repository's root).")
 
 PRESETS = ("cpu", "paper-length", "paper")    # lens_possym.papers.b.presets.ENCODER_PRESETS
@@ -72,9 +73,13 @@ def register(sub) -> None:
     _grid_args(q)
     p = steps.add_parser("report", help="write docs/paper_b.md's block of a preset")
     p.add_argument("--preset", default="cpu", choices=PRESETS)
-    p.add_argument("--root", default="runs/paper_b")
+    p.add_argument("--root", default="runs/paper_b",
+                   help="cpu: the folder whose cpu/ holds the grid's analysis.json files "
+                        "(default runs/paper_b; the committed copy: docs/paper_b_cache)")
     p.add_argument("--out", default="docs", help="the folder of paper_b.md (default docs)")
     p.add_argument("--records", default=RECORDS)
+    p.add_argument("--no-figures", action="store_true",
+                   help="cpu: write the tables only, not docs/figures/paper_b/*.png")
     p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
     p.add_argument("--levelled", action="store_true",
                    help="the <preset>+levelled grid's verdicts under the 2026-11-29 rules")

@@ -24,9 +24,12 @@ cell's record (:func:`~lens_possym.papers.b.cells.cell_record`) is written into
 ``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
 grid runs.
 
-``report --preset cpu`` reads every ``analysis.json`` of the cpu grid and writes its
-measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``), its
-records into ``docs/paper_b_results.json`` and ``docs/figures/paper_b/*.png``.
+``report --preset cpu`` reads every ``analysis.json`` under ``<root>/cpu`` and writes its
+measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``) and
+``docs/figures/paper_b/*.png``; it writes no record (``run`` wrote each cell's). The grid's
+``analysis.json`` files are committed in ``docs/paper_b_cache/cpu/`` (the run folders' own
+layout, no checkpoints), so ``report --preset cpu --root docs/paper_b_cache`` rewrites the
+block from committed files alone.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
 (:func:`lens_possym.papers.b.verdicts.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
 Paths are relative to the working directory (the repository's root).
@@ -428,22 +431,19 @@ def verdicts(args: argparse.Namespace) -> None:
 
 def report(args: argparse.Namespace) -> None:
     """docs/paper_b.md's block of ``args.preset``: the verdicts from the committed records
-    (``paper-length``), or the measured tables, records and figures of a grid's
-    ``analysis.json`` files (``cpu``)."""
+    (``paper-length``), or the measured tables and figures of the ``analysis.json`` files
+    under ``<root>/cpu`` (``cpu``; the committed copy: ``--root docs/paper_b_cache``). The
+    ``cpu`` report writes no record: ``run`` wrote each cell's as it finished, and a
+    committed copy re-read must leave the records as they are."""
     if args.preset in MARKERS:
         return _report_records(args)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     root = Path(args.root) / args.preset
     rows = _load(root)
     if not rows:
         raise InvalidSelectionError(f"no analysis.json under {root}; run `lens-possym paper-b "
-                                    "run` first")
-    out, figs = Path(args.out), Path(args.out) / "figures" / "paper_b"
-    figs.mkdir(parents=True, exist_ok=True)
+                                    "run` first, or pass --root docs/paper_b_cache (the "
+                                    "committed copy)")
+    out = Path(args.out)
     by = {}
     for r in rows:
         c = r["cell"]
@@ -532,9 +532,27 @@ def report(args: argparse.Namespace) -> None:
 
     page = out / "paper_b.md"
     write_block(page, BEGIN, END, "\n".join(lines) + "\n")
-    write_records(out / "paper_b_results.json", [pb_cells.cell_record(r) for r in rows])
+    if getattr(args, "no_figures", False):
+        print(f"wrote the tables into {page} from {len(rows)} cells (no figures)")
+        return
+    figs = out / "figures" / "paper_b"
+    _figures(rows, seeds, acc, probe_rows, figs)
+    print(f"wrote the tables into {page} and {len(list(figs.glob('*.png')))} figures "
+          f"from {len(rows)} cells")
 
-    # figures: ablation heatmaps per task and variant
+
+def _figures(rows: list[dict], seeds: list[int], acc, probe_rows: list[dict],
+             figs: Path) -> None:
+    """The ``cpu`` report's figures in ``figs``: per-head ablation heatmaps per task and
+    variant (seed ``seeds[0]``), accuracy against the number of RoPE heads (``acc(task,
+    variant, label)``: mean accuracy and cell count), the probe's aligned share per layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs.mkdir(parents=True, exist_ok=True)
+    # ablation heatmaps per task and variant
     for task in ("distance", "count"):
         for variant in ("intended", "faithful"):
             chosen = [r for r in rows if r["cell"]["task"] == task and r["cell"]["variant"] ==
@@ -599,8 +617,6 @@ def report(args: argparse.Namespace) -> None:
         fig.tight_layout()
         fig.savefig(figs / "probe.png", dpi=110)
         plt.close(fig)
-    print(f"wrote the tables into {page} and {len(list(figs.glob('*.png')))} figures "
-          f"from {len(rows)} cells")
 
 
 #: claim 5's grid after the main one, one variant at a time (the intended cells of every

@@ -1,6 +1,8 @@
 """The whole of docs/paper_b.md that `lens-possym paper-b report --preset paper-length`
-writes regenerates byte-identical from the committed records, its prose blocks follow the
-records, and the `+levelled` block will be written from the levelled records once they land."""
+writes regenerates byte-identical from the committed records, and the measured tables that
+`report --preset cpu` writes from the committed analyses (docs/paper_b_cache); its prose
+blocks follow the records, and the `+levelled` block will be written from the levelled
+records once they land."""
 
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from lens_possym.cli import main
-from lens_possym.papers.b.pipeline import MARKERS
+from lens_possym.papers.b.pipeline import BEGIN, END, MARKERS
 from lens_possym.papers.b.report_prose import prose_blocks
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "paper_b.md"
 RECORDS = ROOT / "docs" / "paper_b_results.json"
+#: the cpu grid's analyses, committed (docs/paper_b_cache/README.md)
+CACHE = ROOT / "docs" / "paper_b_cache"
 PRESET = "paper-length"
 
 
@@ -46,11 +50,74 @@ def _block(page: str, key: str) -> str:
     return page.split(begin + "\n", 1)[1].split(end, 1)[0]
 
 
-def test_the_report_command_regenerates_the_page_byte_identical(tmp_path):
-    """Every block the command writes (the tables, the reread, the reading, claim 5's grid,
-    the cost, the +levelled plan, the cpu verdicts, wall time and quirks) is what the committed page
-    holds."""
-    assert _report(tmp_path) == PAGE.read_text()
+def _measured(page: str) -> tuple[str, str]:
+    """The page's ``cpu`` measured tables, and the page without them."""
+    head, rest = page.split(BEGIN, 1)
+    block, tail = rest.split(END, 1)
+    return block, head + tail
+
+
+def _tables(block: str) -> dict[str, dict[tuple[str, ...], list[str]]]:
+    """The measured tables by their header line: each row's cells by its key (the scheme in
+    the accuracy table; task, variant, scheme in the per-cell ones)."""
+    tables: dict[str, dict[tuple[str, ...], list[str]]] = {}
+    header = None
+    for line in block.split("\n"):
+        if not line.startswith("|"):
+            header = None
+        elif header is None:
+            header = line
+            tables[header] = {}
+        elif not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            width = 1 if header.startswith("| scheme") else 3
+            tables[header][tuple(cells[:width])] = cells[width:]
+    return tables
+
+
+def _same_rows_of_cached_cells(page: str, committed: str, cached: set[tuple]) -> None:
+    """Each table row the report wrote from the cached cells is the committed page's: a
+    per-cell row (seed 0) whole, an accuracy entry as the committed one (or, where only one
+    of a cell's seeds is cached, as that seed's number in the committed mean)."""
+    ours, theirs = _tables(page), _tables(committed)
+    assert set(ours) <= set(theirs)
+    seed0 = {c[:3] for c in cached if c[3] == 0}
+    for header, rows in ours.items():
+        if header.startswith("| scheme"):
+            for key, cells in rows.items():
+                for got, want in zip(cells, theirs[header][key]):
+                    each = re.match(r"[\d.]+ \(mean of seeds: ([^)]*)\)", want)
+                    assert got == want or got == "—" or (
+                        each and "mean" not in got and got in each.group(1).split(", ")), \
+                        (key, got, want)
+        else:
+            assert rows == {k: v for k, v in theirs[header].items() if k in seed0}, header
+
+
+def test_the_report_commands_regenerate_the_page_byte_identical(tmp_path, records):
+    """Every block `report --preset paper-length` writes from the committed records (the
+    tables, the reread, the reading, claim 5's grid, the cost, the +levelled plan, the cpu
+    verdicts, wall time and quirks) and the measured tables `report --preset cpu --root
+    docs/paper_b_cache` writes from the committed analyses are what the committed page
+    holds. While the cache lacks some of the cpu grid's cells (docs/paper_b_cache/README.md),
+    the rest of the page is byte-identical and every table row of a cached cell is."""
+    page = _report(tmp_path)
+    out = tmp_path / "docs"
+    assert main(["paper-b", "report", "--preset", "cpu", "--root", str(CACHE),
+                 "--out", str(out), "--no-figures"]) == 0
+    page, committed = (out / "paper_b.md").read_text(), PAGE.read_text()
+    assert not (out / "paper_b_results.json").exists()     # the cpu report writes no record
+    grid = {(r["task"], r["variant"], r["scheme"], r["seed"]) for r in records
+            if r["preset"] == "cpu"}
+    cached = {(d["cell"]["task"], d["cell"]["variant"], d["cell"]["label"], d["cell"]["seed"])
+              for d in map(json.loads, map(Path.read_text, CACHE.glob("cpu/**/analysis.json")))}
+    assert cached and cached <= grid
+    if cached == grid:
+        assert page == committed
+        return
+    (block, rest), (committed_block, committed_rest) = _measured(page), _measured(committed)
+    assert rest == committed_rest
+    _same_rows_of_cached_cells(block, committed_block, cached)
 
 
 def test_the_prose_blocks_follow_the_records(records):
