@@ -32,19 +32,18 @@ print(clean.shape, "= [prompts, tokens]")
 ("md", r"""
 ## 1. The heads that matter (activation patching, the late layers)
 
-Each head's output patched clean into the corrupted run, one at a time, batched. To keep
-the notebook short we patch the last ten layers only; `lens-possym circuit` patches every
-head.
+Each head's output patched clean into the corrupted run, one at a time, batched;
+`circuits.top_heads` ranks them by |effect| (the metric's change from the corrupted run),
+leaving out the heads not patched. To keep the notebook short we patch the last ten layers
+only; `lens-possym circuit` patches every head.
 """),
 ("code", r"""
 grid = interventions.patch_grid(model, pairs, interventions.PatchGridConfig(
     site="heads", layers=list(range(20, 30))), progress=False)
-mean = grid.mean()
-flat = mean.nan_to_num(0).abs().flatten().argsort(descending=True)[:4].tolist()
-n_heads = mean.shape[1]
-top = [circuits.Node("head", i // n_heads, i % n_heads) for i in flat]
+effect = grid.effect().mean(-1)            # [n_layers, n_heads]; nan: not patched
+top = circuits.top_heads(grid, 4)            # largest |effect| first, unpatched excluded
 for node in top:
-    print(f"{node.name}: {float(mean[node.layer, node.head]):+.3f}")
+    print(f"{node.name}: {float(effect[node.layer, node.head]):+.3f}")
 """),
 ("md", r"""
 ## 2. How they connect (path patching, every edge among them)
