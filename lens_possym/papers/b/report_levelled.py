@@ -102,7 +102,8 @@ def _progress(main: list[dict], copies: list[dict], name: str, copies_name: str,
         text += (f" {len(flat)} of the {len(rows)} levelled off by the rule (less than "
                  f"{LEVEL_GAIN * 100:g} point of loop accuracy gained over the last "
                  f"{LEVEL_WINDOW * 100:g} % of their steps), after "
-                 f"{span(extensions, lambda k: str(int(k)))} extensions ("
+                 f"{span(extensions, lambda k: str(int(k)))} extension"
+                 f"{'' if set(extensions) == {1} else 's'} ("
                  f"{span(steps, _n)} steps).")
     if rising:
         named = rising[:NEAREST]
@@ -154,7 +155,7 @@ def _labelled(rows: list[dict], copies_rows: list[dict]) -> list[tuple[str, dict
     return out
 
 
-def _undecided(labelled: list[tuple[str, dict]], seeds: tuple[int, ...]) -> str:
+def _undecided(labelled: list[tuple[str, dict]], seeds: tuple[int, ...]) -> str | None:
     found = []
     for where, row in labelled:
         for variant in VARIANTS:
@@ -169,8 +170,10 @@ def _undecided(labelled: list[tuple[str, dict]], seeds: tuple[int, ...]) -> str:
                 found.append(f"claim {row['claim'].number} {variant}{where}, "
                              f"{v['verdict']}: {', '.join(close)}")
     if not found:
-        return ("**Within one standard error**: no seed of any claim; every judged seed is "
-                "decided.")
+        judged = any(o != "–" for _, row in labelled for v in VARIANTS
+                     for o, _ in row[v]["seeds"])
+        return ("**Within one standard error**: none of the judged seeds; each is at least "
+                "one standard error from every threshold it reads." if judged else None)
     return ("**Within one standard error** (the seeds marked ?, with the margins within one "
             "standard error of their threshold): " + "; ".join(found) + ".")
 
@@ -202,8 +205,10 @@ def _nearest(labelled: list[tuple[str, dict]], seeds: tuple[int, ...]) -> str | 
                "standard errors from changing." if rest else "."))
 
 
-def _deposit(main: list[dict], seeds: tuple[int, ...]) -> str:
+def _deposit(main: list[dict], seeds: tuple[int, ...]) -> str | None:
     distance = [r for r in main if r["task"] == "distance" and r.get("ablation_grid")]
+    if not distance:
+        return None
     read = [(r, *first_layer_deposit(r)) for r in distance]
     met = [r for r, outcome, _, _ in read if outcome is True]
     open_ = [r for r, outcome, _, _ in read if outcome is None]
@@ -272,7 +277,7 @@ def _against_record(records: list[dict], base: str, levelled: list[dict], rows: 
     copies = with_trigger_copies_name(base)
     if not any(r["preset"] == base for r in records):
         return None
-    changed = []
+    changed, waiting = [], 0
     for old_preset, new_rows, claims in ((base, rows, None), (copies, copies_rows, _DISTANCE)):
         if not new_rows or not any(r["preset"] == old_preset for r in records):
             continue
@@ -286,7 +291,10 @@ def _against_record(records: list[dict], base: str, levelled: list[dict], rows: 
                 continue
             for variant in VARIANTS:
                 a, b = before[variant]["verdict"], row[variant]["verdict"]
-                if a != b:
+                if b == "not judged" and any(t.startswith("missing")
+                                             for _, t in row[variant]["seeds"]):
+                    waiting += 1          # not judged for want of cells: nothing to compare
+                elif a != b:
                     changed.append(f"claim {number} {variant}"
                                    f"{' on `+copies`' if claims else ''}: {a} → {b}")
     text = (f"**Against the verdicts of record** (the {RECORD_RULES_DATE} rules on `{base}` and "
@@ -294,7 +302,9 @@ def _against_record(records: list[dict], base: str, levelled: list[dict], rows: 
             f"{span([record_size(r) for r in records if r['preset'] in (base, copies)], _n)}"
             f" sentences): " + (f"{len(changed)} verdict{'s' if len(changed) != 1 else ''} "
                                 "differ: " + "; ".join(changed) if changed
-                                else "no verdict differs") + ".")
+                                else "no verdict differs")
+            + (f" ({waiting} not yet judged for want of cells, not compared)" if waiting else "")
+            + ".")
     moved = []
     for r in levelled:
         old_preset = copies if r["preset"].endswith("+copies") else base

@@ -215,6 +215,15 @@ def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatc
     assert len(record["ablation_se"]) == 1 and len(record["ablation_se"][0]) == 2
     assert record["accuracy_se"] == pytest.approx(m.accuracy_se(record["accuracy"], 48))
     assert (tmp_path / "runs" / "tiny" / "distance/intended/nope/seed0" / "model.pt").exists()
+    # the report's writers read a genuine levelled record (the one cell, and nothing else)
+    from lens_possym.papers.b.report_levelled import levelled_reading_markdown
+
+    tables = margins_markdown([record], "tiny+levelled", seeds=(0,), command="cmd")
+    assert f"| tiny+levelled | distance | intended | nope | 0 | 48 | " \
+           f"{100 * record['accuracy']:.1f} ± {100 * record['accuracy_se']:.1f} | 10 | 1 |" in tables
+    reading = " ".join(levelled_reading_markdown([record], "tiny", seeds=(0,)).split())
+    assert "1 of the 1 cells of `tiny+levelled` and 0 of the 14 of `tiny+levelled+copies` " \
+           "have records" in reading and "scored on 48 held-out sentences" in reading
 
 
 def test_eval_batch_changes_no_number_and_may_differ_on_resume(tmp_path):

@@ -154,7 +154,7 @@ def test_a_cell_not_levelled_off_is_listed_with_its_gain(records):
            "+2.3 | +3.1 | **no** |" in tables
     reading = _reading(records)
     assert "155 of the 156 levelled off by the rule" in reading
-    assert "after 1 extensions (7,200 steps)" in reading
+    assert "after 1 extension (7,200 steps)" in reading
     assert "1 did not, 1 of them at the 19,200-step cap; their gains over the last 20 %: " \
            "distance faithful rope s1 (+2.3 points)" in reading
 
