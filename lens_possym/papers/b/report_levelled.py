@@ -192,7 +192,7 @@ def _nearest(labelled: list[tuple[str, dict]], seeds: tuple[int, ...]) -> str | 
             if near:
                 d, seed = min(near)
                 decided.append((d, f"claim {row['claim'].number} {variant}{where} "
-                                   f"({v['verdict']}; s{seed} {d:.1f})"))
+                                   f"({v['verdict']}; s{seed}: {d:.1f} standard errors)"))
     if not decided:
         return None
     decided.sort(key=lambda d: d[0])

@@ -213,6 +213,7 @@ def test_the_deposit_reading_and_the_verdicts_against_the_record(records):
            "points (head 1.5 / 2.1 / 2.0, layer.head), the next 31.2 / 29.1 / 34.6 (the " \
            "2026-11-25 rule's top/second ratio: 1.95 / 2.15 / 1.75)" in reading
     assert "claim 9a intended: holds → not judged" in reading
+    assert "claim 6 intended (does not hold; s2: 1.6 standard errors)" in reading
     assert f"Claim 5 is read on the `+copies` grid ({m.CLAIM5_NOTE}): intended **holds**" \
         in reading
     # one faithful RoPE head alone, in layer 0: the deposit as the paper words it
