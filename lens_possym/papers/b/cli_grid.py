@@ -15,7 +15,7 @@ DESCRIPTION = ("Paper B reproduced. 'run' trains and analyses the cells of a pre
                "into --records at once); 'queue N' is one queue of the paper-length grid and "
                "then claim 5's +copies grid (start one per free core); 'report' writes "
                "docs/paper_b.md's block of a preset (paper-length: from the committed records; "
-               "cpu: from the analyses under --root, committed in docs/paper_b_cache); "
+               "cpu: from the records too, its head profiles from the runs under --root); "
                "'verdicts' recomputes every verdict from the committed files and checks the "
                "page against them; 'refresh-probe' recomputes the probe of every finished "
                "cell. Paths are "
@@ -74,8 +74,8 @@ def register(sub) -> None:
     p = steps.add_parser("report", help="write docs/paper_b.md's block of a preset")
     p.add_argument("--preset", default="cpu", choices=PRESETS)
     p.add_argument("--root", default="runs/paper_b",
-                   help="cpu: the folder whose cpu/ holds the grid's analysis.json files "
-                        "(default runs/paper_b; the committed copy: docs/paper_b_cache)")
+                   help="cpu: the folder whose cpu/ holds the cells' analysis.json, read "
+                        "for the head profiles only (default runs/paper_b)")
     p.add_argument("--out", default="docs", help="the folder of paper_b.md (default docs)")
     p.add_argument("--records", default=RECORDS)
     p.add_argument("--no-figures", action="store_true",

@@ -24,12 +24,13 @@ cell's record (:func:`~lens_possym.papers.b.cells.cell_record`) is written into
 ``--records`` at once (under a file lock, atomically), so the committed JSON grows as the
 grid runs.
 
-``report --preset cpu`` reads every ``analysis.json`` under ``<root>/cpu`` and writes its
-measured tables into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``) and
-``docs/figures/paper_b/*.png``; it writes no record (``run`` wrote each cell's). The grid's
-``analysis.json`` files are committed in ``docs/paper_b_cache/cpu/`` (the run folders' own
-layout, no checkpoints), so ``report --preset cpu --root docs/paper_b_cache`` rewrites the
-block from committed files alone.
+``report --preset cpu`` writes the grid's measured tables (accuracy, single-head
+ablations, probe) into ``docs/paper_b.md`` (between ``BEGIN/END MEASURED TABLES``) and
+``docs/figures/paper_b/*.png`` from the ``cpu`` records of ``--records`` (what ``run``
+wrote for each cell: the committed file by default, so no run folder is needed), and the
+head profiles, which no record holds, from the ``analysis.json`` files under ``<root>/cpu``
+(between ``BEGIN/END CPU PROFILES``; left as they are where there is none). It writes no
+record.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
 (:func:`lens_possym.papers.b.verdicts.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
 Paths are relative to the working directory (the repository's root).
@@ -49,8 +50,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ...errors import InvalidSelectionError, ResultsFileError, TrainingError
 from ...training.runs import load_checkpoint
 from . import cells as pb_cells
@@ -59,6 +58,8 @@ from . import presets as pb_presets
 from .probe import positional_probe
 from .records import CellRecord, record_key
 from .report import DISTANCE_CLAIMS, verdict_markdown
+from .report_cpu import (BEGIN, END, PROFILES, draw_figures, load_analyses, measured_markdown,
+                         profiles_markdown, record_rows)
 from .margins import RULES_DATE, judge_margins, outcome_mark
 from .report_levelled import levelled_reading_markdown
 from .report_margins import margins_markdown
@@ -74,7 +75,6 @@ __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "wr
 RECORDS = Path("docs") / "paper_b_results.json"
 #: how the report's header names the command that wrote it
 COMMAND = "lens-possym paper-b report --preset"
-BEGIN, END = "<!-- BEGIN MEASURED TABLES -->", "<!-- END MEASURED TABLES -->"
 MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
                             "<!-- END PAPER-LENGTH TABLES -->"),
            "paper-length reread": ("<!-- BEGIN PAPER-LENGTH REREAD -->",
@@ -96,7 +96,6 @@ MARKERS = {"paper-length": ("<!-- BEGIN PAPER-LENGTH TABLES -->",
            "cpu quirks": ("<!-- BEGIN CPU QUIRKS -->", "<!-- END CPU QUIRKS -->"),
            "cpu verdicts": ("<!-- BEGIN CPU VERDICTS -->", "<!-- END CPU VERDICTS -->"),
            "presets": ("<!-- BEGIN PAPER-B PRESETS -->", "<!-- END PAPER-B PRESETS -->")}
-ORDER = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
 
 
 @contextmanager
@@ -245,24 +244,6 @@ def refresh_probe(args: argparse.Namespace) -> None:
         data["probe"] = positional_probe(model.eval(), batch.tokens[:256])
         path.write_text(json.dumps(data, indent=1))
         print(f"{data['cell']}: probe {'none' if data['probe'] is None else 'refreshed'}")
-
-
-def _load(root: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(root.glob("**/analysis.json"))]
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}"
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _critical(row: dict, points: float = 10.0) -> int:
-    """Heads whose ablation alone costs more than ``points`` accuracy points."""
-    drops = (row["baseline"] - torch.tensor(row["ablation"])) * 100
-    return int((drops > points).sum())
 
 
 def write_block(page: Path, begin: str, end: str, text: str) -> None:
@@ -431,192 +412,32 @@ def verdicts(args: argparse.Namespace) -> None:
 
 def report(args: argparse.Namespace) -> None:
     """docs/paper_b.md's block of ``args.preset``: the verdicts from the committed records
-    (``paper-length``), or the measured tables and figures of the ``analysis.json`` files
-    under ``<root>/cpu`` (``cpu``; the committed copy: ``--root docs/paper_b_cache``). The
-    ``cpu`` report writes no record: ``run`` wrote each cell's as it finished, and a
-    committed copy re-read must leave the records as they are."""
+    (``paper-length``), or (``cpu``, :mod:`.report_cpu`) the measured tables and figures
+    from the ``cpu`` records and the head profiles from the ``analysis.json`` files under
+    ``<root>/cpu`` (module docstring). The ``cpu`` report writes no record."""
     if args.preset in MARKERS:
         return _report_records(args)
-    root = Path(args.root) / args.preset
-    rows = _load(root)
-    if not rows:
-        raise InvalidSelectionError(f"no analysis.json under {root}; run `lens-possym paper-b "
-                                    "run` first, or pass --root docs/paper_b_cache (the "
-                                    "committed copy)")
-    out = Path(args.out)
-    by = {}
-    for r in rows:
-        c = r["cell"]
-        by.setdefault((c["task"], c["variant"], c["label"]), []).append(r)
-    seeds = sorted({r["cell"]["seed"] for r in rows})
-
-    def acc(task, variant, label):
-        got = by.get((task, variant, label), [])
-        return _mean([r["baseline"] for r in got]), len(got)
-
-    lines = [f"<!-- written by `{COMMAND} {args.preset}`; "
-             "do not edit -->", "",
-             f"### Accuracy (test set, %), preset `{args.preset}`", "",
-             f"Seed {seeds[0]} everywhere; where a cell has more seeds ({seeds}), their mean "
-             "and each seed's number.", "",
-             "| scheme | distance (intended) | distance (faithful) | count (intended) | "
-             "count (faithful) |", "|---|---|---|---|---|"]
-    for label in ORDER + [f"rope-k{k}" for k in (0, 1, 2, 3, 8)]:
-        cells = []
-        for task in ("distance", "count"):
-            for variant in ("intended", "faithful"):
-                a, n = acc(task, variant, label)
-                seeds_of = sorted(by.get((task, variant, label), []),
-                                  key=lambda r: r["cell"]["seed"])
-                each = ", ".join(_pct(r["baseline"]) for r in seeds_of)
-                cells.append(_pct(a) + (f" (mean of seeds: {each})" if n > 1 else ""))
-        if any(c != "—" for c in cells):
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "`rope-k0` is NoPE (intended: the `nope` row); `rope-k8` is RoPE on all 8 heads "
-              "(intended: the `rope` row; faithful: the official `partialrope.py` at k=all, "
-              "without the absolute encoding that the faithful `rope` row adds). The faithful "
-              "hybrid is not a separate model: the official RoPE model already adds an absolute "
-              "encoding (the faithful `rope` row).", ""]
-
-    # deposit table
-    lines += ["### Single-head ablation (seed 0): the deposit pattern", "",
-              "Drops in accuracy points when one head is ablated; *heads > 10* counts the heads "
-              "whose ablation alone costs more than 10 points.", "",
-              "| task | variant | scheme | accuracy | top head | top drop | second drop | "
-              "top drop / accuracy | heads > 10 | deposit? |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["cell"]["task"], r["cell"]["variant"],
-                                         (ORDER + [r["cell"]["label"]]).index(r["cell"]["label"]))):
-        c, d = r["cell"], r["deposit"]
-        if c["seed"] != seeds[0]:
-            continue
-        lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {_pct(r['baseline'])} | "
-                     f"{d['top_head'][0]}.{d['top_head'][1]} | {_pct(d['top_drop'])} | "
-                     f"{_pct(d['second_drop'])} | {100 * d['top_relative']:.0f}% | "
-                     f"{_critical(r)} | {'yes' if d['deposit'] else 'no'} |")
-    lines.append("")
-
-    # probe
-    probe_rows = [r for r in rows if r.get("probe") and r["cell"]["seed"] == seeds[0]
-                  and "aligned" in r["probe"]]
-    if probe_rows:
-        n_layers = len(probe_rows[0]["probe"]["r2"]) - 1
-        head = " | ".join(f"L{L}" for L in range(n_layers)) + " | out"
-        lines += ["### Positional probe (seed 0)", "",
-                  "Per layer input (and after the last block): **aligned** share of the "
-                  "stream's positional part along the input encoding's principal directions "
-                  "(chance = rank / d_model in the last column) · share of the stream that is "
-                  "positional · R² of a linear readout of the encoding.", "",
-                  f"| task | variant | scheme | {head} | chance |",
-                  "|---|---|---|" + "---|" * (n_layers + 2)]
-        for r in probe_rows:
-            c, p = r["cell"], r["probe"]
-            vals = " | ".join(f"{a:.2f} · {s:.2f} · {q:.2f}" for a, s, q in
-                              zip(p["aligned"], p["pos_share"], p["r2"]))
-            lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {vals} | "
-                         f"{p['chance']:.2f} |")
-        lines.append("")
-
-    # profiles: mean s_POS / s_SYM per layer
-    prof_rows = [r for r in rows if r.get("profile") and r["cell"]["seed"] == seeds[0]]
-    if prof_rows:
-        lines += ["### Head profiles (seed 0): mean s_POS / s_SYM per layer (block swaps, query at "
-                  "the last position)", "", "| task | variant | scheme | site | per layer s_POS/s_SYM |",
-                  "|---|---|---|---|---|"]
-        for r in prof_rows:
-            c, p = r["cell"], r["profile"]
-            per = "; ".join(f"L{L} {sum(pl) / len(pl):.2f}/{sum(sl) / len(sl):.2f}"
-                            for L, (pl, sl) in enumerate(zip(p["pos"], p["sym"])))
-            lines.append(f"| {c['task']} | {c['variant']} | {c['label']} | {p['site']} | {per} |")
-        lines.append("")
-
-    page = out / "paper_b.md"
-    write_block(page, BEGIN, END, "\n".join(lines) + "\n")
+    records = ([r for r in read_records(Path(args.records)) if r.preset == args.preset]
+               if args.records else [])
+    if not records:
+        raise InvalidSelectionError(
+            f"no {args.preset} record in {args.records or '(no --records)'}; run "
+            f"`lens-possym paper-b run --preset {args.preset}` (it records each cell) first")
+    rows, command = record_rows(records), f"{COMMAND} {args.preset}"
+    page = Path(args.out) / "paper_b.md"
+    write_block(page, BEGIN, END, measured_markdown(rows, args.preset, command=command))
+    profiles = profiles_markdown(load_analyses(Path(args.root) / args.preset),
+                                 min(r.seed for r in records), command=command)
+    if profiles:
+        write_block(page, *PROFILES, profiles)
+    said = (f"{page} from {len(rows)} records" + (" (head profiles from their analysis.json)"
+                                                  if profiles else ""))
     if getattr(args, "no_figures", False):
-        print(f"wrote the tables into {page} from {len(rows)} cells (no figures)")
+        print(f"wrote the tables into {said} (no figures)")
         return
-    figs = out / "figures" / "paper_b"
-    _figures(rows, seeds, acc, probe_rows, figs)
-    print(f"wrote the tables into {page} and {len(list(figs.glob('*.png')))} figures "
-          f"from {len(rows)} cells")
-
-
-def _figures(rows: list[dict], seeds: list[int], acc, probe_rows: list[dict],
-             figs: Path) -> None:
-    """The ``cpu`` report's figures in ``figs``: per-head ablation heatmaps per task and
-    variant (seed ``seeds[0]``), accuracy against the number of RoPE heads (``acc(task,
-    variant, label)``: mean accuracy and cell count), the probe's aligned share per layer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figs.mkdir(parents=True, exist_ok=True)
-    # ablation heatmaps per task and variant
-    for task in ("distance", "count"):
-        for variant in ("intended", "faithful"):
-            chosen = [r for r in rows if r["cell"]["task"] == task and r["cell"]["variant"] ==
-                      variant and r["cell"]["seed"] == seeds[0]]
-            chosen.sort(key=lambda r: (ORDER + [r["cell"]["label"]]).index(r["cell"]["label"]))
-            if not chosen:
-                continue
-            cols = 4
-            rows_n = (len(chosen) + cols - 1) // cols
-            fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.4 * rows_n),
-                                     squeeze=False)
-            for ax in axes.flat:
-                ax.axis("off")
-            for ax, r in zip(axes.flat, chosen):
-                drop = torch.tensor(r["ablation"]).neg().add(r["baseline"]) * 100
-                ax.axis("on")
-                im = ax.imshow(drop, cmap="Reds", vmin=0, vmax=100)  # one scale: comparable
-                ax.set_title(f"{r['cell']['label']} (acc {100 * r['baseline']:.0f}%)", fontsize=9)
-                ax.set_xlabel("head", fontsize=8)
-                ax.set_ylabel("layer", fontsize=8)
-                fig.colorbar(im, ax=ax, fraction=0.046)
-            fig.suptitle(f"{task}, {variant}: accuracy drop (points) when one head is ablated")
-            fig.tight_layout()
-            fig.savefig(figs / f"ablation_{task}_{variant}.png", dpi=110)
-            plt.close(fig)
-
-    # accuracy vs number of RoPE heads
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    n_heads = None
-    for task, marker in (("distance", "o"), ("count", "s")):
-        for variant, style in (("intended", "-"), ("faithful", "--")):
-            xs, ys = [], []
-            for k in range(0, 17):
-                label = {0: "nope" if variant == "intended" else "rope-k0"}.get(k, f"rope-k{k}")
-                a, _ = acc(task, variant, label)
-                if a is None and variant == "intended":
-                    a, _ = acc(task, variant, "rope") if k == 8 else (None, 0)
-                if a is not None:
-                    xs.append(k)
-                    ys.append(100 * a)
-            if xs:
-                ax.plot(xs, ys, style, marker=marker, label=f"{task}, {variant}")
-                n_heads = max(xs)
-    ax.set_xlabel("heads with RoPE (of 8 per layer)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=8)
-    ax.set_title("Accuracy vs number of RoPE heads")
-    fig.tight_layout()
-    fig.savefig(figs / "rope_heads.png", dpi=110)
-    plt.close(fig)
-
-    # probe figure
-    if probe_rows:
-        fig, ax = plt.subplots(figsize=(5, 3.4))
-        for r in probe_rows:
-            c = r["cell"]
-            ax.plot(r["probe"]["aligned"], marker="o",
-                    label=f"{c['task'][:4]} {c['variant'][:4]} {c['label']}")
-        ax.set_xlabel("layer (last point: after the last block)")
-        ax.set_ylabel("positional part along input PE")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(figs / "probe.png", dpi=110)
-        plt.close(fig)
+    figs = Path(args.out) / "figures" / "paper_b"
+    draw_figures(rows, figs)
+    print(f"wrote the tables into {said} and {len(list(figs.glob('*.png')))} figures")
 
 
 #: claim 5's grid after the main one, one variant at a time (the intended cells of every

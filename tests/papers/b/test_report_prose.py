@@ -1,8 +1,7 @@
 """The whole of docs/paper_b.md that `lens-possym paper-b report --preset paper-length`
-writes regenerates byte-identical from the committed records, and the measured tables that
-`report --preset cpu` writes from the committed analyses (docs/paper_b_cache); its prose
-blocks follow the records, and the `+levelled` block will be written from the levelled
-records once they land."""
+and `--preset cpu` write regenerates byte-identical from the committed records; the prose
+blocks follow the records, the `cpu` head profiles come from the cells' analysis.json, and
+the `+levelled` block will be written from the levelled records once they land."""
 
 from __future__ import annotations
 
@@ -14,14 +13,13 @@ from pathlib import Path
 import pytest
 
 from lens_possym.cli import main
-from lens_possym.papers.b.pipeline import BEGIN, END, MARKERS
+from lens_possym.papers.b.pipeline import MARKERS
+from lens_possym.papers.b.report_cpu import PROFILES
 from lens_possym.papers.b.report_prose import prose_blocks
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "paper_b.md"
 RECORDS = ROOT / "docs" / "paper_b_results.json"
-#: the cpu grid's analyses, committed (docs/paper_b_cache/README.md)
-CACHE = ROOT / "docs" / "paper_b_cache"
 PRESET = "paper-length"
 
 
@@ -50,74 +48,52 @@ def _block(page: str, key: str) -> str:
     return page.split(begin + "\n", 1)[1].split(end, 1)[0]
 
 
-def _measured(page: str) -> tuple[str, str]:
-    """The page's ``cpu`` measured tables, and the page without them."""
-    head, rest = page.split(BEGIN, 1)
-    block, tail = rest.split(END, 1)
-    return block, head + tail
-
-
-def _tables(block: str) -> dict[str, dict[tuple[str, ...], list[str]]]:
-    """The measured tables by their header line: each row's cells by its key (the scheme in
-    the accuracy table; task, variant, scheme in the per-cell ones)."""
-    tables: dict[str, dict[tuple[str, ...], list[str]]] = {}
-    header = None
-    for line in block.split("\n"):
-        if not line.startswith("|"):
-            header = None
-        elif header is None:
-            header = line
-            tables[header] = {}
-        elif not line.startswith("|---"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            width = 1 if header.startswith("| scheme") else 3
-            tables[header][tuple(cells[:width])] = cells[width:]
-    return tables
-
-
-def _same_rows_of_cached_cells(page: str, committed: str, cached: set[tuple]) -> None:
-    """Each table row the report wrote from the cached cells is the committed page's: a
-    per-cell row (seed 0) whole, an accuracy entry as the committed one (or, where only one
-    of a cell's seeds is cached, as that seed's number in the committed mean)."""
-    ours, theirs = _tables(page), _tables(committed)
-    assert set(ours) <= set(theirs)
-    seed0 = {c[:3] for c in cached if c[3] == 0}
-    for header, rows in ours.items():
-        if header.startswith("| scheme"):
-            for key, cells in rows.items():
-                for got, want in zip(cells, theirs[header][key]):
-                    each = re.match(r"[\d.]+ \(mean of seeds: ([^)]*)\)", want)
-                    assert got == want or got == "—" or (
-                        each and "mean" not in got and got in each.group(1).split(", ")), \
-                        (key, got, want)
-        else:
-            assert rows == {k: v for k, v in theirs[header].items() if k in seed0}, header
-
-
-def test_the_report_commands_regenerate_the_page_byte_identical(tmp_path, records):
-    """Every block `report --preset paper-length` writes from the committed records (the
-    tables, the reread, the reading, claim 5's grid, the cost, the +levelled plan, the cpu
-    verdicts, wall time and quirks) and the measured tables `report --preset cpu --root
-    docs/paper_b_cache` writes from the committed analyses are what the committed page
-    holds. While the cache lacks some of the cpu grid's cells (docs/paper_b_cache/README.md),
-    the rest of the page is byte-identical and every table row of a cached cell is."""
-    page = _report(tmp_path)
+def _cpu_report(tmp_path: Path, runs: Path) -> str:
+    """`lens-possym paper-b report --preset cpu --no-figures` on the temporary page and
+    records of :func:`_report`, head profiles read under ``runs``; the page it leaves."""
     out = tmp_path / "docs"
-    assert main(["paper-b", "report", "--preset", "cpu", "--root", str(CACHE),
-                 "--out", str(out), "--no-figures"]) == 0
-    page, committed = (out / "paper_b.md").read_text(), PAGE.read_text()
-    assert not (out / "paper_b_results.json").exists()     # the cpu report writes no record
-    grid = {(r["task"], r["variant"], r["scheme"], r["seed"]) for r in records
-            if r["preset"] == "cpu"}
-    cached = {(d["cell"]["task"], d["cell"]["variant"], d["cell"]["label"], d["cell"]["seed"])
-              for d in map(json.loads, map(Path.read_text, CACHE.glob("cpu/**/analysis.json")))}
-    assert cached and cached <= grid
-    if cached == grid:
-        assert page == committed
-        return
-    (block, rest), (committed_block, committed_rest) = _measured(page), _measured(committed)
-    assert rest == committed_rest
-    _same_rows_of_cached_cells(block, committed_block, cached)
+    assert main(["paper-b", "report", "--preset", "cpu", "--out", str(out), "--records",
+                 str(tmp_path / "records.json"), "--root", str(runs), "--no-figures"]) == 0
+    return (out / "paper_b.md").read_text()
+
+
+def test_the_report_commands_regenerate_the_page_byte_identical(tmp_path):
+    """Every block `report --preset paper-length` writes (the tables, the reread, the reading,
+    claim 5's grid, the cost, the +levelled plan, the cpu verdicts, wall time and quirks) and
+    the measured tables `report --preset cpu` writes from the cpu records (no run folder:
+    the head profiles stay as they are) are what the committed page holds."""
+    records = RECORDS.read_bytes()
+    _report(tmp_path)
+    assert _cpu_report(tmp_path, tmp_path / "runs") == PAGE.read_text()
+    assert (tmp_path / "records.json").read_bytes() == records   # no report writes a record
+    changed = json.loads(records)                    # the cpu block is written from them
+    cell = next(r for r in changed if r["preset"] == "cpu" and r["scheme"] == "alibi"
+                and (r["task"], r["variant"], r["seed"]) == ("distance", "intended", 0))
+    cell["accuracy"] = 0.5
+    (tmp_path / "records.json").write_text(json.dumps(changed))
+    assert "| distance | intended | alibi | 50.0 |" in _cpu_report(tmp_path, tmp_path / "runs")
+
+
+def test_the_cpu_head_profiles_come_from_the_analyses(tmp_path):
+    """With a run folder whose cell holds a profile, the profile block is that cell's means
+    per layer; the measured tables still come from the records."""
+    shutil.copy(RECORDS, tmp_path / "records.json")
+    (tmp_path / "docs").mkdir()
+    shutil.copy(PAGE, tmp_path / "docs" / "paper_b.md")
+    cell = tmp_path / "runs" / "cpu" / "distance" / "intended" / "rope" / "seed0"
+    cell.mkdir(parents=True)
+    profile = {"pos": [[0.25, 0.75], [0.5, 0.5]], "sym": [[1.0, 0.0], [0.125, 0.125]],
+               "site": "layer"}
+    (cell / "analysis.json").write_text(json.dumps(
+        {"cell": {"task": "distance", "label": "rope", "variant": "intended", "seed": 0},
+         "baseline": 0.0, "profile": profile}))
+    page = _cpu_report(tmp_path, tmp_path / "runs")
+    block = page.split(PROFILES[0] + "\n", 1)[1].split(PROFILES[1], 1)[0]
+    rows = [line for line in block.split("\n") if line.startswith("| distance")]
+    assert rows == ["| distance | intended | rope | layer | L0 0.50/0.50; L1 0.50/0.12 |"]
+    committed = PAGE.read_text()
+    assert page.replace(block, "") == committed.replace(
+        committed.split(PROFILES[0] + "\n", 1)[1].split(PROFILES[1], 1)[0], "")
 
 
 def test_the_prose_blocks_follow_the_records(records):
