@@ -19,7 +19,8 @@ DESCRIPTION = ("Paper C reproduced, one cached stage at a time. 'train' trains (
                "masking, frequency) of every finished run, each cell cached; 'grid' measures "
                "run x reading x length into docs/paper_c_results.json; 'report' writes "
                "docs/paper_c.md from the records and the cache; 'verdicts' recomputes every "
-               "verdict from the committed files; 'ablate-settings' changes one setting at a "
+               "verdict from the committed files; 'stamp' gives files and cells written by "
+               "older code their run's identity; 'ablate-settings' changes one setting at a "
                "time. Runs go to --runs ($PAPER_C_RUNS or out/paper_c/runs), analyses to "
                "--cache ($PAPER_C_CACHE or out/paper_c/cache); paths are relative to the "
                "working directory (run it from the repository's root).")
@@ -55,6 +56,8 @@ STEPS = {
     "report": ("docs/paper_c.md, docs/paper_c_results.json, docs/figures/paper_c/", ()),
     "verdicts": ("recompute every verdict from the committed files; exit 1 on a difference",
                  ()),
+    "stamp": ("stamp the --cache files and grid cells older code wrote with their run's "
+              "identity, where it can be shown (idempotent)", ()),
     "time-cell": ("CPU seconds of one grid cell (planning the grid)", ("grid",)),
     "all": ("train, every analysis, report", ("analyses", "partial")),
 }
@@ -195,6 +198,7 @@ def run_step(step: str, args: argparse.Namespace) -> None:
              "lengths": stages.stage_lengths, "masking": stages.stage_masking,
              "frequency": stages.stage_frequency, "grid": pipeline.stage_grid,
              "lm": pipeline.stage_lm, "report": report.write_report,
-             "verdicts": pipeline.stage_verdicts, "time-cell": pipeline.stage_time_cell,
+             "verdicts": pipeline.stage_verdicts, "stamp": pipeline.stage_stamp,
+             "time-cell": pipeline.stage_time_cell,
              "all": pipeline.stage_all}
     table[step](args)

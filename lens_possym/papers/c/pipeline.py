@@ -17,6 +17,8 @@
     lens-possym paper-c lm             # gemma-3-270m, smollm2-135m on 1-hop prompts
     lens-possym paper-c report         # docs/paper_c.md, docs/paper_c_results.json
     lens-possym paper-c verdicts       # recompute every verdict from committed files
+    lens-possym paper-c stamp --cache DIR --runs RUNS   # stamp what older code wrote with
+                                       # its run's identity, where it can be shown
     lens-possym paper-c time-cell --preset paper --grid-lengths 300 1000 --grid-prompts 100
                                        # CPU seconds of one grid cell (planning)
     lens-possym paper-c ablate-settings   # why Letter fails at length, one setting at a time
@@ -49,15 +51,19 @@ import torch
 
 from ... import models
 from ...errors import ResultsFileError, TrainingError
+from .identity import (cells_of_runs, former_text, read_records, run_name as name_of,
+                       stamp_cache, stamp_cells)
 from .lengths import lm_hop_accuracy
 from .presets import build_run, train_multihop
 from .readings import CellStore, length_cell, run_grid, verdict_table
 from .report import write_report
 from .stages import ANALYSES, stage_discrepancy
 from .workspace import (LM_MODELS, SEEDS, TASKS, cached, final_model, finished_runs,
-                        one_run, records_dir, run_cached, run_dir, run_finished, run_name, say)
+                        one_run, records_dir, run_cached, run_dir, run_finished,
+                        run_fingerprint, run_name, say)
 
-__all__ = ["QUEUES", "stage_train", "stage_grid", "stage_verdicts", "stage_time_cell",
+__all__ = ["QUEUES", "stage_train", "stage_grid", "stage_verdicts", "check_report_records",
+           "stage_stamp", "stage_time_cell",
            "stage_lm", "stage_analyse", "queue", "analyse_queue", "stage_all"]
 
 #: the training queues: the paper preset's seeds 0, 1, 2, then the cpu preset's; Number on
@@ -93,7 +99,8 @@ def stage_train(args: argparse.Namespace) -> None:
             "model_config": result.model_config,
             "history": [{"step": h.step, "test_accuracy": h.test_accuracy,
                          "train_loss": h.train_loss, "test_loss": h.test_loss, "lr": h.lr,
-                         "elapsed_s": h.elapsed_s} for h in result.history]}, force=True)
+                         "elapsed_s": h.elapsed_s} for h in result.history]},
+            task=task, force=True)
         records.mkdir(parents=True, exist_ok=True)
         (records / f"{run_name(task, args)}.json").write_text(json.dumps(record, indent=1))
         say(f"[train] {task}: {result.steps_run} steps, test accuracy "
@@ -115,7 +122,8 @@ def stage_grid(args: argparse.Namespace) -> None:
         model, t, step = final_model(task, one)
         start = time.process_time()
         run_grid(model, t, store, run=run_name(task, one), preset=preset, seed=seed,
-                 step=step, readings=args.readings, lengths=args.grid_lengths,
+                 step=step, fingerprint=run_fingerprint(task, one), readings=args.readings,
+                 lengths=args.grid_lengths,
                  mask_lengths=args.mask_lengths, n_prompts=args.grid_prompts,
                  log=lambda line: say(f"[grid] {line}"))
         say(f"[grid] {run_name(task, one)}: done ({time.process_time() - start:.0f} CPU s "
@@ -126,7 +134,9 @@ def stage_verdicts(args: argparse.Namespace) -> None:
     """Every verdict recomputed from committed files only (paper_c_verdict_inputs.json and
     the length cells of paper_c_results.json in ``--docs``), printed, and compared with the
     table the report wrote into paper_c_results.json (key ``verdicts``); raises
-    :class:`~lens_possym.errors.ResultsFileError` (exit 1) on any difference."""
+    :class:`~lens_possym.errors.ResultsFileError` (exit 1) on any difference, and when the
+    report read a record that is not current (:func:`check_report_records`) or a cell of
+    another run."""
     docs = Path(args.docs)
     for name in ("paper_c_verdict_inputs.json", "paper_c_results.json"):
         if not (docs / name).is_file():
@@ -134,7 +144,10 @@ def stage_verdicts(args: argparse.Namespace) -> None:
                                    "'lens-possym paper-c report' wrote into")
     inputs = json.loads((docs / "paper_c_verdict_inputs.json").read_text())
     results = json.loads((docs / "paper_c_results.json").read_text())
-    table = verdict_table(inputs, results.get("length_cells", []))
+    used = check_report_records(inputs, docs)
+    cells = cells_of_runs(results.get("length_cells", []), used,
+                          source=str(docs / "paper_c_results.json"))
+    table = verdict_table(inputs, cells)
     for preset, rows in table.items():
         if preset == "theory":
             say(f"[verdicts] theory: {rows}")
@@ -149,6 +162,59 @@ def stage_verdicts(args: argparse.Namespace) -> None:
             f"paper_c_results.json 'verdicts'): {reported} != {table}; run 'lens-possym "
             "paper-c report' again")
     say("[verdicts] equal to the report's table")
+
+
+def check_report_records(inputs: dict, docs: Path) -> dict[str, str]:
+    """The runs a report read (``inputs["records"]``: run name -> fingerprint), each checked
+    against its record in ``docs``/paper_c_runs: raises
+    :class:`~lens_possym.errors.ResultsFileError` (one line) when the report read a record
+    trained with a former recipe (naming the differing fields), a record that is gone, or
+    another run than the record now there, or when the inputs predate run identities."""
+    found = read_records(docs / "paper_c_runs")
+    read = [(p, int(s), t) for p, seeds in inputs.get("runs", {}).items()
+            for s, tasks in seeds.items() for t in tasks]
+    for preset, seed, task in read:
+        if (task, preset, seed) in found.former:
+            raise ResultsFileError(
+                f"[verdicts] the report in {docs} read "
+                + former_text(name_of(task, preset, seed), found.former[(task, preset, seed)])
+                + ", then run 'lens-possym paper-c report' again")
+    used = inputs.get("records")
+    if used is None:
+        raise ResultsFileError(
+            f"[verdicts] {docs}/paper_c_verdict_inputs.json names no run fingerprints "
+            "('records': written by code older than run identities): run 'lens-possym "
+            "paper-c report' again")
+    for name, fp in used.items():
+        now = found.fingerprints.get(name)
+        if now is None:
+            raise ResultsFileError(
+                f"[verdicts] the report read {name}, whose record is not in "
+                f"{docs}/paper_c_runs: restore it or run 'lens-possym paper-c report' again")
+        if now != fp:
+            raise ResultsFileError(
+                f"[verdicts] the report read another run of {name} (fingerprint {fp}; the "
+                f"record's: {now}): run 'lens-possym paper-c report' again")
+    return dict(used)
+
+
+def stage_stamp(args: argparse.Namespace) -> None:
+    """Stamp what code older than run identities wrote (:mod:`.identity`): every
+    unstamped file of ``--cache``/{preset}-s{seed}/ and every grid cell of
+    ``--docs``/paper_c_results.json without a fingerprint, when its run's record in
+    ``--docs``/paper_c_runs is current, the run folder in ``--runs`` holds that very run,
+    and the file can be shown to be that run's (dynamics by content, others written after
+    the run's model.pt; cells by their step). What cannot be shown is listed, not
+    stamped; a second call stamps nothing more."""
+    found = read_records(records_dir(args))
+    runs = Path(args.runs) if Path(args.runs).is_dir() else None
+    files = stamp_cache(Path(args.cache), found, runs, log=say)
+    results = Path(args.docs) / "paper_c_results.json"
+    cells = stamp_cells(CellStore(results), found, runs, log=say) if results.is_file() else \
+        {"stamped": 0, "already": 0, "refused": 0}
+    say(f"[stamp] files: {files['stamped']} stamped, {files['already']} already, "
+        f"{files['refused']} not stamped; cells: {cells['stamped']} stamped, "
+        f"{cells['already']} already, {cells['refused']} not stamped")
 
 
 def stage_time_cell(args: argparse.Namespace) -> None:

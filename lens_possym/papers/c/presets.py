@@ -48,7 +48,7 @@ from ...training.tasks import make_task
 from .tasks import MultiHopTask
 from ...training.loop import TrainConfig, TrainResult, train
 
-__all__ = ["MultiHopPreset", "MULTIHOP_PRESETS", "preset", "build_run",
+__all__ = ["MultiHopPreset", "MULTIHOP_PRESETS", "preset", "build_run", "run_configs",
            "train_multihop"]
 
 MULTIHOP_TASKS = ("number", "letter")
@@ -110,18 +110,29 @@ def build_run(task_name: str, preset_name: str = "cpu", *, seed: int = 0,
 
     ``seed`` seeds the weights, the data stream and the test set.
     """
+    task, model_config, config = run_configs(task_name, preset_name, seed=seed,
+                                             out_dir=out_dir, device=device, **train_overrides)
+    return GPTJTaskModel(model_config), task, config
+
+
+def run_configs(task_name: str, preset_name: str = "cpu", *, seed: int = 0,
+                out_dir: str | Path | None = None, device: str = "auto", **train_overrides
+                ) -> tuple[MultiHopTask, GPTJTaskConfig, TrainConfig]:
+    """What :func:`build_run` builds, without the model's weights: the task, the model's
+    config and the training settings (milliseconds; :mod:`.identity` compares a run's
+    record with them)."""
     if task_name not in MULTIHOP_TASKS:
         raise TrainingError(f"task must be one of {MULTIHOP_TASKS}, got {task_name!r}")
     p = preset(preset_name)
     task = make_task(task_name, seed=seed, **p.task.get(task_name, {}))
-    model = GPTJTaskModel(GPTJTaskConfig(d_vocab=task.d_vocab, n_ctx=max(128, task.n_ctx),
-                                         seed=seed, **p.model))
+    model_config = GPTJTaskConfig(d_vocab=task.d_vocab, n_ctx=max(128, task.n_ctx),
+                                  seed=seed, **p.model)
     settings = {**p.train, **train_overrides}
     if out_dir is None:
         settings.pop("checkpoint_every", None)
     config = TrainConfig(seed=seed, out_dir=None if out_dir is None else str(out_dir),
                          device=device, **settings)
-    return model, task, config
+    return task, model_config, config
 
 
 def train_multihop(task_name: str, preset_name: str = "cpu", *, seed: int = 0,

@@ -11,9 +11,13 @@ mode (:mod:`~lens_possym.papers.c.masking`: ``"mask"``, the extension hidden fro
 JSON object (:func:`length_cell`, :func:`mask_cells`)::
 
     {"run": "letter-paper-s0", "task": "letter", "preset": "paper", "seed": 0,
-     "step": 7000, "reading": "answer", "same_as": "answer", "length": 850,
+     "step": 7000, "run_fingerprint": "3f0c...", "reading": "answer", "same_as": "answer",
+     "length": 850,
      "mode": "as built", "n": 1000, "accuracy": 0.91, "se": 0.009,
      "by_hops": [..4], "by_hops_n": [..4], "by_hops_se": [..4], "prompt_seed": 11}
+
+(``run_fingerprint``: the identity of the run measured, :func:`.identity.fingerprint`; the
+report and ``verdicts`` read a cell only as the run whose current record has it.)
 
 The prompts of a (task, reading, length) are ``task.at_length(length, filler=reading)
 .test_set(n, seed=prompt_seed + length)`` (as :func:`~lens_possym.papers.c.lengths.
@@ -40,13 +44,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
 from ...errors import InvalidSelectionError
+from .identity import cells_of_runs, file_lock
 from .masking import extension_accuracy
 from .tasks import FILLERS, HEADLINE_FILLER, MultiHopTask
 from .verdicts import (
@@ -81,16 +85,19 @@ def _finite(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _run_fields(task: MultiHopTask, run: str, preset: str, seed: int, step: int | None
-                ) -> dict:
-    return {"run": run, "task": task.name, "preset": preset, "seed": int(seed),
-            "step": step}
+def _run_fields(task: MultiHopTask, run: str, preset: str, seed: int, step: int | None,
+                fingerprint: str | None = None) -> dict:
+    out = {"run": run, "task": task.name, "preset": preset, "seed": int(seed), "step": step}
+    if fingerprint is not None:                 # the run's identity (identity.fingerprint)
+        out["run_fingerprint"] = fingerprint
+    return out
 
 
 @torch.no_grad()
 def length_cell(model, task: MultiHopTask, reading: str, length: int, *, run: str = "",
                 preset: str = "", seed: int = 0, step: int | None = None,
-                n_prompts: int = 1000, prompt_seed: int = 11, chunk: int = 32) -> dict:
+                fingerprint: str | None = None, n_prompts: int = 1000, prompt_seed: int = 11,
+                chunk: int = 32) -> dict:
     """One ``"as built"`` cell (module docstring): ``model``'s last-position argmax on
     ``n_prompts`` prompts of ``length`` tokens under ``reading``."""
     if reading not in FILLERS:
@@ -110,7 +117,7 @@ def length_cell(model, task: MultiHopTask, reading: str, length: int, *, run: st
         by_n.append(int(sel.sum()))
         by.append(float(correct[sel].mean()) if sel.any() else math.nan)
     acc = float(correct.mean())
-    return {**_run_fields(task, run, preset, seed, step), "reading": reading,
+    return {**_run_fields(task, run, preset, seed, step, fingerprint), "reading": reading,
             "same_as": task.same_as(reading), "length": int(length), "mode": "as built",
             "n": int(len(batch)), "accuracy": acc, "se": standard_error(acc, len(batch)),
             "by_hops": [_finite(a) for a in by], "by_hops_n": by_n,
@@ -120,7 +127,8 @@ def length_cell(model, task: MultiHopTask, reading: str, length: int, *, run: st
 
 def mask_cells(model, task: MultiHopTask, reading: str, length: int, *, run: str = "",
                preset: str = "", seed: int = 0, step: int | None = None,
-               n_prompts: int = 1000, prompt_seed: int = 11, layers: Sequence[int] = (0, 1, 2, 3),
+               fingerprint: str | None = None, n_prompts: int = 1000, prompt_seed: int = 11,
+               layers: Sequence[int] = (0, 1, 2, 3),
                chunk: int = 32) -> list[dict]:
     """The masking diagnostic's ``"mask"`` and ``"positions"`` cells on the prompts of the
     ``"as built"`` cell (:func:`~lens_possym.papers.c.masking.extension_accuracy`)."""
@@ -132,7 +140,8 @@ def mask_cells(model, task: MultiHopTask, reading: str, length: int, *, run: str
     out = []
     for mode in ("mask", "positions"):
         acc = float(res.accuracy[mode][0])
-        out.append({**_run_fields(task, run, preset, seed, step), "reading": reading,
+        out.append({**_run_fields(task, run, preset, seed, step, fingerprint),
+                    "reading": reading,
                     "same_as": task.same_as(reading), "length": int(length), "mode": mode,
                     "layers": sorted(int(x) for x in layers), "n": int(n_prompts),
                     "accuracy": acc, "se": standard_error(acc, n_prompts),
@@ -157,17 +166,8 @@ class CellStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(str(self.path) + ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    def _locked(self):
+        return file_lock(self.path)
 
     def _read(self) -> dict:
         if not self.path.is_file():
@@ -197,7 +197,8 @@ class CellStore:
 
 
 def run_grid(model, task: MultiHopTask, store: CellStore, *, run: str, preset: str,
-             seed: int, step: int | None = None, readings: Sequence[str] = FILLERS,
+             seed: int, step: int | None = None, fingerprint: str | None = None,
+             readings: Sequence[str] = FILLERS,
              lengths: Sequence[int] = GRID_LENGTHS, mask_lengths: Sequence[int] = MASK_LENGTHS,
              n_prompts: int = 1000, prompt_seed: int = 11,
              mask_layers: Sequence[int] | None = None,
@@ -205,7 +206,10 @@ def run_grid(model, task: MultiHopTask, store: CellStore, *, run: str, preset: s
     """Every missing cell of one run, headline reading first, then the others; each cell
     is stored as soon as it is measured (resumable). ``mask_layers``: the layers the
     masking diagnostic hides the extension from (default 0-3, fewer in a shallower
-    model). Returns the run's cells."""
+    model). ``fingerprint``: the run's identity (:func:`.identity.fingerprint`), carried by
+    every new cell; a cell already in the store that carries none or another is refused
+    (:func:`.identity.cells_of_runs`) instead of being kept as this run's. Returns the
+    run's cells."""
     bad = [r for r in readings if r not in FILLERS]
     if bad:
         raise InvalidSelectionError(f"readings must be some of {FILLERS}, got {bad}")
@@ -213,8 +217,10 @@ def run_grid(model, task: MultiHopTask, store: CellStore, *, run: str, preset: s
         [r for r in readings if r != HEADLINE_FILLER]
     # a reading that coincides with another is measured after it and copies its cells
     order.sort(key=lambda r: task.same_as(r) != r)
-    fields = dict(run=run, preset=preset, seed=seed, step=step, n_prompts=n_prompts,
-                  prompt_seed=prompt_seed)
+    fields = dict(run=run, preset=preset, seed=seed, step=step, fingerprint=fingerprint,
+                  n_prompts=n_prompts, prompt_seed=prompt_seed)
+    if fingerprint is not None:
+        cells_of_runs(store.cells(), {run: fingerprint}, source=str(store.path))
     out = []
     for reading in order:
         same = task.same_as(reading)

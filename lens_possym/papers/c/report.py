@@ -1,9 +1,12 @@
 """The report stage of ``lens-possym paper-c`` (:mod:`.pipeline`): docs/paper_c.md,
 docs/paper_c_results.json, docs/paper_c_verdict_inputs.json and docs/figures/paper_c/.
 
-Reads only what exists: the finished runs' records (``--docs``/paper_c_runs/*.json), the
-cached analyses (``--cache``, one folder per ``(preset, seed)``), the length cells already
-in paper_c_results.json (written by ``grid``), the ablation's record (paper_c_ablate.json)
+Reads only what exists: the finished runs' records (``--docs``/paper_c_runs/*.json; a
+record trained with another recipe than its preset builds today is listed and its run
+pending, :mod:`.identity`), the cached analyses (``--cache``, one folder per ``(preset,
+seed)``; each file stamped with the run it was computed from), the length cells already
+in paper_c_results.json (written by ``grid``; those of the current runs, each carrying
+its run's fingerprint), the ablation's record (paper_c_ablate.json)
 and the GPU timing (device/h200_paper_c.txt). The verdicts apply the rules of
 docs/paper_c_rules.md (:mod:`.verdicts`) per seed; a seed that has not run, or not been
 analysed, is shown as pending, never filled in. The page's sections are
@@ -18,9 +21,10 @@ import json
 from pathlib import Path
 
 from ...plugins import to_jsonable
+from .identity import cells_of_runs, read_records, run_name
 from .readings import CellStore, reading_claims, report_lines
 from .report_data import (SEEDS, TASKS, analyses_of, first_step, load_run,
-                          read_json, records, result_record, verdict_cell)
+                          read_json, result_record, verdict_cell)
 from .report_sections import (ablation_section, device_section, dynamics_section,
                               frequency_section, gaps_section, lengths_section, roles_section,
                               theory_section, timing_and_lm_section)
@@ -58,7 +62,9 @@ COMMANDS_MD = (
     "nohup nice -n 10 lens-possym paper-c queue 1 > out/paper_c/queue1.log 2>&1 &   #  resumes)\n"
     "lens-possym paper-c analyse --presets paper   # every analysis of every finished run\n"
     "lens-possym paper-c grid --presets paper      # run x reading x length, 1,000 prompts\n"
-    "lens-possym paper-c report\n"
+    "lens-possym paper-c stamp --cache DIR --runs RUNS   # files and cells older code "
+    "wrote: stamped with their run\n"
+    "lens-possym paper-c report   # a record of a former recipe: listed, its run pending\n"
     "lens-possym paper-c verdicts   # every verdict recomputed from committed files\n"
     "```")
 
@@ -75,7 +81,15 @@ def write_report(args: argparse.Namespace) -> Path:
     figs = docs / "figures" / "paper_c"
     presets = list(args.presets or ("paper", "cpu"))
     figs.mkdir(parents=True, exist_ok=True)
-    recs = records(docs / "paper_c_runs")
+    # a record of another recipe is not the run: listed, and the run pending (identity.py)
+    found = read_records(docs / "paper_c_runs")
+    recs = {k: r for k, r in found.current.items() if k[1] in presets and k[2] in SEEDS}
+    fingerprints = {run_name(*k): found.fingerprints[run_name(*k)] for k in recs}
+    former = found.former_lines(presets)
+    for line in former:
+        print(f"[report] {line} (read as not there)")
+    # the cells read are those of the current runs, each carrying its run's fingerprint
+    read_cells = cells_of_runs(length_cells, fingerprints, source=str(results))
     lines: list[str] = []
     add = lines.append
 
@@ -86,17 +100,19 @@ def write_report(args: argparse.Namespace) -> Path:
     inputs_json: dict = {"source": "lens-possym paper-c report: what every rule "
                                    "reads; 'lens-possym paper-c verdicts' recomputes "
                                    "the verdict table from this file and the length cells",
-                         "runs": {p: {} for p in presets}}
+                         "runs": {p: {} for p in presets}, "records": fingerprints}
     for preset in presets:
         for seed in SEEDS:
             analyses = {}
             for task in TASKS:
                 rec = recs.get((task, preset, seed))
-                run = load_run(cache, task, preset, seed)
-                runs[preset][(task, seed)] = run if rec else None
+                name = run_name(task, preset, seed)
+                run = load_run(cache, task, preset, seed, fingerprint=fingerprints[name]) \
+                    if rec else None
+                runs[preset][(task, seed)] = run
                 analyses[task] = analyses_of(task, preset, seed, rec, run)
                 if rec:
-                    results_json.append(result_record(rec, run))
+                    results_json.append(result_record(rec, run, fingerprints[name]))
             if any(analyses.values()):
                 judged[preset][seed] = judge_seed(analyses["number"], analyses["letter"])
                 strict[preset][seed] = judge_seed_strict(analyses["number"],
@@ -124,7 +140,7 @@ def write_report(args: argparse.Namespace) -> Path:
                         for k in ROW_KEYS if k not in ("11", "12")},
             "strict": {k: verdict([strict[preset].get(s, {}).get(k) for s in SEEDS])
                        for k in STRICT_KEYS}}
-        for row in reading_claims(length_cells, preset=preset):
+        for row in reading_claims(read_cells, preset=preset):
             if row["rule"] == "strict" and row["reading"] == HEADLINE_FILLER:
                 verdicts_json[preset]["strict"][row["claim"]] = row["verdict"]
     verdicts_json["theory"] = {k: verdict([r], n_seeds=1) for k, r in theory.items()}
@@ -164,9 +180,19 @@ def write_report(args: argparse.Namespace) -> Path:
                     add(f"| {task}-{preset}-s{seed} | {rec['steps']} | "
                         f"{rec['train_time_s'] / 60:.0f} | {rec['test_accuracy']:.4f} | "
                         f"{first_step(rec['history']) or '–'} |")
+                elif (task, preset, seed) in found.former:
+                    add(f"| {task}-{preset}-s{seed} | pending: trained with a former recipe, "
+                        "retrain it | | | |")
                 else:
                     add(f"| {task}-{preset}-s{seed} | pending | | | |")
     add("")
+    if former:
+        add("Records in `docs/paper_c_runs/` not read as their runs (another recipe than "
+            "their preset builds today; `lens_possym/papers/c/identity.py`):")
+        add("")
+        for line in former:
+            add(f"- {line.replace('|', '/')}.")
+        add("")
     for line in COMMANDS_MD.splitlines():
         add(line)
     add("")
@@ -233,7 +259,7 @@ def write_report(args: argparse.Namespace) -> Path:
         dynamics_section(add, preset, runs[preset], recs, figs)
         roles_section(add, preset, runs[preset], figs)
         lengths_section(add, preset, runs[preset], FILLERS, HEADLINE_FILLER, figs)
-        for line in report_lines(length_cells, preset=preset):
+        for line in report_lines(read_cells, preset=preset):
             add(line)
         gaps_section(add, preset, runs[preset])
         frequency_section(add, preset, runs[preset])
@@ -252,6 +278,6 @@ def write_report(args: argparse.Namespace) -> Path:
         "source": "lens-possym paper-c report (records: docs/paper_c_runs/, "
                   "analyses: the stage cache); null = not measured yet",
         "headline_filler": HEADLINE_FILLER, "gamma": 0.1,
-        "runs": results_json}), indent=1, allow_nan=False) + "\n")
+        "runs": results_json, "former_recipe": former}), indent=1, allow_nan=False) + "\n")
     print(f"wrote {page}, {results} and {figs}/")
     return page

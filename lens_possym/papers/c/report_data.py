@@ -1,8 +1,9 @@
-"""What paper C's report reads (:mod:`.report`): the finished runs' records
-(``docs/paper_c_runs/*.json``) and the cached analyses of one run (``--cache``, one folder
-per ``(preset, seed)``), turned into the :class:`~lens_possym.papers.c.verdicts.RunAnalyses`
-the verdict rules read and into one entry of ``docs/paper_c_results.json``; and the
-formatting helpers the report's sections share."""
+"""What paper C's report reads (:mod:`.report`): the finished runs' current records
+(``docs/paper_c_runs/*.json``, :mod:`.identity`) and the cached analyses of one run
+(``--cache``, one folder per ``(preset, seed)``; each file stamped with its run), turned
+into the :class:`~lens_possym.papers.c.verdicts.RunAnalyses` the verdict rules read and
+into one entry of ``docs/paper_c_results.json``; and the formatting helpers the report's
+sections share."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from .dynamics import purity
+from .identity import check_cached, read_records, read_stamps
 from .tasks import FILLERS, HEADLINE_FILLER
 from .verdicts import RunAnalyses, nan_list
 
@@ -38,37 +40,48 @@ def as_tensor(x) -> torch.Tensor:
 
 
 def records(folder: Path) -> dict[tuple[str, str, int], dict]:
-    """Every record in ``folder`` (``docs/paper_c_runs``) by ``(task, preset, seed)``."""
-    out = {}
-    for path in sorted(Path(folder).glob("*.json")):
-        r = json.loads(path.read_text())
-        out[(r["task"], r["preset"], int(r["seed"]))] = r
-    return out
+    """Every **current** record in ``folder`` (``docs/paper_c_runs``) by ``(task, preset,
+    seed)``: one trained with what its preset builds today (:func:`.identity.read_records`
+    also gives the former-recipe ones and the fingerprints)."""
+    return read_records(folder).current
 
 
-def load_run(cache: Path, task: str, preset: str, seed: int) -> dict:
-    """Every cached analysis of one run (``None`` where missing)."""
+def load_run(cache: Path, task: str, preset: str, seed: int, *, fingerprint: str) -> dict:
+    """Every cached analysis of one run (``None`` where missing); each file read must be
+    stamped as computed from the run ``fingerprint`` (:func:`.identity.check_cached`,
+    :class:`~lens_possym.errors.ResultsFileError` naming the file and the fix)."""
     folder = cache / f"{preset}-s{seed}"
+    stamps = read_stamps(folder)
+    name = f"{task}-{preset}-s{seed}"
+    fix = f"'lens-possym paper-c analyse --presets {preset} --seeds {seed} --tasks {task}'"
+
+    def read(path: Path) -> Any:
+        if not path.is_file():
+            return None
+        check_cached(folder, path.relative_to(folder).as_posix(), name, fingerprint,
+                     fix=fix, stamps=stamps)
+        return json.loads(path.read_text())
+
     lengths: dict[str, dict[int, dict]] = {f: {} for f in FILLERS}
     for path in sorted(folder.glob(f"length_{task}_*.json")):
-        data = json.loads(path.read_text())
+        data = read(path)
         lengths[data.get("filler", HEADLINE_FILLER)][int(data["lengths"][0])] = data
     masking = {}
     for path in sorted(folder.glob(f"masking_{task}_*.json")):
-        data = json.loads(path.read_text())
+        data = read(path)
         masking[int(data["lengths"][0])] = data
-    return {"dynamics": read_json(folder / f"dynamics_{task}.json"),
-            "roles": read_json(folder / f"roles_{task}.json"),
-            "gaps": read_json(folder / f"gaps_{task}.json"),
-            "timing": read_json(folder / f"timing_{task}.json"),
-            "frequency": read_json(folder / f"frequency_{task}.json"),
+    return {"dynamics": read(folder / f"dynamics_{task}.json"),
+            "roles": read(folder / f"roles_{task}.json"),
+            "gaps": read(folder / f"gaps_{task}.json"),
+            "timing": read(folder / f"timing_{task}.json"),
+            "frequency": read(folder / f"frequency_{task}.json"),
             "lengths": lengths, "masking": masking}
 
 
 def analyses_of(task: str, preset: str, seed: int, record: dict | None,
-                run: dict) -> RunAnalyses | None:
+                run: dict | None) -> RunAnalyses | None:
     """The :class:`RunAnalyses` the verdict rules read (``None`` if the run does not exist)."""
-    if record is None:
+    if record is None or run is None:
         return None
     a = RunAnalyses(task, preset, seed,
                     history=[(h["step"], h["test_accuracy"]) for h in record["history"]])
@@ -101,9 +114,10 @@ def first_step(history: list[dict], level: float = 0.99) -> int | None:
     return None
 
 
-def result_record(rec: dict, run: dict) -> dict:
-    """One run's entry of ``docs/paper_c_results.json`` (``runs``): its record and the
-    analyses it has (null where not measured yet)."""
+def result_record(rec: dict, run: dict, fingerprint: str | None = None) -> dict:
+    """One run's entry of ``docs/paper_c_results.json`` (``runs``): its record, its
+    identity (:func:`.identity.fingerprint`) and the analyses it has (null where not
+    measured yet)."""
     head = run["lengths"][HEADLINE_FILLER]
     pos_end = sym_end = None
     d = run["dynamics"]
@@ -113,7 +127,7 @@ def result_record(rec: dict, run: dict) -> dict:
         pos_end, sym_end = counts["positional"], counts["symbolic"]
     return {
         "task": rec["task"], "preset": rec["preset"], "seed": rec["seed"],
-        "steps": rec["steps"], "test_accuracy": rec["test_accuracy"],
+        "fingerprint": fingerprint, "steps": rec["steps"], "test_accuracy": rec["test_accuracy"],
         "accuracy_by_length": {str(n): head[n]["accuracy"][0] for n in sorted(head)} or None,
         "accuracy_by_length_by_reading": {
             f: {str(n): v["accuracy"][0] for n, v in sorted(run["lengths"][f].items())}

@@ -36,8 +36,10 @@ from .lengths import accuracy_by_length
 from .masking import extension_accuracy
 from .roles import attention_roles, causal_roles
 from .tasks import FILLERS, HEADLINE_FILLER, LetterTask, NumberTask
+from .identity import dynamics_matches
 from .workspace import (GAP_LENGTHS, LENGTHS, MASK_LENGTHS, READING_LENGTHS, cached,
-                        final_model, run_cached, run_dir, run_finished, run_name, say)
+                        final_model, run_cached, run_dir, run_finished, run_metrics, run_name,
+                        say)
 
 __all__ = ["dynamics_data", "stage_dynamics", "stage_timing", "stage_roles",
            "stage_discrepancy", "stage_lengths", "stage_masking", "stage_frequency",
@@ -60,7 +62,7 @@ def dynamics_data(task: str, args: argparse.Namespace, *,
         parts.append(run_cached(args, f"dynamics/{task}_{chunk[0]}-{chunk[-1]}", lambda c=chunk:
                                 score_run(run, n_prompts=100, steps=c, eval_size=2048,
                                           training_eval=True, log=lambda l: say(f"  {task} {l}"))
-                                .to_dict()))
+                                .to_dict(), task=task, verify=_scored_on(task, args)))
     if complete_chunks_only:
         return None
     data = dict(parts[0])
@@ -68,6 +70,15 @@ def dynamics_data(task: str, args: argparse.Namespace, *,
         data[key] = [x for part in parts for x in part[key]]
     data["score_seconds"] = sum(part["score_seconds"] for part in parts)
     return data
+
+
+def _scored_on(task: str, args: argparse.Namespace):
+    """A dynamics file's proof of its run: its accuracy per checkpoint is the run's
+    (:func:`.identity.dynamics_matches` against the run folder's metrics.json)."""
+    def verify(data) -> bool:
+        metrics = run_metrics(task, args)
+        return metrics is not None and dynamics_matches(data, metrics)
+    return verify
 
 
 def stage_dynamics(args: argparse.Namespace) -> None:
@@ -80,7 +91,8 @@ def stage_dynamics(args: argparse.Namespace) -> None:
             raise TrainingError(f"{run_name(task, args)} is not finished (no model.pt in "
                                 f"{run_dir(task, args)}); the analyses read finished runs (or "
                                 "pass --partial to score its complete chunks now)")
-        data = run_cached(args, f"dynamics_{task}", lambda task=task: dynamics_data(task, args))
+        data = run_cached(args, f"dynamics_{task}", lambda task=task: dynamics_data(task, args),
+                          task=task, verify=_scored_on(task, args))
         traj = ScoreTrajectory.from_dict(data)
         for gamma in (0.1, 0.05):
             p = purity(traj.pos, traj.sym, traj.steps, gamma)
@@ -121,7 +133,7 @@ def stage_timing(args: argparse.Namespace) -> None:
                 "threads": torch.get_num_threads(), "machine": platform.processor() or
                 platform.machine(), "load": os.getloadavg()[0]}
 
-    t = run_cached(args, f"timing_{task}", compute, force=args.force)
+    t = run_cached(args, f"timing_{task}", compute, task=task, force=args.force)
     say(f"[timing] {t['task']}: scored all {t['n_checkpoints']} checkpoints ({t['n_layers']} "
         f"layers, last-token query, {t['n_prompts']} prompts, exact) in {t['exact_all_s']:.1f} s "
         f"({t['exact_per_checkpoint_s']:.2f} s each); re-run on step {t['rerun_subset']}: "
@@ -144,7 +156,7 @@ def stage_roles(args: argparse.Namespace) -> None:
                     "path_count": count, "attention": roles.to_dict(),
                     "causal": causal.to_dict(), "lens": lens.to_dict(),
                     "patching": patch.to_dict()}
-        data = run_cached(args, f"roles_{task}", compute)
+        data = run_cached(args, f"roles_{task}", compute, task=task)
         labels = [row[0] for row in data["attention"]["labels"]]
         say(f"[roles] {run_name(task, args)}: {labels}; single-head chain restore on/off "
             f"{[round(x, 3) for x in data['causal']['chain_restore']]}")
@@ -229,7 +241,7 @@ def stage_discrepancy(args: argparse.Namespace) -> None:
             bridge = model.bridge(n_positions=max(GAP_LENGTHS))
             return {"step": step, **layer_gaps(bridge, t, GAP_LENGTHS, n_inputs=64,
                                                seed=5).to_dict()}
-        d = run_cached(args, f"gaps_{task}", trained)
+        d = run_cached(args, f"gaps_{task}", trained, task=task)
         say(f"[discrepancy] {run_name(task, args)}: min gap per layer at 17 / 300: "
             f"{[round(r[0], 2) for r in d['min'][0]]} / {[round(r[0], 2) for r in d['min'][-1]]}")
 
@@ -245,7 +257,7 @@ def stage_lengths(args: argparse.Namespace) -> None:
             key = f"length_{task}_{n}" if filler == HEADLINE_FILLER else \
                 f"length_{task}_{filler}_{n}"
             rows[(filler, n)] = run_cached(args, key, lambda n=n, f=filler: accuracy_by_length(
-                model, t, [n], n_prompts=256, seed=11, filler=f).to_dict())
+                model, t, [n], n_prompts=256, seed=11, filler=f).to_dict(), task=task)
         say(f"[lengths] {run_name(task, args)}: " + ", ".join(
             f"{f}@{n}: {r['accuracy'][0]:.3f}" for (f, n), r in rows.items()))
 
@@ -257,7 +269,7 @@ def stage_masking(args: argparse.Namespace) -> None:
         model, t, _ = final_model(task, args)
         rows = {n: run_cached(args, f"masking_{task}_{n}", lambda n=n: extension_accuracy(
             model, t, [n], layers=range(min(4, model.cfg.n_layers)), n_prompts=256,
-            seed=11).to_dict())
+            seed=11).to_dict(), task=task)
             for n in MASK_LENGTHS}
         say(f"[masking] {run_name(task, args)}: " + "; ".join(
             f"{n}: " + ", ".join(f"{m} {a[0]:.3f}" for m, a in r["accuracy"].items())
@@ -274,7 +286,7 @@ def stage_frequency(args: argparse.Namespace) -> None:
         def compute(task=task):
             model, t, step = final_model(task, args)
             return {"step": step, **frequency_profile(model, t, n_prompts=100, seed=1).to_dict()}
-        d = run_cached(args, f"frequency_{task}", compute)
+        d = run_cached(args, f"frequency_{task}", compute, task=task)
         say(f"[frequency] {run_name(task, args)}: weighted ID per layer "
             f"{[round(w, 1) for w in d['weighted']]}")
 

@@ -218,11 +218,29 @@ def test_base_variant_reads_the_presets_own_run_only_when_the_settings_match(tmp
 
 
 def _record(task, preset, seed, reach: int | None):
+    """A fabricated record of a run trained with what ``preset`` builds today."""
+    from lens_possym.papers.c.identity import today_configs
+
     hist = [{"step": s, "test_accuracy": 0.995 if reach and s >= reach else 0.3}
             for s in range(100, 1001, 100)]
     return {"task": task, "preset": preset, "seed": seed, "steps": 1000,
             "test_accuracy": hist[-1]["test_accuracy"], "train_time_s": 60.0,
-            "history": hist}
+            "history": hist, **today_configs(task, preset, seed)}
+
+
+def _stamp_all(cache, docs):
+    """Stamp every fabricated cache file with the run of its record (identity.py)."""
+    from lens_possym.papers.c.identity import read_records, stamp_files
+
+    fingerprints = read_records(docs / "paper_c_runs").fingerprints
+    for folder in cache.glob("*-s*"):
+        preset, seed = folder.name.rsplit("-s", 1)
+        entries = {}
+        for path in folder.rglob("*.json"):
+            rel = path.relative_to(folder).as_posix()
+            name = f"{rel.split('_')[1].split('.')[0]}-{preset}-s{seed}"
+            entries[rel] = (name, fingerprints[name])
+        stamp_files(folder, entries)
 
 
 def test_report_from_what_exists(tmp_path, capsys):
@@ -248,6 +266,7 @@ def test_report_from_what_exists(tmp_path, capsys):
             {"task": task, "lengths": [850], "accuracy": masked, "n_prompts": 256}))
     (cache / "paper-s0" / "frequency_number.json").write_text(json.dumps(
         {"weighted": [1.0, 2.0, 2.0, 2.5] + [38.0] * 8}))
+    _stamp_all(cache, docs)
     write_report(argparse.Namespace(docs=docs, cache=cache, presets=["paper"]))
     page = (docs / "paper_c.md").read_text()
     assert "| number-paper-s0 | 1.0 | 2.0 | 2.0 | 2.5 | 38.0 |" in page      # Table 1 beside
