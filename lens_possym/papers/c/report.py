@@ -266,7 +266,12 @@ def write_report(args: argparse.Namespace) -> Path:
 
     ablation_section(add, read_json(docs / "paper_c_ablate.json"))
     theory_section(add, curves, measured, constructions, figs)
-    timing_and_lm_section(add, cache)
+    # the timing is number-cpu-s0's, read only as that run's (identity.py)
+    timing = None
+    if ("number", "cpu", 0) in found.current:
+        timing = load_run(cache, "number", "cpu", 0,
+                          fingerprint=found.fingerprints["number-cpu-s0"])["timing"]
+    timing_and_lm_section(add, cache, timing)
     device_section(add, docs / "device" / "h200_paper_c.txt")
 
     page.write_text("\n".join(lines))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .dynamics import purity
 from .frequency import TABLE_1
-from .report_data import as_tensor, fmt, nan_list, read_json, run_order
+from .report_data import as_tensor, fmt, nan_list, run_order
 from .report_figures import (PAPER_LENGTHS, fig_chain, fig_discrepancy, fig_dynamics,
                              fig_layers, fig_lengths)
 from .verdicts import convergence_step, mid_rise
@@ -389,9 +389,10 @@ def theory_section(add, curves, measured, constructions, figs: Path) -> None:
         add("")
 
 
-def timing_and_lm_section(add, cache: Path) -> None:
-    """Exact scoring of every checkpoint against re-run; the pretrained LMs' 1-hop table."""
-    timing = read_json(cache / "cpu-s0" / "timing_number.json")
+def timing_and_lm_section(add, cache: Path, timing: dict | None) -> None:
+    """Exact scoring of every checkpoint against re-run (``timing``: number-cpu-s0's
+    ``timing_number.json``, read as that run's by the caller); the pretrained LMs' 1-hop
+    table."""
     add("## Scoring every checkpoint: exact against re-run")
     add("")
     if timing:
