@@ -307,8 +307,11 @@ def test_the_committed_seed0_cache_and_cells_belong_to_their_records():
             rel = path.relative_to(folder).as_posix()
             if rel == I.STAMPS:
                 continue
-            name = stamps.get(rel, {}).get("run") or rel
-            assert name in found.fingerprints, f"{folder / rel}: no current record"
+            assert rel in stamps, (f"{folder / rel} is not stamped: run 'lens-possym paper-c "
+                                   "stamp --cache CACHE --runs RUNS' where the stages wrote it "
+                                   "and copy its stamps.json here")
+            name = stamps[rel]["run"]
+            assert name in found.fingerprints, f"{folder / rel}: {name} has no current record"
             I.check_cached(folder, rel, name, found.fingerprints[name], fix="analyse",
                            stamps=stamps)
             checked += 1
