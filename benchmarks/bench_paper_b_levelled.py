@@ -18,7 +18,6 @@ spends); compare numbers from one run only.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -101,7 +100,7 @@ def main() -> None:
           f"({args.steps} steps), {t['eval']:.1f} CPU-s per loop evaluation (1,024), scoring "
           f"on {lv.SCORING_SIZE} sentences with 24 ablations {t['score']:.0f} CPU-s "
           f"({t['score_wall']:.0f} s wall)")
-    records = json.loads(Path(args.records).read_text())
+    records = pb.as_dicts(pb.read_records(Path(args.records)))    # the file's "cells"
     for line in plan(t, records):
         print(line)
 

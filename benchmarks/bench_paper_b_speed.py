@@ -244,7 +244,7 @@ def main() -> None:
               f"compiling (logits differ by up to {diff:.1e})")
 
     # 4. the grid's cost, before and now
-    records = json.loads(Path(args.records).read_text())
+    records = pb.as_dicts(pb.read_records(Path(args.records)))    # the file's "cells"
     hash_saving = old_hash - new_hash
     old = {"step": step + hash_saving, "eval": evaluation_old, "score": scale * score_old}
     new = {"step": step, "eval": evaluation, "score": scale * score_new}

@@ -100,7 +100,7 @@ repository's results file is present, its accuracies are plotted here:
 ("code", r"""
 results = Path(lp.__file__).resolve().parents[1] / "docs" / "paper_b_results.json"
 if results.exists():
-    rows = json.loads(results.read_text())
+    rows = pb.as_dicts(pb.read_records(results))   # the file's "cells" (it also holds verdicts)
     labels = ["nope", "sinusoidal", "learned", "alibi", "t5", "rope", "mla", "hybrid"]
     fig, ax = plt.subplots(figsize=(9, 3))
     for i, (task, variant) in enumerate([("distance", "intended"), ("distance", "faithful"), ("count", "intended"), ("count", "faithful")]):

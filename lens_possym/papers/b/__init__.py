@@ -11,7 +11,8 @@ the rules of 2026-11-29: :mod:`.levelled` (training until a cell levels off, sco
 4,096 sentences with standard errors), :mod:`.margins` (every threshold in standard
 errors, "undecided" verdicts) and :mod:`.report_margins` (their block); the
 ``lens-possym encoder`` command, and the reproduction pipeline (:mod:`.pipeline`: the grid
-as queues, the report) as ``lens-possym paper-b run | queue | report | refresh-probe``. (The Toeplitz decomposition of a head's logits is the
+as queues, the report) as ``lens-possym paper-b run | queue | report | verdicts |
+migrate-records | refresh-probe``. (The Toeplitz decomposition of a head's logits is the
 core's: :mod:`lens_possym.toeplitz`.)
 """
 
@@ -49,6 +50,7 @@ _EXPORTS = {
                 "all_of", "any_of", "accuracy_se"],
     "report_margins": ["margins_markdown"],
     "report_levelled": ["levelled_reading_markdown"],
+    "pipeline": ["read_records", "read_verdicts"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 __all__ = ["PLUGIN", *(name for names in _EXPORTS.values() for name in names)]

@@ -13,8 +13,8 @@ run; :func:`analyse_cell` computes and caches (``analysis.json``) what the docs 
 * the **positional probe** (:mod:`.probe`), for models with an input encoding;
 * the **positional/symbolic profile** of every head (:mod:`.profile`).
 
-Records (:class:`~.records.CellRecord`) are the entries of ``docs/paper_b_results.json``
-(:func:`cell_record`):
+Records (:class:`~.records.CellRecord`) are the entries of ``docs/paper_b_results.json``'s
+``"cells"`` (:func:`cell_record`):
 ``preset``, ``task``, ``scheme``, ``variant``, ``seed``, ``accuracy`` (a fraction),
 ``ablation`` (the per-head deposit summary: ``top_drop``, ``second_drop``, ``top_head``,
 ``heads_over_10``, ``deposit``), ``probe``, the training history and the model config.
@@ -175,7 +175,7 @@ def grid_cells(*, seeds: tuple[int, ...] = (0,), tasks: tuple[str, ...] = TASK_N
 
 
 def cell_record(data: dict[str, Any]) -> CellRecord:
-    """The committed record of one finished cell (one entry of ``docs/paper_b_results.json``),
+    """The committed record of one finished cell (one of ``docs/paper_b_results.json``'s cells),
     from its :func:`analyse_cell` data.
 
     ``ablation`` summarises the **per-head** grid (``hook_z`` zeroed) of every scheme, the

@@ -17,8 +17,9 @@ DESCRIPTION = ("Paper B reproduced. 'run' trains and analyses the cells of a pre
                "docs/paper_b.md's block of a preset (paper-length: from the committed records; "
                "cpu: from the records too, its head profiles from the runs under --root); "
                "'verdicts' recomputes every verdict from the committed files and checks the "
-               "page against them; 'refresh-probe' recomputes the probe of every finished "
-               "cell. Paths are "
+               "page against them; 'migrate-records' turns a records file of the old "
+               "format (a list of cells) into today's (verdicts and cells); 'refresh-probe' "
+               "recomputes the probe of every finished cell. Paths are "
                "relative to the working directory (run it from the repository's root).")
 
 PRESETS = ("cpu", "paper-length", "paper")    # lens_possym.papers.b.presets.ENCODER_PRESETS
@@ -82,7 +83,8 @@ def register(sub) -> None:
                    help="cpu: write the tables only, not docs/figures/paper_b/*.png")
     p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
     p.add_argument("--levelled", action="store_true",
-                   help="the <preset>+levelled grid's verdicts under the 2026-11-29 rules")
+                   help="the <preset>+levelled grid's verdicts under the 2026-11-29 rules "
+                        "(also written into --records' \"verdicts\")")
     v = steps.add_parser("verdicts", help="recompute every verdict from the committed files "
                          "and check docs/paper_b.md's blocks against them (exit 1 on a "
                          "difference)")
@@ -92,6 +94,10 @@ def register(sub) -> None:
     v.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2])
     v.add_argument("--levelled", action="store_true",
                    help="the <preset>+levelled grids' verdicts and blocks")
+    g = steps.add_parser("migrate-records", help="turn a records file of the old format (a "
+                         "JSON list of cells) into today's ({\"verdicts\", \"cells\"}), every "
+                         "cell kept as it is")
+    g.add_argument("--records", default=RECORDS)
     f = steps.add_parser("refresh-probe", help="recompute the probe of every finished cell")
     f.add_argument("--preset", default="cpu", choices=PRESETS)
     f.add_argument("--root", default="runs/paper_b")
@@ -109,6 +115,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         pipeline.report(args)
     elif args.paper_b_command == "verdicts":
         pipeline.verdicts(args)
+    elif args.paper_b_command == "migrate-records":
+        pipeline.migrate_records(args)
     else:
         pipeline.refresh_probe(args)
     return 0

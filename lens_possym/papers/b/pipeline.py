@@ -10,6 +10,8 @@ docs/paper_b.md's tables (the ``lens-possym paper-b`` command: :mod:`.cli_grid`)
                                              # scored on 4,096 sentences (.levelled)
     lens-possym paper-b report --preset paper-length [--levelled]
     lens-possym paper-b report [--preset cpu|paper-length] [--root runs/paper_b] [--out docs]
+    lens-possym paper-b verdicts [--levelled]
+    lens-possym paper-b migrate-records [--records docs/paper_b_results.json]
 
 ``run`` walks :func:`lens_possym.papers.b.cells.grid_cells` (``cpu``: every scheme ×
 both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
@@ -32,7 +34,18 @@ head profiles, which no record holds, from the ``analysis.json`` files under ``<
 (between ``BEGIN/END CPU PROFILES``; left as they are where there is none). It writes no
 record.
 ``report --preset paper-length`` reads the committed records and writes the verdict table
-(:func:`lens_possym.papers.b.verdicts.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``.
+(:func:`lens_possym.papers.b.verdicts.judge`) between ``BEGIN/END PAPER-LENGTH TABLES``;
+with ``--levelled``, the ``+levelled`` blocks, and the same verdicts with every seed's
+margins into the records file's ``"verdicts"`` (:func:`levelled_verdicts`).
+
+The records file (``--records``, :func:`read_results`) is one JSON object:
+``{"verdicts": {grid: {"rules": date, "claims": [...]}}, "cells": [record, ...]}``.
+``run`` merges its cells into ``"cells"`` and leaves ``"verdicts"`` as they are;
+``report --levelled`` sets the verdicts of the grids it judged and leaves the cells
+(both under the file's lock, atomically). A file of the old format (a JSON list of cells)
+is refused with the command that converts it, ``migrate-records``: an explicit step, not a
+silent rewrite by a queue, so that the format change is one commit of its own and a queue
+started on an old file stops before training rather than after.
 Paths are relative to the working directory (the repository's root).
 """
 
@@ -42,8 +55,6 @@ import argparse
 import fcntl
 import json
 import math
-import os
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -51,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidSelectionError, ResultsFileError, TrainingError
+from ...plugins import write_text_atomically
 from ...training.runs import load_checkpoint
 from . import cells as pb_cells
 from . import levelled as pb_levelled
@@ -69,7 +81,8 @@ from .verdicts import RECORD_RULES_DATE, judge
 
 __all__ = ["RECORDS", "MARKERS", "COMMAND", "read_records", "write_records", "write_block",
            "preset_for", "select_cells", "run", "queue", "refresh_probe", "report",
-           "report_blocks", "verdicts", "levelled_verdicts", "LEVELLED_VERDICTS"]
+           "report_blocks", "verdicts", "levelled_verdicts", "levelled_grids", "read_results",
+           "read_verdicts", "write_verdicts", "migrate_records", "MIGRATE"]
 
 #: the committed records, relative to the repository's root (the working directory)
 RECORDS = Path("docs") / "paper_b_results.json"
@@ -131,27 +144,111 @@ def _claimed(folder: Path):
     return _flocked(folder / "claim.lock", wait=False)
 
 
-def read_records(path: Path = RECORDS) -> list[CellRecord]:
-    """The records of the file at ``path`` (none if there is no file)."""
+#: the command that turns a records file of the old format (a JSON list of cells) into
+#: today's (:func:`read_results`)
+MIGRATE = "lens-possym paper-b migrate-records"
+
+
+def _load(path: Path) -> Any:
+    """The JSON in ``path`` (``None`` if there is no file)."""
     if not path.exists():
-        return []
-    return [CellRecord.from_dict(entry) for entry in json.loads(path.read_text())]
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ResultsFileError(f"{path} is not a JSON file ({error}); restore it with "
+                               f"`git checkout {path}`") from error
+
+
+def read_results(path: Path = RECORDS) -> dict[str, Any]:
+    """The records file at ``path`` as it is stored: ``{"verdicts": {grid: {"rules": date,
+    "claims": [...]}}, "cells": [record, ...]}`` (the cells as
+    :meth:`~.records.CellRecord.to_dict` writes them, sorted by key; the verdicts as
+    :func:`levelled_verdicts` gives them, written by ``report --levelled``); both empty if
+    there is no file.
+
+    Raises:
+        ResultsFileError: a file that is not JSON, one of the old format (a JSON list of
+            cells: :data:`MIGRATE` turns it into this one) or of another shape.
+    """
+    data = _load(path)
+    if data is None:
+        return {"verdicts": {}, "cells": []}
+    if isinstance(data, list):
+        raise ResultsFileError(
+            f"{path} is in the old format (a JSON list of cells, no verdicts); run "
+            f"`{MIGRATE} --records {path}` once (it keeps every cell as it is)")
+    if (not isinstance(data, dict) or set(data) != {"verdicts", "cells"}
+            or not isinstance(data["cells"], list) or not isinstance(data["verdicts"], dict)):
+        found = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ResultsFileError(f"{path} is not paper B's records file: it needs exactly the "
+                               f"keys 'verdicts' (an object) and 'cells' (a list), found "
+                               f"{found}")
+    return data
+
+
+def read_records(path: Path = RECORDS) -> list[CellRecord]:
+    """The cells' records of the file at ``path`` (none if there is no file;
+    :func:`read_results` says which files it refuses)."""
+    return [CellRecord.from_dict(entry) for entry in read_results(path)["cells"]]
+
+
+def read_verdicts(path: Path = RECORDS) -> dict[str, Any]:
+    """The verdicts the file at ``path`` holds, by grid (:func:`levelled_verdicts`)."""
+    return read_results(path)["verdicts"]
+
+
+def _write_results(path: Path, verdicts: dict[str, Any], cells: list[dict[str, Any]]) -> None:
+    """Write the file atomically (:func:`~lens_possym.plugins.write_text_atomically`); the
+    caller holds its lock."""
+    write_text_atomically(path, json.dumps({"verdicts": verdicts, "cells": cells}, indent=1,
+                                           ensure_ascii=False) + "\n")   # ✓ ✗ ? – as such
 
 
 def write_records(path: Path, new: list[CellRecord | dict]) -> list[CellRecord]:
-    """Merge ``new`` into the records file (a record replaces the one with its key), sorted,
-    written atomically under a lock; returns the merged list."""
+    """Merge ``new`` into the records file's cells (a record replaces the one with its key),
+    sorted, written atomically under a lock, its verdicts kept as they are; returns the
+    merged list."""
     with _locked(path):
-        merged = {r.key: r for r in read_records(path)}
+        data = read_results(path)
+        merged = {r.key: r for r in (CellRecord.from_dict(e) for e in data["cells"])}
         merged.update({r.key: r for r in (r if isinstance(r, CellRecord)
                                           else CellRecord.from_dict(r) for r in new)})
         rows = [merged[k] for k in sorted(merged, key=lambda k: tuple(map(str, k)))]
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump([r.to_dict() for r in rows], handle, indent=1)
-            handle.write("\n")
-        os.replace(tmp, path)
+        _write_results(path, data["verdicts"], [r.to_dict() for r in rows])
     return rows
+
+
+def write_verdicts(path: Path, grids: tuple[str, ...], verdicts: dict[str, Any]) -> None:
+    """Set the verdicts of ``grids`` in the records file to ``verdicts`` (a grid not in it
+    is removed: it has no record), written atomically under a lock, its cells kept as they
+    are."""
+    with _locked(path):
+        data = read_results(path)
+        kept = {g: v for g, v in data["verdicts"].items() if g not in grids}
+        _write_results(path, dict(sorted({**kept, **verdicts}.items())), data["cells"])
+
+
+def migrate_records(args: argparse.Namespace) -> None:
+    """``paper-b migrate-records``: turn a records file of the old format (a JSON list of
+    cells) into today's, every cell kept as it is (no verdict yet); a file already in
+    today's format is left alone."""
+    path = Path(args.records)
+    with _locked(path):
+        data = _load(path)
+        if not isinstance(data, list):
+            read_results(path)            # refuses what is neither format
+            print(f"{path} is already in today's format (verdicts and cells): left as it is")
+            return
+        for entry in data:                # each entry must be a record
+            try:
+                CellRecord.from_dict(entry)
+            except (TypeError, AttributeError) as error:
+                raise ResultsFileError(f"{path}: {str(entry)[:80]} is not a cell's record "
+                                       f"({error}); nothing was changed") from error
+        _write_results(path, {}, data)
+    print(f"{path}: {len(data)} cells kept as they were, under 'cells'; 'verdicts' added "
+          "(empty: `lens-possym paper-b report --preset paper-length --levelled` fills it)")
 
 
 def preset_for(args: argparse.Namespace) -> pb_presets.Preset:
@@ -203,6 +300,8 @@ def run(args: argparse.Namespace) -> None:
     # a levelled cell's claim lock lives in its +levelled folder; its base run in the preset's
     root = Path(args.root) / (pb_levelled.levelled_name(preset.name) if levelled else preset.name)
     records = Path(args.records) if args.records else None
+    if records is not None:
+        read_results(records)           # an unreadable or old-format file stops us here
     failed = []
     for i, cell in enumerate(cells):
         start, cpu = time.perf_counter(), time.process_time()
@@ -281,22 +380,25 @@ def report_blocks(records: list[CellRecord | dict], preset: str, seeds: tuple[in
     return blocks
 
 
-#: the ``+levelled`` verdicts with every seed's margins, machine-readable, beside the page
-#: (written by ``report --levelled`` into ``--out``)
-LEVELLED_VERDICTS = "paper_b_levelled_verdicts.json"
+def levelled_grids(preset: str) -> tuple[str, str]:
+    """The ``+levelled`` grids of ``preset`` whose verdicts the records file holds: its
+    own and its ``+copies`` grid's (claims 1-5)."""
+    return (pb_levelled.levelled_name(preset),
+            pb_levelled.levelled_name(pb_presets.with_trigger_copies_name(preset)))
 
 
 def levelled_verdicts(records: list[CellRecord | dict], preset: str,
                       seeds: tuple[int, ...]) -> dict[str, Any]:
-    """The verdicts of ``preset``'s ``+levelled`` grids under the rules of
-    :data:`~.margins.RULES_DATE` (:func:`~.margins.judge_margins`; the ``+copies`` grid for
-    claims 1-5), as JSON: ``{"rules": date, "grids": {grid: [{"claim", "text", "rule",
-    "note", "intended": {"verdict", "counts", "seeds": [{"seed", "outcome" (✓ ✗ ? –),
-    "text", "margins": [{"name", "value", "se", "z"}]}]}, "faithful": ...}]}}``; ``z`` is
+    """The verdicts of ``preset``'s ``+levelled`` grids (:func:`levelled_grids`, each one
+    that has a record) under the rules of :data:`~.margins.RULES_DATE`
+    (:func:`~.margins.judge_margins`; the ``+copies`` grid for claims 1-5), as the records
+    file's ``"verdicts"`` hold them: ``{grid: {"rules": date, "claims": [{"claim", "text",
+    "rule", "note", "intended": {"verdict", "counts", "seeds": [{"seed", "outcome"
+    (✓ ✗ ? –), "text", "margins": [{"name", "value", "se", "z"}]}]}, "faithful": ...}]}}``;
+    ``z`` (the margin's distance from its threshold in standard errors, ``value / se``) is
     ``null`` where the margin has no standard error (``value`` and ``se`` say which way)."""
-    name = pb_levelled.levelled_name(preset)
-    copies = pb_levelled.levelled_name(pb_presets.with_trigger_copies_name(preset))
-    grids: dict[str, list[dict[str, Any]]] = {}
+    name, copies = levelled_grids(preset)
+    grids: dict[str, dict[str, Any]] = {}
     for grid in (name, copies):
         if not any(record_key(r)[0] == grid for r in records):
             continue
@@ -316,8 +418,8 @@ def levelled_verdicts(records: list[CellRecord | dict], preset: str,
                                   "z": None if math.isinf(m.z) else m.z} for m in margins]}
                     for seed, (outcome, text), margins in zip(seeds, v["seeds"], v["margins"])]}
             rows.append(entry)
-        grids[grid] = rows
-    return json.loads(json.dumps({"rules": RULES_DATE, "grids": grids}))   # as read back
+        grids[grid] = {"rules": RULES_DATE, "claims": rows}
+    return json.loads(json.dumps(grids))   # as read back
 
 
 def _checked(args: argparse.Namespace) -> tuple[list[CellRecord], Path]:
@@ -350,11 +452,9 @@ def _report_records(args: argparse.Namespace) -> None:
         if key in verdict_keys or any(marker in body for marker in MARKERS[key]):
             write_block(page, *MARKERS[key], text)
     if levelled:
-        table = page.parent / LEVELLED_VERDICTS
-        table.write_text(json.dumps(levelled_verdicts(records, args.preset, tuple(args.seeds)),
-                                    indent=1, ensure_ascii=False) + "\n")
-        print(f"wrote the {pb_levelled.levelled_name(args.preset)} verdicts into {page} and "
-              f"{table}")
+        found = levelled_verdicts(records, args.preset, tuple(args.seeds))
+        write_verdicts(Path(args.records), levelled_grids(args.preset), found)
+        print(f"wrote the {' and '.join(found)} verdicts into {page} and {args.records}")
         return
     print(f"wrote the {args.preset} verdicts into {page} from "
           f"{sum(r.preset == args.preset for r in records)} records")
@@ -364,8 +464,8 @@ def verdicts(args: argparse.Namespace) -> None:
     """Every verdict of ``args.preset`` (``--levelled``: of its ``+levelled`` grids)
     recomputed from the committed files only (the records JSON and docs/paper_b.md, no run
     folder), printed one line per claim and variant, and every block the report wrote (and,
-    with ``--levelled``, :data:`LEVELLED_VERDICTS`) compared with what the records give now;
-    raises
+    with ``--levelled``, the records file's ``"verdicts"`` of the ``+levelled`` grids)
+    compared with what the records give now; raises
     :class:`~lens_possym.errors.ResultsFileError` (exit 1) on a difference."""
     records, page = _checked(args)
     if not page.exists():
@@ -395,19 +495,22 @@ def verdicts(args: argparse.Namespace) -> None:
             continue
         if body.split(begin + "\n", 1)[1].split(end, 1)[0] != text:
             stale.append(key)
+    stale = [f"{page}'s {key} block" for key in stale]
     if levelled:
-        table = page.parent / LEVELLED_VERDICTS
-        if not table.exists():
-            stale.append(f"{LEVELLED_VERDICTS} (missing)")
-        elif json.loads(table.read_text()) != levelled_verdicts(records, args.preset, seeds):
-            stale.append(LEVELLED_VERDICTS)
+        stored, now = read_verdicts(Path(args.records)), levelled_verdicts(records,
+                                                                            args.preset, seeds)
+        for grid in levelled_grids(args.preset):
+            if stored.get(grid) != now.get(grid):
+                why = (" (missing)" if grid not in stored else
+                       " (no cell of it)" if grid not in now else "")
+                stale.append(f"the {grid} verdicts in {args.records}{why}")
     if stale:
         raise ResultsFileError(
-            f"{page.parent}: {', '.join(stale)} differ(s) from what {args.records} gives; "
+            f"{', '.join(stale)} differ(s) from what the cells of {args.records} give; "
             f"run `{COMMAND} {args.preset}{' --levelled' if levelled else ''}` again")
     print(f"[verdicts] every block of {page} the report writes"
-          + (f" and {page.parent / LEVELLED_VERDICTS}" if levelled else "")
-          + f" equal what {args.records} gives")
+          + (f" and the {' and '.join(now)} verdicts of {args.records}" if levelled else "")
+          + f" equal what the cells of {args.records} give")
 
 
 def report(args: argparse.Namespace) -> None:

@@ -1,8 +1,17 @@
 """Paper B's record of one finished cell, on the result contract (:class:`ResultIO`): what
-``docs/paper_b_results.json`` holds, one entry per cell.
+``docs/paper_b_results.json`` holds under ``"cells"``, one entry per cell.
 
-The file is a JSON list of :meth:`CellRecord.to_dict` (no ``format`` tag per entry, so the
-committed file reads as it always did); :func:`~lens_possym.papers.b.cells.cell_record`
+The file is a JSON object ``{"verdicts": {...}, "cells": [...]}``
+(:func:`~lens_possym.papers.b.pipeline.read_results`): ``"cells"`` is a list of
+:meth:`CellRecord.to_dict` (no ``format`` tag per entry, so each entry reads as it always
+did), ``"verdicts"`` the ``+levelled`` grids' verdicts with their margins
+(:func:`~lens_possym.papers.b.pipeline.levelled_verdicts`). An entry's evaluation size and
+standard errors are ``eval_size``, ``accuracy_se`` and ``ablation_se`` (``+levelled``
+records; older ones were scored on their preset's ``analysis_size`` and keep no standard
+error); its last-quarter gain is ``levelling["gain_last_quarter"]`` (``+levelled``) or, for
+every record with a ``history``, :func:`~lens_possym.papers.b.verdicts.late_gain` of it
+(exact: the same rule on the same evaluations, so it is not stored twice).
+:func:`~lens_possym.papers.b.cells.cell_record`
 makes a record from a cell's analysis, :mod:`.pipeline` merges records into the file, and
 the verdicts (:mod:`.verdicts`, :mod:`.report`) read the records as plain mappings
 (:func:`as_dicts`), so hand-made records in tests and the file's own entries are judged

@@ -127,7 +127,7 @@ def test_the_committed_records_reread():
     """What the 2026-11-29 rules make of the committed paper-length records (512 sentences):
     the +copies claims 2 and 3 become undecided, claim 9a is not judged (NoPE never learned
     distance)."""
-    records = json.loads(Path("docs/paper_b_results.json").read_text())
+    records = json.loads(Path("docs/paper_b_results.json").read_text())["cells"]
     copies = {r["claim"].number: r for r in m.judge_margins(records, "paper-length+copies")}
     assert copies["2"]["intended"]["verdict"] == copies["3"]["faithful"]["verdict"] == "undecided"
     main = {r["claim"].number: r for r in m.judge_margins(records, "paper-length")}
@@ -209,7 +209,7 @@ def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatc
                      trigger_copies=False, no_profile=True, levelled=True,
                      root=str(tmp_path / "runs"), records=str(records))
     pipeline.run(args)
-    (record,) = json.loads(records.read_text())
+    (record,) = json.loads(records.read_text())["cells"]
     assert record["preset"] == "tiny+levelled" and record["eval_size"] == 48
     assert record["levelling"]["steps"] == 10 and record["levelling"]["extensions"] == 1
     assert len(record["ablation_se"]) == 1 and len(record["ablation_se"][0]) == 2

@@ -26,8 +26,8 @@ import pytest
 from lens_possym.cli import main
 from lens_possym.papers.b import levelled as lv
 from lens_possym.papers.b import margins as m
-from lens_possym.papers.b.pipeline import (LEVELLED_VERDICTS, MARKERS, levelled_verdicts,
-                                         report_blocks)
+from lens_possym.papers.b.pipeline import (MARKERS, levelled_verdicts, read_verdicts,
+                                         report_blocks, write_records)
 from lens_possym.papers.b.records import CellRecord
 from lens_possym.papers.b.report_levelled import levelled_reading_markdown
 
@@ -51,7 +51,7 @@ def _levelled(record: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def committed() -> list[dict]:
-    return json.loads(RECORDS.read_text())
+    return json.loads(RECORDS.read_text())["cells"]
 
 
 @pytest.fixture()
@@ -81,9 +81,9 @@ def _row(text: str, claim: str, after: str = "") -> str:
 
 def test_the_report_writes_tables_and_reading_and_verdicts_checks_them(tmp_path, records):
     """End to end through the CLI on copies of the page and records: both `+levelled` blocks
-    replace their placeholders and the verdicts file holds every seed's margins;
-    `verdicts --levelled` finds the page and the file equal to what the records give, and a
-    tampered file or a record changed after the report makes it fail (exit 1)."""
+    replace their placeholders and the records file's verdicts hold every seed's margins;
+    `verdicts --levelled` finds the page and the verdicts equal to what the cells give, and
+    a tampered verdict or a record changed after the report makes it fail (exit 1)."""
     for key in (NAME, f"{NAME} reading"):
         begin, end = MARKERS[key]
         placeholder = PAGE.read_text().split(begin, 1)[1].split(end, 1)[0]
@@ -94,7 +94,7 @@ def test_the_report_writes_tables_and_reading_and_verdicts_checks_them(tmp_path,
     shutil.copy(PAGE, out / "paper_b.md")
     path = tmp_path / "records.json"
     records = [r for r in records if r["preset"].startswith(BASE)]     # what the report reads
-    path.write_text(json.dumps(records))
+    write_records(path, records)
     argv = ["--preset", BASE, "--levelled", "--out", str(out), "--records", str(path)]
     assert main(["paper-b", "report", *argv]) == 0
     page = (out / "paper_b.md").read_text()
@@ -102,22 +102,21 @@ def test_the_report_writes_tables_and_reading_and_verdicts_checks_them(tmp_path,
         assert MARKERS[key][0] + "\n" + text + MARKERS[key][1] in page
     assert "Not run yet" not in page.split(MARKERS[NAME][0], 1)[1].split(
         MARKERS[f"{NAME} reading"][1], 1)[0]
-    # the verdicts with every seed's margins, machine-readable, beside the page
-    table = json.loads((out / LEVELLED_VERDICTS).read_text())
+    # the verdicts with every seed's margins, machine-readable, in the records file itself
+    table = read_verdicts(path)
     assert table == levelled_verdicts(records, BASE, (0, 1, 2))
-    assert set(table["grids"]) == {NAME, COPIES}
-    two = next(c for c in table["grids"][COPIES] if c["claim"] == "2")["faithful"]
+    assert set(table) == {NAME, COPIES} and table[NAME]["rules"] == m.RULES_DATE
+    assert json.loads(path.read_text())["cells"] == json.loads(
+        json.dumps(sorted(records, key=lambda r: tuple(map(str, (
+            r["preset"], r["task"], r["variant"], r["scheme"], r["seed"]))))))
+    two = next(c for c in table[COPIES]["claims"] if c["claim"] == "2")["faithful"]
     assert two["verdict"] == "undecided" and two["seeds"][0]["outcome"] == "?"
     (margin,) = two["seeds"][0]["margins"]
     assert margin["name"] == "rope-mla-1" and abs(margin["z"]) < 1
     assert margin["z"] == pytest.approx(margin["value"] / margin["se"])
     assert main(["paper-b", "verdicts", *argv]) == 0
-    written = (out / LEVELLED_VERDICTS).read_text()
-    (out / LEVELLED_VERDICTS).write_text(json.dumps(dict(table, grids={})))
-    assert main(["paper-b", "verdicts", *argv]) == 1
-    (out / LEVELLED_VERDICTS).write_text(written)
     _cell(records, NAME, "count", "faithful", "mla", 1)["accuracy"] = 0.5
-    path.write_text(json.dumps(records))
+    write_records(path, records)                 # a cell changed after the report
     assert main(["paper-b", "verdicts", *argv]) == 1
 
 

@@ -25,7 +25,7 @@ PRESET = "paper-length"
 
 @pytest.fixture(scope="module")
 def records():
-    return json.loads(RECORDS.read_text())
+    return json.loads(RECORDS.read_text())["cells"]
 
 
 def _report(tmp_path: Path, records: list[dict] | None = None, *extra: str) -> str:
@@ -37,7 +37,7 @@ def _report(tmp_path: Path, records: list[dict] | None = None, *extra: str) -> s
     if records is None:
         shutil.copy(RECORDS, tmp_path / "records.json")
     else:
-        (tmp_path / "records.json").write_text(json.dumps(records))
+        (tmp_path / "records.json").write_text(json.dumps({"verdicts": {}, "cells": records}))
     assert main(["paper-b", "report", "--preset", PRESET, "--out", str(out),
                  "--records", str(tmp_path / "records.json"), *extra]) == 0
     return (out / "paper_b.md").read_text()
@@ -67,7 +67,7 @@ def test_the_report_commands_regenerate_the_page_byte_identical(tmp_path):
     assert _cpu_report(tmp_path, tmp_path / "runs") == PAGE.read_text()
     assert (tmp_path / "records.json").read_bytes() == records   # no report writes a record
     changed = json.loads(records)                    # the cpu block is written from them
-    cell = next(r for r in changed if r["preset"] == "cpu" and r["scheme"] == "alibi"
+    cell = next(r for r in changed["cells"] if r["preset"] == "cpu" and r["scheme"] == "alibi"
                 and (r["task"], r["variant"], r["seed"]) == ("distance", "intended", 0))
     cell["accuracy"] = 0.5
     (tmp_path / "records.json").write_text(json.dumps(changed))

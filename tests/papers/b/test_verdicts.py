@@ -119,7 +119,7 @@ def test_report_writes_the_verdict_block(tmp_path, capsys):
     path = tmp_path / "results.json"
     bench.write_records(path, records[:5])
     rows = bench.write_records(path, records)                      # merged by key
-    assert len(rows) == len(records) == len(json.loads(path.read_text()))
+    assert len(rows) == len(records) == len(json.loads(path.read_text())["cells"])
     begin, end = bench.MARKERS[PRESET]
     reread = "\n".join(bench.MARKERS[f"{PRESET} reread"])
     reading = "\n".join(bench.MARKERS[f"{PRESET} reading"])
