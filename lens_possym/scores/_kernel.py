@@ -3,9 +3,11 @@ r"""A compiled CPU loop for the per-frequency token-swap scores (the hot path of
 The per-frequency token-swap scores of a layer touch ``heads × freqs × n²/2`` swaps. In
 plain tensor code each swap costs some forty passes over memory; this loop (numba,
 parallel over head-frequency pairs) keeps everything in registers and needs one
-exponential (inlined, so the loop vectorises) and one square root per swap, and no branch
-but a loop-invariant one: rows where the cosine's clamp can act at all (a bound on the
-logits decides) add a second exponential and a division for the post-swap normaliser. It computes what :func:`.exact.exact_swap_scores` computes with tensors (the
+exponential (inlined, its power of two built from bits, so the loop vectorises: AVX2 does
+four swaps at a time) and one square root per swap, and no branch in the loop: rows where
+the cosine's clamp can act at all (a bound on the logits decides) run a second copy of the
+pair loop that adds a second exponential and a division for the post-swap normaliser
+(``benchmarks/bench_kernel.py`` times both). It computes what :func:`.exact.exact_swap_scores` computes with tensors (the
 tests hold the two to 1e-12), in float64:
 
 * swapped masses, scaled by the larger: ``(A, B) = (e^{C_ij - M}, e^{C_ji - M})`` with
@@ -30,6 +32,9 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 __all__ = ["token_swap_freq_scores"]
 
@@ -41,29 +46,41 @@ __all__ = ["token_swap_freq_scores"]
 # libm (tested). The caller caps g: at 40 for a swapped mass (exp(-40) = 4e-18 moves a
 # cosine by at most that much), at 700 for the normaliser's factor (beyond, eps·D
 # overflows the clamp either way and the cosines are 0).
-_POW2 = np.array([2.0 ** -k for k in range(1011)])
 _TAYLOR = np.array([(-1.0) ** i / math.factorial(i) for i in range(15)])
 
 
 _GAP_CAP, _NORMALISER_CAP = 40.0, 700.0
 
 
+@intrinsic
+def _pow2_neg(typingctx, k):
+    """``2^-k`` for a float ``k`` holding an integer in 0..1022, built from its bits: a
+    32-bit conversion and a shift, which AVX2 does four at a time (a table read, or numba's
+    int64 conversion, is done one lane at a time and kept the loop 1.7x slower)."""
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        k64 = builder.sext(builder.fptosi(args[0], ir.IntType(32)), i64)
+        bits = builder.shl(builder.sub(ir.Constant(i64, 1023), k64), ir.Constant(i64, 52))
+        return builder.bitcast(bits, ir.DoubleType())
+    return types.float64(types.float64), codegen
+
+
 @numba.njit(inline="always")
-def _exp_neg(g, pow2, taylor, cap):  # pragma: no cover
+def _exp_neg(g, taylor, cap):  # pragma: no cover
     g = min(g, cap)
-    k = int(g * 1.4426950408889634)                      # floor(g / ln 2)
+    k = np.floor(g * 1.4426950408889634)                 # floor(g / ln 2), as a float
     t = (g - k * 0.6931471803691238) - k * 1.9082149292705877e-10 - 0.34657359027997264
     p = taylor[14]
     for i in range(13, -1, -1):
         p = p * t + taylor[i]
-    return pow2[k] * 0.7071067811865476 * p
+    return _pow2_neg(k) * 0.7071067811865476 * p
 
 
 @numba.njit
 def _exp_neg_array(g, cap=_GAP_CAP):  # pragma: no cover - for the tests
     out = np.empty_like(g)
     for i in range(g.shape[0]):
-        out[i] = _exp_neg(g[i], _POW2, _TAYLOR, cap)
+        out[i] = _exp_neg(g[i], _TAYLOR, cap)
     return out
 
 
@@ -74,10 +91,59 @@ def _exp_neg_array(g, cap=_GAP_CAP):  # pragma: no cover - for the tests
 _FAST = {"contract", "arcp", "reassoc", "nsz"}
 
 
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _pair_sums(normalise, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
+               w1, w2, w3, t1, t2, scale, eps, eps2, taylor):  # pragma: no cover
+    """``(z, pos_sum, sym_sum)`` over the swaps of one head-frequency row (:func:`_kernel`'s
+    pair loop); ``normalise``, a literal at each call, adds the post-swap normaliser."""
+    n_keys = mass.shape[0]
+    z = 0.0
+    pos_sum = 0.0
+    sym_sum = 0.0
+    for a in range(n_keys):
+        ai, ci, si, xi, yi, pa, qa = mass[a], ck[a], sk[a], xk[a], yk[a], p_high[a], q_low[a]
+        ai2 = ai * ai
+        # mass outside {a, b} in units of e^lam (see OutsideMass): with a the top term,
+        # W2 - e2_b; else W1 - e1_a - e1_b, or W2 - e2_a if b is the top term
+        a_top = a == t1
+        base = w2 if a_top else w1 - e1k[a]
+        lam_a = lam2 if a_top else lam1
+        partner = t2 if a_top else (t1 if a == t2 else -1)
+        rest_top, e2a = w2 - e2k[a], e2k[a]
+        for b in range(a + 1, n_keys):
+            aj = mass[b]
+            w = pa * q_low[b] if ai >= aj else p_high[b] * qa
+            c_ij = scale * (ci * xk[b] + si * yk[b])           # content j at position i
+            c_ji = scale * (ck[b] * xi + sk[b] * yi)           # content i at position j
+            gap = c_ji - c_ij
+            small = _exp_neg(abs(gap), taylor, _GAP_CAP)
+            mass_i = small if gap >= 0 else 1.0
+            mass_j = 1.0 if gap >= 0 else small
+            after = 0.0
+            if normalise:
+                rest = base - (e2k[b] if a_top else e1k[b])
+                lam = lam_a
+                rest = rest_top if b == t1 else rest
+                lam = lam2 if b == t1 else lam
+                rest = w3 if b == partner else rest
+                lam = lam3 if b == partner else lam
+                # e^{lam - M}, >= 1 where the clamp can act (below 1 it cannot: rest <= n)
+                grow = 1.0 / _exp_neg(max(lam - max(c_ij, c_ji), 0.0), taylor,
+                                      _NORMALISER_CAP)
+                after = eps * (mass_i + mass_j + max(rest, 0.0) * grow)
+            norms = (max(mass_i * mass_i + mass_j * mass_j, after * after)
+                     * max(ai2 + aj * aj, eps2))
+            weighted = w / math.sqrt(norms)
+            z += w
+            pos_sum += weighted * (mass_i * ai + mass_j * aj)
+            sym_sum += weighted * (mass_i * aj + mass_j * ai)
+    return z, pos_sum, sym_sum
+
+
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FAST)
 def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
             scale, inv_tau, eps, pos_out, sym_out):  # pragma: no cover
-    pow2, taylor = _POW2, _TAYLOR
+    taylor = _TAYLOR
     n_rows, n_freqs, n_pos = x.shape
     n_keys = keys.shape[0]
     eps2 = eps * eps
@@ -105,46 +171,16 @@ def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
         for a in range(n_keys):
             reach = max(reach, math.sqrt(xk[a] * xk[a] + yk[a] * yk[a]))
         needs_normaliser = lam1 + abs(scale) * reach * 1.001 + 1.0 > math.log((1.0 / eps - 2.0) / n_pos)
-        z = 0.0
-        pos_sum = 0.0
-        sym_sum = 0.0
-        for a in range(n_keys):
-            ai, ci, si, xi, yi, pa, qa = mass[a], ck[a], sk[a], xk[a], yk[a], p_high[a], q_low[a]
-            ai2 = ai * ai
-            # mass outside {a, b} in units of e^lam (see OutsideMass): with a the top term,
-            # W2 - e2_b; else W1 - e1_a - e1_b, or W2 - e2_a if b is the top term
-            a_top = a == t1
-            base = w2 if a_top else w1 - e1k[a]
-            lam_a = lam2 if a_top else lam1
-            partner = t2 if a_top else (t1 if a == t2 else -1)
-            rest_top, e2a = w2 - e2k[a], e2k[a]
-            for b in range(a + 1, n_keys):
-                aj = mass[b]
-                w = pa * q_low[b] if ai >= aj else p_high[b] * qa
-                c_ij = scale * (ci * xk[b] + si * yk[b])           # content j at position i
-                c_ji = scale * (ck[b] * xi + sk[b] * yi)           # content i at position j
-                gap = c_ji - c_ij
-                small = _exp_neg(abs(gap), pow2, taylor, _GAP_CAP)
-                mass_i = small if gap >= 0 else 1.0
-                mass_j = 1.0 if gap >= 0 else small
-                after = 0.0
-                if needs_normaliser:
-                    rest = base - (e2k[b] if a_top else e1k[b])
-                    lam = lam_a
-                    rest = rest_top if b == t1 else rest
-                    lam = lam2 if b == t1 else lam
-                    rest = w3 if b == partner else rest
-                    lam = lam3 if b == partner else lam
-                    # e^{lam - M}, >= 1 where the clamp can act (below 1 it cannot: rest <= n)
-                    grow = 1.0 / _exp_neg(max(lam - max(c_ij, c_ji), 0.0), pow2, taylor,
-                                          _NORMALISER_CAP)
-                    after = eps * (mass_i + mass_j + max(rest, 0.0) * grow)
-                norms = (max(mass_i * mass_i + mass_j * mass_j, after * after)
-                         * max(ai2 + aj * aj, eps2))
-                weighted = w / math.sqrt(norms)
-                z += w
-                pos_sum += weighted * (mass_i * ai + mass_j * aj)
-                sym_sum += weighted * (mass_i * aj + mass_j * ai)
+        # two copies of the pair loop, each branch-free, so that both vectorise: with the
+        # test inside the loop the compiler keeps it scalar (2-3x slower on AVX2)
+        if needs_normaliser:
+            z, pos_sum, sym_sum = _pair_sums(
+                True, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
+                w1, w2, w3, t1, t2, scale, eps, eps2, taylor)
+        else:
+            z, pos_sum, sym_sum = _pair_sums(
+                False, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
+                w1, w2, w3, t1, t2, scale, eps, eps2, taylor)
         pos_out[g, f] = pos_sum / z
         sym_out[g, f] = sym_sum / z
 
