@@ -36,7 +36,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["token_swap_freq_scores"]
+__all__ = ["token_swap_freq_scores", "token_swap_matrix_scores"]
 
 
 # exp(-g) for g >= 0 without a library call, so that the compiler can vectorise the loop:
@@ -91,17 +91,35 @@ def _exp_neg_array(g, cap=_GAP_CAP):  # pragma: no cover - for the tests
 _FAST = {"contract", "arcp", "reassoc", "nsz"}
 
 
+@numba.njit(inline="always")
+def _factor_logits(src, a, b):  # pragma: no cover
+    """``(c_ij, c_ji)`` of one frequency from its factors: ``src = (cos, sin, x, y, scale)``
+    at the keys, ``c_ij = scale (cos_i x_j + sin_i y_j)`` (content ``j`` at position ``i``)."""
+    ck, sk, xk, yk, scale = src
+    return scale * (ck[a] * xk[b] + sk[a] * yk[b]), scale * (ck[b] * xk[a] + sk[b] * yk[a])
+
+
+@numba.njit(inline="always")
+def _matrix_logits(src, a, b):  # pragma: no cover
+    """``(c_ij, c_ji)`` read from a matrix: ``src = (C, C^T)`` restricted to the keys (rows:
+    position, columns: content), both contiguous along ``b``."""
+    c, c_t = src
+    return c[a, b], c_t[a, b]
+
+
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _pair_sums(normalise, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
-               w1, w2, w3, t1, t2, scale, eps, eps2, taylor):  # pragma: no cover
-    """``(z, pos_sum, sym_sum)`` over the swaps of one head-frequency row (:func:`_kernel`'s
-    pair loop); ``normalise``, a literal at each call, adds the post-swap normaliser."""
+def _pair_sums(normalise, logits, src, mass, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
+               w1, w2, w3, t1, t2, eps, eps2, taylor):  # pragma: no cover
+    """``(z, pos_sum, sym_sum)`` over the swaps of one row (:func:`_kernel`'s pair loop);
+    ``normalise``, a literal at each call, adds the post-swap normaliser; ``logits(src, a,
+    b)`` gives the swapped logits ``(c_ij, c_ji)`` (:func:`_factor_logits` or
+    :func:`_matrix_logits`: both branch-free, so the loop vectorises either way)."""
     n_keys = mass.shape[0]
     z = 0.0
     pos_sum = 0.0
     sym_sum = 0.0
     for a in range(n_keys):
-        ai, ci, si, xi, yi, pa, qa = mass[a], ck[a], sk[a], xk[a], yk[a], p_high[a], q_low[a]
+        ai, pa, qa = mass[a], p_high[a], q_low[a]
         ai2 = ai * ai
         # mass outside {a, b} in units of e^lam (see OutsideMass): with a the top term,
         # W2 - e2_b; else W1 - e1_a - e1_b, or W2 - e2_a if b is the top term
@@ -113,8 +131,7 @@ def _pair_sums(normalise, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, l
         for b in range(a + 1, n_keys):
             aj = mass[b]
             w = pa * q_low[b] if ai >= aj else p_high[b] * qa
-            c_ij = scale * (ci * xk[b] + si * yk[b])           # content j at position i
-            c_ji = scale * (ck[b] * xi + sk[b] * yi)           # content i at position j
+            c_ij, c_ji = logits(src, a, b)      # content j at position i, i at position j
             gap = c_ji - c_ij
             small = _exp_neg(abs(gap), taylor, _GAP_CAP)
             mass_i = small if gap >= 0 else 1.0
@@ -140,13 +157,43 @@ def _pair_sums(normalise, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, l
     return z, pos_sum, sym_sum
 
 
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _row_scores(logits, src, reach, mass, e1k, e2k, log_units, sums, t1, t2, n_pos, inv_tau,
+                eps, taylor):  # pragma: no cover
+    """``(pos, sym)`` of one row from its clean quantities at the keys (``mass, e1k, e2k``
+    ``[n_keys]``, ``log_units, sums`` ``[3]``, ``t1, t2``) and its swapped logits
+    (``logits(src, a, b)``); ``reach`` bounds ``-M`` (the larger swapped logit) from above
+    with some room for rounding, which decides whether the normaliser's pair loop runs."""
+    top_mass, bottom = mass.max(), mass.min()
+    # weight of a swap: exp((|a_i - a_j| - (top - bottom)) / tau) = P[high] * Q[low]
+    p_high = np.exp((mass - top_mass) * inv_tau)
+    q_low = np.exp((bottom - mass) * inv_tau)
+    lam1, lam2, lam3 = log_units[0], log_units[1], log_units[2]
+    w1, w2, w3 = sums[0], sums[1], sums[2]
+    # The clamp on a' acts only if eps·D > |(A, B)| >= 1 (A + B <= 2), i.e. rest·e^{lam - M}
+    # > 1/eps - 2, where rest·e^{lam} is clean mass outside the pair, at most n_pos·e^{lam1}
+    # (each term at most the top one), and -M <= reach: rows with lam1 + reach (+1 of
+    # room) below log((1/eps - 2)/n_pos) cannot reach it and skip the normaliser
+    # (loop-invariant, so the loop is unswitched).
+    needs_normaliser = lam1 + reach + 1.0 > math.log((1.0 / eps - 2.0) / n_pos)
+    eps2 = eps * eps
+    # two copies of the pair loop, each branch-free, so that both vectorise: with the
+    # test inside the loop the compiler keeps it scalar (2-3x slower on AVX2)
+    if needs_normaliser:
+        z, pos_sum, sym_sum = _pair_sums(True, logits, src, mass, e1k, e2k, p_high, q_low,
+                                         lam1, lam2, lam3, w1, w2, w3, t1, t2, eps, eps2, taylor)
+    else:
+        z, pos_sum, sym_sum = _pair_sums(False, logits, src, mass, e1k, e2k, p_high, q_low,
+                                         lam1, lam2, lam3, w1, w2, w3, t1, t2, eps, eps2, taylor)
+    return pos_sum / z, sym_sum / z
+
+
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FAST)
 def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
             scale, inv_tau, eps, pos_out, sym_out):  # pragma: no cover
     taylor = _TAYLOR
     n_rows, n_freqs, n_pos = x.shape
     n_keys = keys.shape[0]
-    eps2 = eps * eps
     for row_freq in numba.prange(n_rows * n_freqs):
         g = row_freq // n_freqs
         f = row_freq - g * n_freqs
@@ -157,32 +204,52 @@ def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
             k = keys[a]
             mass[a], ck[a], sk[a], xk[a], yk[a] = att[g, f, k], cos[f, k], sin[f, k], x[g, f, k], y[g, f, k]
             e1k[a], e2k[a] = e1[g, f, k], e2[g, f, k]
-        top_mass, bottom = mass.max(), mass.min()
-        # weight of a swap: exp((|a_i - a_j| - (top - bottom)) / tau) = P[high] * Q[low]
-        p_high = np.exp((mass - top_mass) * inv_tau)
-        q_low = np.exp((bottom - mass) * inv_tau)
-        lam1, lam2, lam3 = log_units[g, f, 0], log_units[g, f, 1], log_units[g, f, 2]
-        w1, w2, w3 = sums[g, f, 0], sums[g, f, 1], sums[g, f, 2]
-        t1, t2 = top[g, f], runner_up[g, f]
-        # The clamp on a' acts only if eps·D > |(A, B)| >= 1, i.e. rest·e^{lam - M} > 1/eps - 2
-        # with rest <= n_pos and lam <= lam1, M >= -|scale|·max_c |(X_c, Y_c)|: rows that
-        # cannot reach it skip the normaliser (loop-invariant, so the loop is unswitched).
+        # |c| <= |scale|·|(X_c, Y_c)| since cos² + sin² = 1 (to rounding: the 1.001)
         reach = 0.0
         for a in range(n_keys):
             reach = max(reach, math.sqrt(xk[a] * xk[a] + yk[a] * yk[a]))
-        needs_normaliser = lam1 + abs(scale) * reach * 1.001 + 1.0 > math.log((1.0 / eps - 2.0) / n_pos)
-        # two copies of the pair loop, each branch-free, so that both vectorise: with the
-        # test inside the loop the compiler keeps it scalar (2-3x slower on AVX2)
-        if needs_normaliser:
-            z, pos_sum, sym_sum = _pair_sums(
-                True, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
-                w1, w2, w3, t1, t2, scale, eps, eps2, taylor)
-        else:
-            z, pos_sum, sym_sum = _pair_sums(
-                False, mass, ck, sk, xk, yk, e1k, e2k, p_high, q_low, lam1, lam2, lam3,
-                w1, w2, w3, t1, t2, scale, eps, eps2, taylor)
-        pos_out[g, f] = pos_sum / z
-        sym_out[g, f] = sym_sum / z
+        pos_out[g, f], sym_out[g, f] = _row_scores(
+            _factor_logits, (ck, sk, xk, yk, scale), abs(scale) * reach * 1.001, mass, e1k,
+            e2k, log_units[g, f], sums[g, f], top[g, f], runner_up[g, f], n_pos, inv_tau, eps,
+            taylor)
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FAST)
+def _matrix_kernel(c, c_t, att, e1, e2, keys, log_units, sums, top, runner_up, inv_tau, eps,
+                   pos_out, sym_out):  # pragma: no cover
+    taylor = _TAYLOR
+    n_rows, n_pos = att.shape
+    n_keys = keys.shape[0]
+    for g in numba.prange(n_rows):
+        mass, e1k, e2k = np.empty(n_keys), np.empty(n_keys), np.empty(n_keys)
+        for a in range(n_keys):
+            k = keys[a]
+            mass[a], e1k[a], e2k[a] = att[g, k], e1[g, k], e2[g, k]
+        # -M <= max |c| over the entries the loop reads, exactly: no factor for rounding
+        reach = 0.0
+        for a in range(n_keys):
+            for b in range(n_keys):
+                reach = max(reach, abs(c[g, a, b]))
+        pos_out[g], sym_out[g] = _row_scores(
+            _matrix_logits, (c[g], c_t[g]), reach, mass, e1k, e2k, log_units[g], sums[g],
+            top[g], runner_up[g], n_pos, inv_tau, eps, taylor)
+
+
+def _run(kernel, *args) -> None:
+    """Run a loop on torch's thread count, and put torch's back.
+
+    numba's OpenMP layer sets the process's OpenMP thread count to its own at each launch,
+    which is also torch's: the loop runs on torch's thread count, and torch's is put back
+    (else every forward pass after the first profile would silently run on all cores, and
+    round differently from one that did not follow a profile)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        kernel(*args)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def token_swap_freq_scores(cos: np.ndarray, sin: np.ndarray, x: np.ndarray, y: np.ndarray,
@@ -210,17 +277,37 @@ def token_swap_freq_scores(cos: np.ndarray, sin: np.ndarray, x: np.ndarray, y: n
     index = [np.ascontiguousarray(a, dtype=np.int64) for a in (top, runner_up)]
     pos = np.empty(x.shape[:2], dtype=np.float64)
     sym = np.empty_like(pos)
-    # numba's OpenMP layer sets the process's OpenMP thread count to its own at each launch,
-    # which is also torch's: the loop runs on torch's thread count, and torch's is put back
-    # (else every forward pass after the first profile would silently run on all cores,
-    # and round differently from one that did not follow a profile)
-    import torch
+    _run(_kernel, *floats, np.ascontiguousarray(keys, dtype=np.int64), *rows, *index,
+         float(scale), 1.0 / tau, float(eps), pos, sym)
+    return pos, sym
 
-    threads = torch.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    try:
-        _kernel(*floats, np.ascontiguousarray(keys, dtype=np.int64), *rows, *index,
-                float(scale), 1.0 / tau, float(eps), pos, sym)
-    finally:
-        torch.set_num_threads(threads)
+
+def token_swap_matrix_scores(logits: np.ndarray, attention: np.ndarray, keys: np.ndarray,
+                             tau: float, *, e1: np.ndarray, e2: np.ndarray,
+                             log_units: np.ndarray, sums: np.ndarray, top: np.ndarray,
+                             runner_up: np.ndarray, eps: float
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """``(pos, sym)`` of shape ``[rows]`` for all token swaps among ``keys``, the swapped
+    logits read from a matrix (the whole-head scores: what :func:`token_swap_freq_scores`
+    computes per frequency, with ``c_ij = logits[row, a, b]``).
+
+    Args:
+        logits: ``[rows, n_keys, n_keys]`` the cross-logit matrix restricted to the keys,
+            ``C[keys[a], keys[b]]`` (row: position, column: content), finite.
+        attention, e1, e2: ``[rows, pos]`` clean attention and :class:`.exact.OutsideMass`'s
+            terms; ``log_units, sums``: ``[rows, 3]``; ``top, runner_up``: ``[rows]`` index
+            into ``keys`` (``-1``: not a key); the rest as :func:`token_swap_freq_scores`.
+
+    Two float64 copies of ``logits`` are made, it and its transpose, contiguous: the pair
+    loop reads ``C[a, b]`` and ``C[b, a]`` along ``b``.
+    """
+    c = np.ascontiguousarray(logits, dtype=np.float64)
+    c_t = np.ascontiguousarray(c.transpose(0, 2, 1))
+    floats = [np.ascontiguousarray(a, dtype=np.float64) for a in (attention, e1, e2)]
+    rows = [np.ascontiguousarray(a, dtype=np.float64) for a in (log_units, sums)]
+    index = [np.ascontiguousarray(a, dtype=np.int64) for a in (top, runner_up)]
+    pos = np.empty(c.shape[0], dtype=np.float64)
+    sym = np.empty_like(pos)
+    _run(_matrix_kernel, c, c_t, *floats, np.ascontiguousarray(keys, dtype=np.int64), *rows,
+         *index, 1.0 / tau, float(eps), pos, sym)
     return pos, sym

@@ -42,7 +42,7 @@ from .swaps import (
     clamped_cosines,
     swap_cosines,
 )
-from ._kernel import token_swap_freq_scores
+from ._kernel import token_swap_freq_scores, token_swap_matrix_scores
 from ._fused import fused_token_swap_freq_scores
 from .stages import stage
 
@@ -193,38 +193,49 @@ def _freq_scores_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float,
     return torch.cat([a for a, _ in pieces], -1), torch.cat([s for _, s in pieces], -1)
 
 
-def _freq_chunk_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float, backend: str,
-                       max_elements: int, freqs: slice) -> tuple[Tensor, Tensor]:
-    """:func:`_freq_scores_kernel` for the frequency ids ``freqs``."""
-    logits = factors.freq_diagonal(freqs)                          # [b, h, f, p]
+def _clean_rows(logits: Tensor, keys: Tensor) -> tuple[Tensor, dict]:
+    """What the loops read of the clean rows ``logits`` ``[b, h, f, p]``: the attention
+    ``[b*h, f, p]`` and, as keyword arguments, :class:`OutsideMass`'s terms (``e1, e2``
+    ``[b*h, f, p]``, ``log_units, sums`` ``[b*h, f, 3]``, ``top, runner_up`` ``[b*h, f]``
+    index into ``keys``, ``-1`` where not a key) and the cosine's ``eps``, in float64."""
     attention = torch.softmax(logits, dim=-1)
     outside = OutsideMass(logits)
     b, h, f, p = logits.shape
     key_of = torch.full((p,), -1, dtype=torch.long, device=keys.device)
     key_of[keys] = torch.arange(len(keys), device=keys.device)
 
-    def rows(t: Tensor) -> Tensor:                                 # [b, h, p, f] -> [b*h, f, p]
-        return t.transpose(-1, -2).reshape(b * h, f, p).double()
-
     def per_row(t: Tensor) -> Tensor:                              # [b, h, f, 1] -> [b*h, f]
         return t.reshape(b * h, f).double()
 
     units = outside.log_units + [outside.log_units[-1]] * (3 - len(outside.log_units))
-    args = (factors.cos[:, freqs].T.double(), factors.sin[:, freqs].T.double(),
-            rows(factors.x[..., freqs]), rows(factors.y[..., freqs]),
-            attention.reshape(b * h, f, p).double())
     kwargs = dict(e1=outside.e1.reshape(b * h, f, p).double(),
                   e2=outside.e2.reshape(b * h, f, p).double(),
                   log_units=torch.stack([per_row(u) for u in units], -1),
                   sums=torch.stack([per_row(w) for w in (outside.w1, outside.w2, outside.w3)], -1),
                   top=per_row(key_of[outside.first]).long(),
                   runner_up=per_row(key_of[outside.second]).long(), eps=COSINE_EPS)
-    if backend == "numba":
+    return attention.reshape(b * h, f, p).double(), kwargs
 
-        numpy = lambda t: t.cpu().numpy()  # noqa: E731
-        pos, sym = token_swap_freq_scores(*map(numpy, args), numpy(keys), factors.scale, tau,
-                                          **{k: numpy(v) if isinstance(v, Tensor) else v
-                                             for k, v in kwargs.items()})
+
+def _numpy(value):
+    return value.cpu().numpy() if isinstance(value, Tensor) else value
+
+
+def _freq_chunk_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float, backend: str,
+                       max_elements: int, freqs: slice) -> tuple[Tensor, Tensor]:
+    """:func:`_freq_scores_kernel` for the frequency ids ``freqs``."""
+    logits = factors.freq_diagonal(freqs)                          # [b, h, f, p]
+    b, h, f, p = logits.shape
+    attention, kwargs = _clean_rows(logits, keys)
+
+    def rows(t: Tensor) -> Tensor:                                 # [b, h, p, f] -> [b*h, f, p]
+        return t.transpose(-1, -2).reshape(b * h, f, p).double()
+
+    args = (factors.cos[:, freqs].T.double(), factors.sin[:, freqs].T.double(),
+            rows(factors.x[..., freqs]), rows(factors.y[..., freqs]), attention)
+    if backend == "numba":
+        pos, sym = token_swap_freq_scores(*map(_numpy, args), _numpy(keys), factors.scale, tau,
+                                          **{k: _numpy(v) for k, v in kwargs.items()})
         pos, sym = torch.from_numpy(pos), torch.from_numpy(sym)
     else:
 
@@ -232,6 +243,24 @@ def _freq_chunk_kernel(factors: CrossLogitFactors, keys: Tensor, tau: float, bac
                                                 max_elements=max_elements,
                                                 compiled=backend == "compiled")
     out = lambda a: a.reshape(b, h, f).to(factors.x.dtype)  # noqa: E731
+    return out(pos), out(sym)
+
+
+def _head_scores_kernel(factors: CrossLogitFactors, keys: Tensor, logits: Tensor, tau: float
+                        ) -> tuple[Tensor, Tensor]:
+    """Whole-head token-swap scores by the CPU loop of :mod:`._kernel`, the swapped logits
+    read from the held whole-head matrix restricted to the keys (``C[keys_a, keys_b]``);
+    ``logits``: the clean rows :meth:`~.CrossLogitFactors.head_diagonal` ``[b, h, p]``.
+
+    Memory: two float64 copies of ``C`` restricted to the keys (it and its transpose), each
+    at most the held matrix's size."""
+    b, h, p = logits.shape
+    attention, kwargs = _clean_rows(logits[:, :, None], keys)
+    matrix = factors.head_matrix(keys).reshape(b * h, len(keys), len(keys))
+    kwargs = {k: _numpy(v[:, 0] if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
+    pos, sym = token_swap_matrix_scores(_numpy(matrix), _numpy(attention[:, 0]), _numpy(keys),
+                                        tau, **kwargs)
+    out = lambda a: torch.from_numpy(a).reshape(b, h).to(factors.x.dtype)  # noqa: E731
     return out(pos), out(sym)
 
 
@@ -270,56 +299,73 @@ def exact_swap_scores(factors: CrossLogitFactors, swaps: SwapSet, *, tau: float 
             paper C's code computes it) or ``"scale_free"`` (unclamped; differs only on
             swaps that drain the two groups below 1e-8, see :mod:`.swaps`).
         max_elements: memory bound on intermediates (see :data:`MAX_ELEMENTS`).
-        kernel: use the compiled CPU loop of :mod:`._kernel` for the per-frequency token
-            swaps (``None``: whenever the factors are on the CPU, the swaps are all the
-            pairs of a key set and the cosine is clamped); ``False`` forces the tensor code, which runs on any
-            device and is what the loop is tested against.
-        fused: for those swaps on a GPU, the fused kernel of :mod:`._fused`
+        kernel: use the compiled CPU loop of :mod:`._kernel` for the token swaps: the
+            per-frequency ones, and the whole-head ones when ``factors`` hold the whole
+            matrix (:attr:`~.CrossLogitFactors.holds_full`; the loop reads their swapped
+            logits from it). ``None``: whenever the factors are on the CPU, the swaps are
+            all the pairs of a key set and the cosine is clamped; ``False`` forces the
+            tensor code, which runs on any device and is what the loop is tested against.
+            Block swaps, ``cosine="scale_free"`` and whole-head scores on a GPU or of
+            factors that do not hold the whole matrix always run in the tensor code.
+        fused: for the per-frequency swaps on a GPU, the fused kernel of :mod:`._fused`
             (``torch.compile``; ``None``: on CUDA); ``True`` on the CPU runs that kernel's
-            function eagerly (what the tests hold to the CPU loop); ``False``: the tensor
-            code on GPUs.
+            function eagerly (what the tests hold to the CPU loop) and the whole-head
+            swaps in the tensor code (the GPU's path); ``False``: the tensor code on GPUs.
     """
     check_cosine(cosine)
     check_tau(tau)
     batch, heads = factors.x.shape[:2]
+    backend = _kernel_backend(factors, swaps, cosine, kernel, fused)
     with stage("swaps"):
         logits = factors.head_diagonal()                           # [b, h, p]
-        pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,
-                           max_elements, batch * heads, cosine)
+        if backend == "numba" and factors.holds_full:
+            pos, sym = _head_scores_kernel(factors, _token_keys(swaps).cpu(), logits, tau)
+        else:
+            pos, sym = _scores(WeightedCosines(), swaps, logits, factors.head_at, tau,
+                               max_elements, batch * heads, cosine)
     if not per_frequency:
         return SwapScores(pos, sym)
     with stage("freq"):
-        pos_f, sym_f = _freq_scores(factors, swaps, tau, cosine, max_elements, kernel, fused)
+        pos_f, sym_f = _freq_scores(factors, swaps, tau, cosine, max_elements, backend)
     return SwapScores(pos, sym, pos_f, sym_f)
 
 
-def _freq_scores(factors: CrossLogitFactors, swaps: SwapSet, tau: float, cosine: Cosine,
-                 max_elements: int, kernel: bool | None, fused: bool | None
-                 ) -> tuple[Tensor, Tensor]:
-    """The per-frequency part of :func:`exact_swap_scores` (its arguments)."""
-    batch, heads = factors.x.shape[:2]
-
+def _kernel_backend(factors: CrossLogitFactors, swaps: SwapSet, cosine: Cosine,
+                    kernel: bool | None, fused: bool | None) -> str | None:
+    """Which loop scores the token swaps (:func:`exact_swap_scores`'s ``kernel`` and
+    ``fused``): ``"numba"`` (the CPU loop; also the whole-head scores, when the whole
+    matrix is held), ``"compiled"`` or ``"eager"`` (the fused function, per frequency
+    only), or ``None`` (the tensor code)."""
     keys = _token_keys(swaps)
     on_cpu = factors.x.device.type == "cpu"
     if kernel is None:
         kernel = keys is not None and cosine == "clamped" and (on_cpu or fused is not False)
-    if kernel:
-        if cosine != "clamped":
-            raise InvalidSelectionError("the compiled loop computes the clamped cosine; pass kernel=None "
-                                        "(or False) for cosine='scale_free'")
-        if keys is None:
-            raise InvalidSelectionError(
-                "the compiled loop handles token swaps over all pairs of a key set")
-        if not on_cpu and fused is False:
-            raise InvalidSelectionError(f"the compiled CPU loop runs on the CPU, the factors are on "
-                             f"{factors.x.device}; pass fused=None for the fused GPU kernel or "
-                             f"kernel=False for the tensor code there")
-        if on_cpu and not fused:
-            backend = "numba"
-        else:
-            backend = "compiled" if factors.x.device.type == "cuda" else "eager"
-        return _freq_scores_kernel(factors, keys if not on_cpu else keys.cpu(), tau, backend,
-                                   max_elements=max_elements)
+    if not kernel:
+        return None
+    if cosine != "clamped":
+        raise InvalidSelectionError("the compiled loop computes the clamped cosine; pass kernel=None "
+                                    "(or False) for cosine='scale_free'")
+    if keys is None:
+        raise InvalidSelectionError(
+            "the compiled loop handles token swaps over all pairs of a key set")
+    if not on_cpu and fused is False:
+        raise InvalidSelectionError(f"the compiled CPU loop runs on the CPU, the factors are on "
+                         f"{factors.x.device}; pass fused=None for the fused GPU kernel or "
+                         f"kernel=False for the tensor code there")
+    if on_cpu and not fused:
+        return "numba"
+    return "compiled" if factors.x.device.type == "cuda" else "eager"
+
+
+def _freq_scores(factors: CrossLogitFactors, swaps: SwapSet, tau: float, cosine: Cosine,
+                 max_elements: int, backend: str | None) -> tuple[Tensor, Tensor]:
+    """The per-frequency part of :func:`exact_swap_scores` (its arguments; ``backend``
+    from :func:`_kernel_backend`)."""
+    batch, heads = factors.x.shape[:2]
+    if backend is not None:
+        keys = _token_keys(swaps)
+        return _freq_scores_kernel(factors, keys.cpu() if backend == "numba" else keys, tau,
+                                   backend, max_elements=max_elements)
 
     n_freqs = factors.n_freqs
     per_freq_swap = batch * heads * swaps.block_size

@@ -205,6 +205,14 @@ def test_kernel_equals_tensor_code_on_draining_heads(drained):
         slow = exact_swap_scores(factors, swaps, kernel=False, max_elements=5000)
         assert _diff(fast.pos_freq, slow.pos_freq) <= 1e-12
         assert _diff(fast.sym_freq, slow.sym_freq) <= 1e-12
+        # the whole-head scores by the loop (its matrix variant), with rows where the
+        # normaliser's pair loop runs: the clamp within reach, lam1 + max|C| + 1 above
+        # log((1/eps - 2) / n)
+        assert _diff(fast.pos, slow.pos) <= 1e-12 and _diff(fast.sym, slow.sym) <= 1e-12
+        logits, keys = factors.head_diagonal(), swaps.keys
+        reach = factors.head_full()[:, :, keys][..., keys].abs().amax((-1, -2))
+        within = logits.amax(-1) + reach + 1 > math.log((1e8 - 2) / logits.shape[-1])
+        assert within.any(), layer
     with pytest.raises(ValueError, match="scale_free"):
         exact_swap_scores(factors, swaps, cosine="scale_free", kernel=True)
 

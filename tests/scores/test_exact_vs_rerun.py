@@ -78,6 +78,40 @@ def test_compiled_loop_equals_tensor_code(models64, family):
         assert _max_diff(fast.pos, slow.pos) <= 1e-13
 
 
+@pytest.mark.parametrize("family", ["gemma2", "qwen2"])
+def test_the_whole_head_loop_equals_tensor_code(family, monkeypatch):
+    """The whole-head token swaps run through the compiled loop (swapped logits read from
+    the held matrix; gemma2's softcapped) and give the tensor code's scores; block swaps,
+    the scale-free cosine, the GPU's path and factors without the whole matrix do not."""
+    from lens_possym.scores import exact
+
+    calls = []
+    original = exact.token_swap_matrix_scores
+    monkeypatch.setattr(exact, "token_swap_matrix_scores",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = lp.tiny_model(family, dtype=torch.float64)
+    for layer in (0, 1):
+        inputs = capture_attention_inputs(model, PROMPT, layer)[layer]
+        factors = cross_logit_factors(inputs, list(range(inputs.spec.n_heads)))
+        assert (factors.spec.softcap is not None) == (family == "gemma2")
+        swaps = swap_set("token", factors.query_position, factors.visible, exclude_bos=True)
+        for tau in (1e-4, 1e-2, 1.0):
+            fast = exact_swap_scores(factors, swaps, tau=tau, per_frequency=False)
+            slow = exact_swap_scores(factors, swaps, tau=tau, per_frequency=False, kernel=False)
+            assert _max_diff(fast.pos, slow.pos) <= 1e-12 and _max_diff(fast.sym, slow.sym) <= 1e-12
+            assert 0.1 < float(fast.pos.abs().max()) <= 1 + 1e-12
+    assert len(calls) == 6
+    blocks = swap_set("block", factors.query_position, factors.visible, n_blocks=3)
+    exact_swap_scores(factors, blocks, per_frequency=False)
+    exact_swap_scores(factors, swaps, per_frequency=False, cosine="scale_free")
+    exact_swap_scores(factors, swaps, per_frequency=False, fused=True)
+    factors.max_matrix_elements = 10                      # the long-context path: not held
+    assert not factors.holds_full
+    held = exact_swap_scores(factors, swaps, tau=1.0, per_frequency=False)
+    assert len(calls) == 6
+    assert _max_diff(held.pos, fast.pos) <= 1e-12
+
+
 def test_chunking_does_not_change_the_result(models64):
     model = models64["gemma3"]
     big = swap_scores(model, PROMPT, swap="block", n_blocks=3)
