@@ -256,7 +256,8 @@ def _head_scores_kernel(factors: CrossLogitFactors, keys: Tensor, logits: Tensor
     at most the held matrix's size."""
     b, h, p = logits.shape
     attention, kwargs = _clean_rows(logits[:, :, None], keys)
-    matrix = factors.head_matrix(keys).reshape(b * h, len(keys), len(keys))
+    # a slice when the keys are a range (the test reads them: free on the CPU)
+    matrix = factors.head_matrix(keys).double().reshape(b * h, len(keys), len(keys))
     kwargs = {k: _numpy(v[:, 0] if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
     pos, sym = token_swap_matrix_scores(_numpy(matrix), _numpy(attention[:, 0]), _numpy(keys),
                                         tau, **kwargs)
@@ -343,15 +344,15 @@ def _kernel_backend(factors: CrossLogitFactors, swaps: SwapSet, cosine: Cosine,
     if not kernel:
         return None
     if cosine != "clamped":
-        raise InvalidSelectionError("the compiled loop computes the clamped cosine; pass kernel=None "
-                                    "(or False) for cosine='scale_free'")
+        raise InvalidSelectionError("the compiled loop computes the clamped cosine; pass "
+                                    "kernel=None (or False) for cosine='scale_free'")
     if keys is None:
         raise InvalidSelectionError(
             "the compiled loop handles token swaps over all pairs of a key set")
     if not on_cpu and fused is False:
-        raise InvalidSelectionError(f"the compiled CPU loop runs on the CPU, the factors are on "
-                         f"{factors.x.device}; pass fused=None for the fused GPU kernel or "
-                         f"kernel=False for the tensor code there")
+        raise InvalidSelectionError(f"the compiled CPU loop runs on the CPU, the factors are "
+                                    f"on {factors.x.device}; pass fused=None for the fused GPU "
+                                    f"kernel or kernel=False for the tensor code there")
     if on_cpu and not fused:
         return "numba"
     return "compiled" if factors.x.device.type == "cuda" else "eager"
