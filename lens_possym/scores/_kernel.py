@@ -104,10 +104,11 @@ def _factor_logits(src, a, b):  # pragma: no cover
 
 @numba.njit(inline="always")
 def _matrix_logits(src, a, b):  # pragma: no cover
-    """``(c_ij, c_ji)`` read from a matrix: ``src = (C, C^T)`` restricted to the keys (rows:
-    position, columns: content), both contiguous along ``b``."""
-    c, c_t = src
-    return c[a, b], c_t[a, b]
+    """``(c_ij, c_ji)`` read from a matrix: ``src = (C, C^T, offset)``, the keys' block of
+    ``C`` at ``C[offset:, offset:]`` (rows: position, columns: content) and its transpose
+    ``[n_keys, n_keys]``, both contiguous along ``b``."""
+    c, c_t, offset = src
+    return c[offset + a, offset + b], c_t[a, b]
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
@@ -218,8 +219,8 @@ def _kernel(cos, sin, x, y, att, e1, e2, keys, log_units, sums, top, runner_up,
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FAST)
-def _matrix_kernel(c, c_t, att, e1, e2, keys, log_units, sums, top, runner_up, inv_tau, eps,
-                   pos_out, sym_out):  # pragma: no cover
+def _matrix_kernel(c, offset, c_t, att, e1, e2, keys, log_units, sums, top, runner_up, inv_tau,
+                   eps, pos_out, sym_out):  # pragma: no cover
     taylor = _TAYLOR
     n_rows, n_pos = att.shape
     n_keys = keys.shape[0]
@@ -232,17 +233,17 @@ def _matrix_kernel(c, c_t, att, e1, e2, keys, log_units, sums, top, runner_up, i
         reach = 0.0
         for a in range(n_keys):
             for b in range(n_keys):
-                reach = max(reach, abs(c[g, a, b]))
+                reach = max(reach, abs(c_t[g, a, b]))
         pos_out[g], sym_out[g] = _row_scores(
-            _matrix_logits, (c[g], c_t[g]), reach, mass, e1k, e2k, log_units[g], sums[g],
+            _matrix_logits, (c[g], c_t[g], offset), reach, mass, e1k, e2k, log_units[g], sums[g],
             top[g], runner_up[g], n_pos, inv_tau, eps, taylor)
 
 
 @numba.njit(parallel=True, cache=True)
-def _transpose(c, out):  # pragma: no cover
-    """``out[g] = c[g].T`` in 32 × 32 tiles (a plain strided copy misses the cache on every
-    read: 2x slower at 2,046 keys)."""
-    n_rows, n = c.shape[0], c.shape[1]
+def _transpose(c, offset, out):  # pragma: no cover
+    """``out[g] = c[g, offset:offset + n, offset:offset + n].T`` (``n = out.shape[1]``) in
+    32 × 32 tiles (a plain strided copy misses the cache on every read)."""
+    n_rows, n = out.shape[0], out.shape[1]
     tile = 32
     n_tiles = (n + tile - 1) // tile
     for g_tile in numba.prange(n_rows * n_tiles):
@@ -251,7 +252,7 @@ def _transpose(c, out):  # pragma: no cover
         for b0 in range(0, n, tile):
             for a in range(a0, min(a0 + tile, n)):
                 for b in range(b0, min(b0 + tile, n)):
-                    out[g, b, a] = c[g, a, b]
+                    out[g, b, a] = c[g, offset + a, offset + b]
 
 
 def _run(kernel, *args) -> None:
@@ -302,32 +303,38 @@ def token_swap_freq_scores(cos: np.ndarray, sin: np.ndarray, x: np.ndarray, y: n
 
 
 def token_swap_matrix_scores(logits: np.ndarray, attention: np.ndarray, keys: np.ndarray,
-                             tau: float, *, e1: np.ndarray, e2: np.ndarray,
+                             tau: float, *, offset: int = 0, e1: np.ndarray, e2: np.ndarray,
                              log_units: np.ndarray, sums: np.ndarray, top: np.ndarray,
                              runner_up: np.ndarray, eps: float
                              ) -> tuple[np.ndarray, np.ndarray]:
     """``(pos, sym)`` of shape ``[rows]`` for all token swaps among ``keys``, the swapped
     logits read from a matrix (the whole-head scores: what :func:`token_swap_freq_scores`
-    computes per frequency, with ``c_ij = logits[row, a, b]``).
+    computes per frequency, with ``c_ij = logits[row, offset + a, offset + b]``).
 
     Args:
-        logits: ``[rows, n_keys, n_keys]`` the cross-logit matrix restricted to the keys,
-            ``C[keys[a], keys[b]]`` (row: position, column: content), finite.
+        logits: ``[rows, m, m]`` holding the cross-logit matrix restricted to the keys,
+            ``C[keys[a], keys[b]]`` (row: position, column: content; finite), at
+            ``[:, offset:offset + n_keys, offset:offset + n_keys]``: the whole matrix when
+            the keys are a range starting at ``offset`` (read in place), or the block.
         attention, e1, e2: ``[rows, pos]`` clean attention and :class:`.exact.OutsideMass`'s
             terms; ``log_units, sums``: ``[rows, 3]``; ``top, runner_up``: ``[rows]`` index
             into ``keys`` (``-1``: not a key); the rest as :func:`token_swap_freq_scores`.
 
-    Two float64 copies of ``logits`` are made, it and its transpose, contiguous: the pair
-    loop reads ``C[a, b]`` and ``C[b, a]`` along ``b``.
+    The pair loop reads ``C[a, b]`` and ``C[b, a]`` along ``b``: ``logits`` in place (a
+    float64 copy if it is not float64 and contiguous) and a float64 copy of the block's
+    transpose ``[rows, n_keys, n_keys]``.
     """
     c = np.ascontiguousarray(logits, dtype=np.float64)
-    c_t = np.empty_like(c)
-    _run(_transpose, c, c_t)
+    n_keys = len(keys)
+    if not 0 <= offset <= c.shape[1] - n_keys or c.shape[1] != c.shape[2]:
+        raise ValueError(f"no [{n_keys}, {n_keys}] block at offset {offset} of {c.shape}")
+    c_t = np.empty((c.shape[0], n_keys, n_keys))
+    _run(_transpose, c, int(offset), c_t)
     floats = [np.ascontiguousarray(a, dtype=np.float64) for a in (attention, e1, e2)]
     rows = [np.ascontiguousarray(a, dtype=np.float64) for a in (log_units, sums)]
     index = [np.ascontiguousarray(a, dtype=np.int64) for a in (top, runner_up)]
     pos = np.empty(c.shape[0], dtype=np.float64)
     sym = np.empty_like(pos)
-    _run(_matrix_kernel, c, c_t, *floats, np.ascontiguousarray(keys, dtype=np.int64), *rows,
+    _run(_matrix_kernel, c, int(offset), c_t, *floats, np.ascontiguousarray(keys, dtype=np.int64), *rows,
          *index, 1.0 / tau, float(eps), pos, sym)
     return pos, sym

@@ -252,15 +252,19 @@ def _head_scores_kernel(factors: CrossLogitFactors, keys: Tensor, logits: Tensor
     read from the held whole-head matrix restricted to the keys (``C[keys_a, keys_b]``);
     ``logits``: the clean rows :meth:`~.CrossLogitFactors.head_diagonal` ``[b, h, p]``.
 
-    Memory: two float64 copies of ``C`` restricted to the keys (it and its transpose), each
-    at most the held matrix's size."""
+    Memory: a float64 copy of the keys' block of ``C`` transposed, and of the block itself
+    when the keys are not a range (a range is read in place), each at most the held
+    matrix's size."""
     b, h, p = logits.shape
     attention, kwargs = _clean_rows(logits[:, :, None], keys)
-    # a slice when the keys are a range (the test reads them: free on the CPU)
-    matrix = factors.head_matrix(keys).double().reshape(b * h, len(keys), len(keys))
+    start, n = int(keys[0]), len(keys)
+    if torch.equal(keys, torch.arange(start, start + n)):          # read in place
+        matrix = factors.head_full().double().reshape(b * h, p, p)
+    else:
+        matrix, start = factors.head_matrix(keys).double().reshape(b * h, n, n), 0
     kwargs = {k: _numpy(v[:, 0] if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
     pos, sym = token_swap_matrix_scores(_numpy(matrix), _numpy(attention[:, 0]), _numpy(keys),
-                                        tau, **kwargs)
+                                        tau, offset=start, **kwargs)
     out = lambda a: torch.from_numpy(a).reshape(b, h).to(factors.x.dtype)  # noqa: E731
     return out(pos), out(sym)
 

@@ -14,6 +14,7 @@ import torch
 import lens_possym as lp
 from lens_possym.capture import capture_attention_inputs
 from lens_possym.scores import cross_logit_factors, exact_swap_scores, swap_scores, swap_set
+from lens_possym.scores.swaps import SwapSet
 
 PROMPT = "Alice likes red . Bob likes blue . Carol likes green . What color does"
 TOL = 1e-5
@@ -101,14 +102,21 @@ def test_the_whole_head_loop_equals_tensor_code(family, monkeypatch):
             assert _max_diff(fast.pos, slow.pos) <= 1e-12 and _max_diff(fast.sym, slow.sym) <= 1e-12
             assert 0.1 < float(fast.pos.abs().max()) <= 1 + 1e-12
     assert len(calls) == 6
+    # keys that are not a range: the loop reads a gathered block of the matrix
+    scattered = SwapSet("token", query_position=factors.query_position,
+                        keys=swaps.keys[[0, 2, 3, 6, 7, 9, 12]])
+    fast = exact_swap_scores(factors, scattered, per_frequency=False)
+    slow = exact_swap_scores(factors, scattered, per_frequency=False, kernel=False)
+    assert _max_diff(fast.pos, slow.pos) <= 1e-12 and _max_diff(fast.sym, slow.sym) <= 1e-12
+    assert len(calls) == 7
     blocks = swap_set("block", factors.query_position, factors.visible, n_blocks=3)
     exact_swap_scores(factors, blocks, per_frequency=False)
     exact_swap_scores(factors, swaps, per_frequency=False, cosine="scale_free")
     exact_swap_scores(factors, swaps, per_frequency=False, fused=True)
     factors.max_matrix_elements = 10                      # the long-context path: not held
     assert not factors.holds_full
-    held = exact_swap_scores(factors, swaps, tau=1.0, per_frequency=False)
-    assert len(calls) == 6
+    held = exact_swap_scores(factors, scattered, per_frequency=False)
+    assert len(calls) == 7
     assert _max_diff(held.pos, fast.pos) <= 1e-12
 
 
