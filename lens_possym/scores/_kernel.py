@@ -39,6 +39,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ..errors import InvalidSelectionError
+
 __all__ = ["token_swap_freq_scores", "token_swap_matrix_scores"]
 
 
@@ -327,7 +329,9 @@ def token_swap_matrix_scores(logits: np.ndarray, attention: np.ndarray, keys: np
     c = np.ascontiguousarray(logits, dtype=np.float64)
     n_keys = len(keys)
     if not 0 <= offset <= c.shape[1] - n_keys or c.shape[1] != c.shape[2]:
-        raise ValueError(f"no [{n_keys}, {n_keys}] block at offset {offset} of {c.shape}")
+        raise InvalidSelectionError(f"no [{n_keys}, {n_keys}] block of keys at offset {offset} "
+                                    f"of a matrix of shape {c.shape}; pass the keys' block "
+                                    "with offset=0")
     c_t = np.empty((c.shape[0], n_keys, n_keys))
     _run(_transpose, c, int(offset), c_t)
     floats = [np.ascontiguousarray(a, dtype=np.float64) for a in (attention, e1, e2)]

@@ -96,19 +96,19 @@ def test_the_whole_head_loop_equals_tensor_code(family, monkeypatch):
         factors = cross_logit_factors(inputs, list(range(inputs.spec.n_heads)))
         assert (factors.spec.softcap is not None) == (family == "gemma2")
         swaps = swap_set("token", factors.query_position, factors.visible, exclude_bos=True)
-        for tau in (1e-4, 1e-2, 1.0):
+        for tau in (1e-4, 1.0):
             fast = exact_swap_scores(factors, swaps, tau=tau, per_frequency=False)
             slow = exact_swap_scores(factors, swaps, tau=tau, per_frequency=False, kernel=False)
             assert _max_diff(fast.pos, slow.pos) <= 1e-12 and _max_diff(fast.sym, slow.sym) <= 1e-12
             assert 0.1 < float(fast.pos.abs().max()) <= 1 + 1e-12
-    assert len(calls) == 6
+    assert len(calls) == 4
     # keys that are not a range: the loop reads a gathered block of the matrix
     scattered = SwapSet("token", query_position=factors.query_position,
                         keys=swaps.keys[[0, 2, 3, 6, 7, 9, 12]])
     fast = exact_swap_scores(factors, scattered, per_frequency=False)
     slow = exact_swap_scores(factors, scattered, per_frequency=False, kernel=False)
     assert _max_diff(fast.pos, slow.pos) <= 1e-12 and _max_diff(fast.sym, slow.sym) <= 1e-12
-    assert len(calls) == 7
+    assert len(calls) == 5
     blocks = swap_set("block", factors.query_position, factors.visible, n_blocks=3)
     exact_swap_scores(factors, blocks, per_frequency=False)
     exact_swap_scores(factors, swaps, per_frequency=False, cosine="scale_free")
@@ -116,7 +116,7 @@ def test_the_whole_head_loop_equals_tensor_code(family, monkeypatch):
     factors.max_matrix_elements = 10                      # the long-context path: not held
     assert not factors.holds_full
     held = exact_swap_scores(factors, scattered, per_frequency=False)
-    assert len(calls) == 7
+    assert len(calls) == 5
     assert _max_diff(held.pos, fast.pos) <= 1e-12
 
 
