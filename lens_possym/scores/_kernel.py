@@ -133,7 +133,7 @@ def _pair_sums(normalise, logits, src, mass, e1k, e2k, p_high, q_low, lam1, lam2
         base = w2 if a_top else w1 - e1k[a]
         lam_a = lam2 if a_top else lam1
         partner = t2 if a_top else (t1 if a == t2 else -1)
-        rest_top, e2a = w2 - e2k[a], e2k[a]
+        rest_top = w2 - e2k[a]
         for b in range(a + 1, n_keys):
             aj = mass[b]
             w = pa * q_low[b] if ai >= aj else p_high[b] * qa
