@@ -76,6 +76,25 @@ def test_whole_rows_by_one_product_read_the_same_entries(tiny_by_family, transpo
     assert got.isinf().any()       # masked positions (outside the window) on both paths
 
 
+@pytest.mark.parametrize("query", [-1, 12, 3])
+def test_a_windows_matrix_is_its_rows_only(tiny_by_family, query):
+    """On a layer with a window, ``head_full`` computes only the visible rows (the span
+    known on the host); every entry equals the matrix computed whole and masked."""
+    from dataclasses import replace
+
+    model = tiny_by_family["gemma3"]
+    tokens = torch.randint(1, 100, (2, 30), generator=torch.Generator().manual_seed(7))
+    inputs = capture_attention_inputs(model, tokens, [1], query_positions=query)[1]
+    assert inputs.spec.window and inputs.spec.window < 30         # a window on layer 1
+    factors = cross_logit_factors(inputs, [0, 1, 2, 3])
+    span = factors.visible_span
+    expected = torch.zeros(30, dtype=torch.bool)
+    expected[span.start : span.stop] = True
+    assert torch.equal(factors.visible, expected) and 0 < len(span) < 30
+    whole = replace(factors, visible_span=None).head_full()
+    torch.testing.assert_close(factors.head_full(), whole, rtol=0, atol=1e-12)
+
+
 def test_per_frequency_tables_in_pieces_give_the_same_scores(tiny_by_family):
     """With ``max_elements`` below one ``[batch, head, pos, freq]`` table, the compiled loop
     and the exclusion take the frequencies in chunks (issue 27: memory the setting bounds):
