@@ -223,12 +223,10 @@ class CrossLogitFactors:
         """``C`` restricted to ``positions × positions`` (a view when they are a range).
         ``span``: the ``range`` the positions are, when the caller knows it on the host
         (finding it out reads the positions back from the device)."""
+        span = span if span is not None else positions_range(positions)
         if span is not None:
             return self.head_full()[..., span.start : span.stop, span.start : span.stop]
-        start, n = int(positions[0]), len(positions)
-        if torch.equal(positions, torch.arange(start, start + n, device=positions.device)):
-            return self.head_full()[..., start : start + n, start : start + n]
-        rows = positions[:, None].expand(-1, n)
+        rows = positions[:, None].expand(-1, len(positions))
         return self.head_at(rows, rows.T)
 
     def freq_diagonal(self, freqs: slice = slice(None)) -> Float[Tensor, "batch head_index freq pos"]:
@@ -261,6 +259,15 @@ class CrossLogitFactors:
             return values.masked_fill(~self.visible, float("-inf"))
         index = torch.arange(self.n_pos, device=self.x.device)
         return self.head_at(index, index)
+
+
+def positions_range(positions: Int[Tensor, "n"]) -> range | None:
+    """``positions`` as a ``range`` when they are consecutive (a block of ``C`` is then a
+    view, read in place), else ``None``. Reads the positions back from their device."""
+    start, n = int(positions[0]), len(positions)
+    if torch.equal(positions, torch.arange(start, start + n, device=positions.device)):
+        return range(start, start + n)
+    return None
 
 
 @boundary

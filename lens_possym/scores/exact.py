@@ -31,7 +31,7 @@ from .._checks import boundary
 from ..errors import InvalidSelectionError
 from ..results_io import ResultIO, head_frame
 from .config import MAX_ELEMENTS
-from .crosslogits import CrossLogitFactors
+from .crosslogits import CrossLogitFactors, positions_range
 from .swaps import (
     COSINE_EPS,
     Cosine,
@@ -257,11 +257,11 @@ def _head_scores_kernel(factors: CrossLogitFactors, keys: Tensor, logits: Tensor
     matrix's size."""
     b, h, p = logits.shape
     attention, kwargs = _clean_rows(logits[:, :, None], keys)
-    start, n = int(keys[0]), len(keys)
-    if torch.equal(keys, torch.arange(start, start + n)):          # read in place
-        matrix = factors.head_full().double().reshape(b * h, p, p)
+    span = positions_range(keys)
+    if span is not None:                                           # read in place
+        matrix, start = factors.head_full().double().reshape(b * h, p, p), span.start
     else:
-        matrix, start = factors.head_matrix(keys).double().reshape(b * h, n, n), 0
+        matrix, start = factors.head_matrix(keys).double().reshape(b * h, len(keys), len(keys)), 0
     kwargs = {k: _numpy(v[:, 0] if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
     pos, sym = token_swap_matrix_scores(_numpy(matrix), _numpy(attention[:, 0]), _numpy(keys),
                                         tau, offset=start, **kwargs)
