@@ -20,8 +20,11 @@ computable from the record alone (and from ``metrics.json``, which holds the sam
 fields); the losses at every evaluation, to 17 digits, are a function of the trained
 weights that two different trainings do not share, while the wall times (``elapsed_s``,
 ``train_time_s``), the thread count and the command are not part of it, so a run
-retrained bit for bit (training is reproducible, dropout included) keeps its fingerprint
-and its analyses stay valid.
+retrained bit for bit (training is reproducible on one machine, dropout included) keeps
+its fingerprint and its analyses stay valid. Retrained on a machine whose CPU has other
+matrix kernels (AVX-512 after AVX2) it is another run: its losses differ from the 8th
+digit at the first evaluation, so it gets another fingerprint and the files of the first
+are refused for it; its record replaces the first only together with every analysis.
 
 **Stage cache.** Each ``{preset}-s{seed}/`` folder of ``--cache`` holds
 ``stamps.json``: ``{"files": {path: {"run", "fingerprint", "sha256"}}}``, one entry per
