@@ -21,10 +21,20 @@ fields); the losses at every evaluation, to 17 digits, are a function of the tra
 weights that two different trainings do not share, while the wall times (``elapsed_s``,
 ``train_time_s``), the thread count and the command are not part of it, so a run
 retrained bit for bit (training is reproducible on one machine, dropout included) keeps
-its fingerprint and its analyses stay valid. Retrained on a machine whose CPU has other
-matrix kernels (AVX-512 after AVX2) it is another run: its losses differ from the 8th
-digit at the first evaluation, so it gets another fingerprint and the files of the first
-are refused for it; its record replaces the first only together with every analysis.
+its fingerprint and its analyses stay valid.
+
+**The reference CPU kernels** (:data:`REFERENCE_KERNELS`). Which vector kernels MKL and
+ATen pick depends on the CPU: the same run trained on an AVX-512 machine after an AVX2 one
+(seed 2, 2026-12-07) had the same test accuracy at all 70 of Number's evaluations but its
+losses differed from the 8th digit at the first, so it was another run with another
+fingerprint. With ``MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` in
+the environment, that AVX-512 machine reproduced the AVX2 machine's losses to the last
+digit: the committed ``paper`` runs were trained with AVX2 kernels, so one retrained under
+these settings on any x86-64 CPU with AVX2 is the committed run (and its committed analyses
+hold).
+``lens-possym paper-c train``, ``analyse`` and ``grid`` say so when the settings are missing
+(:func:`kernels_note`), and a record written by ``train`` names its kernels
+(``cpu_kernels``, not part of the fingerprint).
 
 **Stage cache.** Each ``{preset}-s{seed}/`` folder of ``--cache`` holds
 ``stamps.json``: ``{"files": {path: {"run", "fingerprint", "sha256"}}}``, one entry per
@@ -63,7 +73,8 @@ from ...errors import LensPossymError, ResultsFileError
 from ...plugins import to_jsonable
 from .presets import run_configs
 
-__all__ = ["FORMER_DEFAULTS", "NOT_RECIPE", "HISTORY_KEYS", "STAMPS", "run_name",
+__all__ = ["REFERENCE_KERNELS", "cpu_kernels", "kernels_note", "FORMER_DEFAULTS", "NOT_RECIPE",
+           "HISTORY_KEYS", "STAMPS", "run_name",
            "today_configs", "recipe_differences", "former_text", "fingerprint", "Records",
            "read_records", "file_lock", "read_stamps", "stamp_files", "check_cached",
            "cells_of_runs", "dynamics_matches", "stamp_cache", "stamp_cells"]
@@ -78,6 +89,31 @@ NOT_RECIPE = {"train_config": ("out_dir", "device", "eval_batch")}
 #: the history fields the fingerprint reads (not the wall times)
 HISTORY_KEYS = ("step", "test_accuracy", "train_loss", "test_loss", "lr")
 STAMPS = "stamps.json"
+
+
+#: the environment under which MKL and ATen run the AVX2 kernels on any x86-64 CPU that
+#: has them (module docstring): the kernels the committed `paper` runs were trained with
+REFERENCE_KERNELS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                     "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def cpu_kernels() -> str:
+    """This process's CPU kernels: ATen's capability and MKL's reproducibility setting."""
+    import torch
+
+    return (f"aten {torch.backends.cpu.get_cpu_capability()}, "
+            f"MKL_CBWR={os.environ.get('MKL_CBWR', 'unset')}")
+
+
+def kernels_note() -> str | None:
+    """``None`` when this process runs the reference kernels, else one line saying what
+    differs and the prefix that fixes it (read once, at the start of a stage)."""
+    missing = [f"{k}={v}" for k, v in REFERENCE_KERNELS.items() if os.environ.get(k) != v]
+    if not missing:
+        return None
+    return (f"not the reference CPU kernels ({cpu_kernels()}): a run trained here differs "
+            "from the committed record after its first steps, and analyses may differ in "
+            f"their last digits; start the command with {' '.join(missing)}")
 
 
 def run_name(task: str, preset: str, seed: int) -> str:

@@ -51,8 +51,8 @@ import torch
 
 from ... import models
 from ...errors import ResultsFileError, TrainingError
-from .identity import (cells_of_runs, former_text, read_records, run_name as name_of,
-                       stamp_cache, stamp_cells)
+from .identity import (cells_of_runs, cpu_kernels, former_text, kernels_note, read_records,
+                       run_name as name_of, stamp_cache, stamp_cells)
 from .lengths import lm_hop_accuracy
 from .presets import build_run, train_multihop
 from .readings import CellStore, length_cell, run_grid, verdict_table
@@ -75,10 +75,19 @@ QUEUES = {n: [(preset, seed, task) for preset in ("paper", "cpu") for seed in SE
 
 # ---- stages -------------------------------------------------------------------------------
 
+def _say_kernels(stage: str) -> None:
+    """One line when this process does not run the reference CPU kernels
+    (:data:`.identity.REFERENCE_KERNELS`)."""
+    note = kernels_note()
+    if note is not None:
+        say(f"[{stage}] {note}")
+
+
 def stage_train(args: argparse.Namespace) -> None:
     """Train (or resume) one run per ``--tasks`` of ``(--preset, --seed)``; a finished run's
     record goes to ``--docs``/paper_c_runs/{task}-{preset}-s{seed}.json."""
     records = records_dir(args)
+    _say_kernels("train")
     for task in args.tasks:
         out = run_dir(task, args)
         if run_finished(task, args) and (records / f"{run_name(task, args)}.json").is_file():
@@ -93,6 +102,8 @@ def stage_train(args: argparse.Namespace) -> None:
             "task": task, "preset": args.preset, "seed": args.seed,
             "steps": result.steps_run, "test_accuracy": result.test_accuracy,
             "train_time_s": result.train_time_s, "threads": torch.get_num_threads(),
+            "cpu_kernels": cpu_kernels() if str(args.device or "cpu").startswith("cpu")
+            else str(args.device),
             "command": f"lens-possym paper-c train --preset {args.preset} "
                        f"--seed {args.seed} --tasks {task}",
             "train_config": result.train_config, "task_config": result.task_config,
@@ -115,6 +126,7 @@ def stage_grid(args: argparse.Namespace) -> None:
     ``--docs``/paper_c_results.json (key ``length_cells``) as soon as it is measured, so the
     stage resumes from the committed file (commit it as cells land)."""
     store = CellStore(Path(args.docs) / "paper_c_results.json")
+    _say_kernels("grid")
     runs = finished_runs(args)
     say(f"[grid] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
     for task, preset, seed in runs:
@@ -254,6 +266,7 @@ def stage_lm(args: argparse.Namespace) -> None:
 def stage_analyse(args: argparse.Namespace) -> None:
     """Every analysis in ``--analyses`` for every finished run, one run at a time (each cell
     cached), then the theory part of ``discrepancy`` (also with no run)."""
+    _say_kernels("analyse")
     runs = finished_runs(args)
     say(f"[analyse] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
     for task, preset, seed in runs:

@@ -323,3 +323,16 @@ def test_the_committed_seed0_cache_and_cells_belong_to_their_records():
     cells = json.loads((REPO / "docs" / "paper_c_results.json").read_text())["length_cells"]
     assert len(I.cells_of_runs(cells, found.fingerprints)) == \
         sum(c["run"] in found.fingerprints for c in cells)
+
+
+def test_the_kernels_note_names_what_is_missing(monkeypatch):
+    from lens_possym.papers.c.identity import REFERENCE_KERNELS, kernels_note
+
+    for name, value in REFERENCE_KERNELS.items():
+        monkeypatch.setenv(name, value)
+    assert kernels_note() is None
+    monkeypatch.delenv("MKL_CBWR")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
+    note = kernels_note()
+    assert note is not None and note.endswith("start the command with MKL_CBWR=AVX2 "
+                                              "ATEN_CPU_CAPABILITY=avx2")
