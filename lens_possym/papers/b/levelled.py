@@ -31,6 +31,7 @@ from torch import Tensor
 
 from ...errors import InvalidSelectionError
 from ...plugins import write_text_atomically
+from ...training.kernels import cpu_kernels
 from ...training.loop import train
 from ...training.tasks import Task, TaskBatch
 from .cells import Cell, cell_record, train_cell
@@ -110,7 +111,9 @@ def train_levelled(base: Preset, cell: Cell, root: str | Path, *,
                    ) -> tuple[SchemeEncoder, Task, dict[str, Any]]:
     """Train ``cell`` until it levels off (module docstring): ``(model, task, info)``,
     ``info`` = :func:`levelling_summary` plus ``history`` (cumulative ``[[step, loop
-    accuracy], ...]``) and ``train_time_s`` (all segments)."""
+    accuracy], ...]``), ``train_time_s`` (all segments) and ``cpu_kernels`` (this
+    process's, :func:`~lens_possym.training.kernels.cpu_kernels`: the kernels that trained
+    what was left of the cell and scored it, kept in the record's ``levelling``)."""
     root = Path(root)
     model, task, result = train_cell(base, cell, root / base.name, log=log)
     history = [[h.step, h.test_accuracy] for h in result.history]
@@ -129,7 +132,7 @@ def train_levelled(base: Preset, cell: Cell, root: str | Path, *,
         history += [[total + h.step, h.test_accuracy] for h in part.history]
         total, seconds = total + part.steps_run, seconds + part.train_time_s
     info = levelling_summary(history, ext)
-    info.update(history=history, train_time_s=seconds)
+    info.update(history=history, train_time_s=seconds, cpu_kernels=cpu_kernels())
     return model.eval(), task, info
 
 

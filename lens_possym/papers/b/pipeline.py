@@ -63,6 +63,7 @@ from typing import Any
 
 from ...errors import InvalidSelectionError, ResultsFileError, TrainingError
 from ...plugins import write_text_atomically
+from ...training.kernels import kernels_note
 from ...training.runs import load_checkpoint
 from . import cells as pb_cells
 from . import levelled as pb_levelled
@@ -292,9 +293,19 @@ def select_cells(args: argparse.Namespace, preset: pb_presets.Preset) -> list[pb
     return cells
 
 
+def say_kernels(command: str) -> None:
+    """One line when this process does not run the kernels the committed records were
+    trained with (:data:`.presets.REFERENCE_KERNELS`)."""
+    note = kernels_note(pb_presets.REFERENCE_KERNELS, "a base run trained here differs from "
+                        "its committed record after its first steps")
+    if note is not None:
+        print(f"[{command}] {note}", flush=True)
+
+
 def run(args: argparse.Namespace) -> None:
     """Train and analyse every selected cell not held by another queue (module docstring)."""
     preset = preset_for(args)
+    say_kernels("run")
     cells = select_cells(args, preset)
     levelled = getattr(args, "levelled", False)
     # a levelled cell's claim lock lives in its +levelled folder; its base run in the preset's

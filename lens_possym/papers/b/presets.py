@@ -28,6 +28,7 @@ from typing import Any
 
 from ...errors import InvalidSelectionError
 from ...plugins import JsonConfig, check_field_types
+from ...training.kernels import AVX512_KERNELS
 from ...training.loop import TrainConfig
 from ...training.tasks import Task
 from .encoder import SCHEMES
@@ -35,7 +36,7 @@ from .tasks import CountTask, DistanceTask
 
 __all__ = ["Preset", "ENCODER_PRESETS", "TASK_NAMES", "PROBE_SCHEMES", "DATA_REGIMES",
            "PAPER_LENGTH_STEPS", "CLAIM_GRID", "OFFICIAL_DATA", "OFFICIAL_TRAINING",
-           "PAPER_LENGTH_FAITHFUL", "PAPER_TASKS", "MAIN", "ROPE_FAMILY", "NON_ROPE",
+           "PAPER_LENGTH_FAITHFUL", "PAPER_TASKS", "REFERENCE_KERNELS", "MAIN", "ROPE_FAMILY", "NON_ROPE",
            "with_data", "with_trigger_copies", "with_trigger_copies_name", "with_steps",
            "parse_label", "preset_task"]
 
@@ -156,6 +157,12 @@ OFFICIAL_TRAINING = {"init": "torch", "dropout": 0.1}
 #: which triples a faithful step's CPU cost (it forces the written-out attention and a
 #: mask the size of the pattern) and would cut the affordable steps to a third
 PAPER_LENGTH_FAITHFUL = {"init": "torch"}
+
+#: the CPU kernels the committed records were trained with (docs/paper_b_rules.md, note of
+#: 2026-12-07: one cell's first loop evaluation is the record's under AVX-512 kernels, 295 of
+#: 1,024 sentences, and not under AVX2 ones, 297): a base run retrains as its committed
+#: record only on a CPU with AVX-512, under these settings
+REFERENCE_KERNELS = AVX512_KERNELS
 
 PAPER_TASKS = {"distance": dict(n_ctx=128, max_len=120, max_between=70, max_side=25,
                                 n_words=570),

@@ -71,6 +71,8 @@ from typing import Callable, Iterable, Iterator
 
 from ...errors import LensPossymError, ResultsFileError
 from ...plugins import to_jsonable
+from ...training.kernels import AVX2_KERNELS, cpu_kernels
+from ...training.kernels import kernels_note as core_kernels_note
 from .presets import run_configs
 
 __all__ = ["REFERENCE_KERNELS", "cpu_kernels", "kernels_note", "FORMER_DEFAULTS", "NOT_RECIPE",
@@ -91,29 +93,17 @@ HISTORY_KEYS = ("step", "test_accuracy", "train_loss", "test_loss", "lr")
 STAMPS = "stamps.json"
 
 
-#: the environment under which MKL and ATen run the AVX2 kernels on any x86-64 CPU that
-#: has them (module docstring): the kernels the committed `paper` runs were trained with
-REFERENCE_KERNELS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
-                     "ONEDNN_MAX_CPU_ISA": "AVX2"}
-
-
-def cpu_kernels() -> str:
-    """This process's CPU kernels: ATen's capability and MKL's reproducibility setting."""
-    import torch
-
-    return (f"aten {torch.backends.cpu.get_cpu_capability()}, "
-            f"MKL_CBWR={os.environ.get('MKL_CBWR', 'unset')}")
+#: the kernels the committed `paper` runs were trained with (module docstring): AVX2, on
+#: any x86-64 CPU that has it
+REFERENCE_KERNELS = AVX2_KERNELS
 
 
 def kernels_note() -> str | None:
     """``None`` when this process runs the reference kernels, else one line saying what
     differs and the prefix that fixes it (read once, at the start of a stage)."""
-    missing = [f"{k}={v}" for k, v in REFERENCE_KERNELS.items() if os.environ.get(k) != v]
-    if not missing:
-        return None
-    return (f"not the reference CPU kernels ({cpu_kernels()}): a run trained here differs "
-            "from the committed record after its first steps, and analyses may differ in "
-            f"their last digits; start the command with {' '.join(missing)}")
+    return core_kernels_note(REFERENCE_KERNELS, "a run trained here differs from the "
+                             "committed record after its first steps, and analyses may "
+                             "differ in their last digits")
 
 
 def run_name(task: str, preset: str, seed: int) -> str:

@@ -186,12 +186,17 @@ def test_training_extends_until_the_cap_and_resumes(tmp_path, monkeypatch):
                                                  again.state_dict().values()))
 
 
-def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatch):
+def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatch, capsys):
     """`paper-b run --levelled` end to end on a tiny preset: base run, one extension,
-    scoring, and the record with eval_size, standard errors and the budget check."""
+    scoring, and the record with eval_size, standard errors, the budget check and the CPU
+    kernels; the run says first that they are not the committed records' kernels."""
     from argparse import Namespace
 
     from lens_possym.papers.b import pipeline
+    from lens_possym.training.kernels import cpu_kernels
+
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
 
     monkeypatch.setattr(lv, "EXTENSION_STEPS", 4)
     monkeypatch.setattr(lv, "EXTENSION_EVALS", 2)
@@ -209,8 +214,12 @@ def test_the_levelled_queue_writes_a_record_with_its_errors(tmp_path, monkeypatc
                      trigger_copies=False, no_profile=True, levelled=True,
                      root=str(tmp_path / "runs"), records=str(records))
     pipeline.run(args)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("[run] not the reference CPU kernels") and first.endswith(
+        "start the command with MKL_CBWR=AVX512 ATEN_CPU_CAPABILITY=avx512")
     (record,) = json.loads(records.read_text())["cells"]
     assert record["preset"] == "tiny+levelled" and record["eval_size"] == 48
+    assert record["levelling"]["cpu_kernels"] == cpu_kernels()
     assert record["levelling"]["steps"] == 10 and record["levelling"]["extensions"] == 1
     assert len(record["ablation_se"]) == 1 and len(record["ablation_se"][0]) == 2
     assert record["accuracy_se"] == pytest.approx(m.accuracy_se(record["accuracy"], 48))
