@@ -18,7 +18,7 @@ from .errors import InvalidSelectionError
 from .typing import HookedModel
 from ._ids import as_int
 
-__all__ = ["as_tokens", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
+__all__ = ["as_tokens", "as_token_pair", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
            "is_activation_cache", "check_count", "MAX_PROMPTS"]
 
 #: the most prompts one call builds (one batch): past it a typo (10**9) would run for hours
@@ -171,6 +171,20 @@ def as_tokens(model: HookedModel, input: ModelInput) -> Int[Tensor, "batch pos"]
     except (StopIteration, AttributeError):
         device = tokens.device
     return tokens.to(device)
+
+
+def as_token_pair(model: HookedModel, first: ModelInput, second: ModelInput,
+                  names: tuple[str, str], what: str = "patching"
+                  ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"]]:
+    """Two inputs as :func:`as_tokens`, of one shape: patching takes a value from the same
+    prompt and position of the other input, so a shape mismatch is an error naming both
+    (``names``, e.g. ``("run tokens", "source tokens")``; ``what`` pairs them)."""
+    a, b = as_tokens(model, first), as_tokens(model, second)
+    if a.shape != b.shape:
+        raise InvalidSelectionError(
+            f"{names[0]} {tuple(a.shape)} and {names[1]} {tuple(b.shape)} differ in shape; "
+            f"{what} pairs prompts position by position")
+    return a, b
 
 
 def as_positions(positions: int | Sequence[int] | Tensor | None, n_pos: int,

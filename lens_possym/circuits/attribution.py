@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 
 from .._attention import visible_mask
-from .._inputs import as_layers, as_tokens
+from .._inputs import as_layers, as_token_pair
 from .._json import JsonConfig, check_field_types, tensor_from_json
 from .._precision import compute_dtype, model_tolerance
 from ..decompose import apply_softcap
@@ -456,12 +456,7 @@ def attribute(model: HookedModel | Resolved, run_tokens: Any, source_tokens: Any
     config = AttributionConfig.coerce(config, **settings)
     resolved = resolve(model)
     model = resolved.model
-    run = as_tokens(model, run_tokens)
-    src = as_tokens(model, source_tokens)
-    if run.shape != src.shape:
-        raise InvalidSelectionError(
-            f"run tokens {tuple(run.shape)} and source tokens {tuple(src.shape)} differ in "
-            "shape; patching pairs prompts position by position")
+    run, src = as_token_pair(model, run_tokens, source_tokens, ("run tokens", "source tokens"))
     specs = resolved.specs
     n_layers = int(model.cfg.n_layers)
     layers = as_layers(list(config.layers) if config.layers else None, n_layers)

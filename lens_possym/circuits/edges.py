@@ -52,15 +52,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
 
-from .._inputs import as_tokens
+from .._inputs import as_token_pair
 from .._json import tensor_from_json
 from .._precision import compute_dtype
-from ..errors import DecompositionMismatchError, InvalidSelectionError, UnsupportedModelError
+from ..errors import DecompositionMismatchError, UnsupportedModelError
 from ..interventions import engine
 from ..interventions.selection import parse_freqs
 from ..resolved import Resolved, resolve
@@ -265,12 +265,7 @@ def edge_attribution(model: HookedModel | Resolved, run_tokens: Any, source_toke
     """
     resolved = resolve(model)
     model = resolved.model
-    run = as_tokens(model, run_tokens)
-    src = as_tokens(model, source_tokens)
-    if run.shape != src.shape:
-        raise InvalidSelectionError(
-            f"run tokens {tuple(run.shape)} and source tokens {tuple(src.shape)} differ in "
-            "shape; patching pairs prompts position by position")
+    run, src = as_token_pair(model, run_tokens, source_tokens, ("run tokens", "source tokens"))
     shape = graph_shape(model)
     if any(".ln1_post." in n or ".ln2_post." in n for n in model.hook_dict):
         raise UnsupportedModelError(

@@ -57,7 +57,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .._inputs import as_tokens
+from .._inputs import as_token_pair
 from .._precision import model_tolerance
 from ..errors import DecompositionMismatchError, InvalidSelectionError
 from ..interventions import engine
@@ -499,12 +499,8 @@ def path_patch(model: HookedModel | Resolved, clean_tokens: Any, corrupted_token
     resolved = resolve(model)
     model = resolved.model
     cell_list = _cells(cells)
-    clean = as_tokens(model, clean_tokens)
-    corr = as_tokens(model, corrupted_tokens)
-    if clean.shape != corr.shape:
-        raise InvalidSelectionError(
-            f"clean tokens {tuple(clean.shape)} and corrupted {tuple(corr.shape)} differ in "
-            f"shape; path patching pairs prompts position by position")
+    clean, corr = as_token_pair(model, clean_tokens, corrupted_tokens,
+                                ("clean tokens", "corrupted"), "path patching")
     start = time.perf_counter()
     clean_cache, corr_cache = caches if caches is not None else run_caches(resolved, clean, corr)
     n_passes = 0 if caches is not None else 2

@@ -209,7 +209,8 @@ def test_bad_cells_refused(tiny_by_family):
         PathCell((Node("head", 1, 0),), (Receiver(Node("head", 0, 1), "q"),))
     with pytest.raises(InvalidSelectionError):
         Receiver(Node("mlp", 0), "in", (0,))
-    with pytest.raises(InvalidSelectionError):
+    with pytest.raises(InvalidSelectionError, match=r"clean tokens \(\d+, \d+\) and corrupted "
+                       r"\(\d+, \d+\) differ in shape; path patching pairs prompts"):
         path_patch(model, toks, toks[:, :-1], _metric, ["L0H0->L1H0.q"])
     with pytest.raises(InvalidSelectionError):
         path_patch(model, toks, toks, _metric, [])

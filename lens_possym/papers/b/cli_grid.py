@@ -98,19 +98,29 @@ def register(sub) -> None:
                          "JSON list of cells) into today's ({\"verdicts\", \"cells\"}), every "
                          "cell kept as it is")
     g.add_argument("--records", default=RECORDS)
+    k = steps.add_parser("kernels", help="does this machine retrain the committed records? one "
+                         "cell to its first loop evaluation, beside the record's (exit 1 if "
+                         "they differ)")
+    k.add_argument("--cell", nargs=4, metavar=("TASK", "SCHEME", "VARIANT", "SEED"),
+                   default=["distance", "rope", "intended", "0"],
+                   help="a paper-length cell (default distance rope intended 0)")
+    k.add_argument("--records", default=RECORDS)
+    k.add_argument("--threads", type=non_negative_int, default=1,
+                   help="torch CPU threads (default 1); 0 keeps torch's default")
     f = steps.add_parser("refresh-probe", help="recompute the probe of every finished cell")
     f.add_argument("--preset", default="cpu", choices=PRESETS)
     f.add_argument("--root", default="runs/paper_b")
 
 
 @with_threads
-def _threaded(args: argparse.Namespace) -> None:
-    {"run": pipeline.run, "queue": pipeline.queue}[args.paper_b_command](args)
+def _threaded(args: argparse.Namespace) -> int | None:
+    return {"run": pipeline.run, "queue": pipeline.queue,
+            "kernels": pipeline.kernels}[args.paper_b_command](args)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.paper_b_command in ("run", "queue"):
-        _threaded(args)
+    if args.paper_b_command in ("run", "queue", "kernels"):
+        return _threaded(args) or 0
     elif args.paper_b_command == "report":
         pipeline.report(args)
     elif args.paper_b_command == "verdicts":

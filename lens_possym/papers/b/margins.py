@@ -35,9 +35,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ...errors import InvalidSelectionError
 from .presets import ENCODER_PRESETS, MAIN, NON_ROPE, ROPE_FAMILY
-from .records import CellRecord, as_dicts
+from .records import CellRecord
 from .verdicts import (NEAR, SATURATED, TIE, hybrid_displaces_the_encoding, percent,
-                       seed_view)
+                       seed_views)
 from .verdicts import MissingCell as _Missing
 
 __all__ = ["Margin", "Outcome", "Claim2", "CLAIMS2", "CLAIM5_NOTE", "LEARNED", "RELATIVE",
@@ -413,11 +413,7 @@ def judge_margins(records: Sequence[CellRecord | dict], preset: str,
     (not judged: a missing cell, a saturated task, a model that did not learn); ``margins``
     are the thresholded conditions each seed's rule read (none for claim 8's nested rule, the
     probe of claim 12 and a cell that is missing)."""
-    records = as_dicts(records)
-    if not any(r["preset"] == preset for r in records):
-        raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
-    mine = [r for r in records if r["preset"] == preset]
-    views = {(v, s): seed_view(mine, preset, v, s) for v in variants for s in seeds}
+    views = seed_views(records, preset, variants, seeds)
     rows = []
     for claim in claims:
         row: dict[str, Any] = {"claim": claim}

@@ -12,6 +12,7 @@ docs/paper_b.md's tables (the ``lens-possym paper-b`` command: :mod:`.cli_grid`)
     lens-possym paper-b report [--preset cpu|paper-length] [--root runs/paper_b] [--out docs]
     lens-possym paper-b verdicts [--levelled]
     lens-possym paper-b migrate-records [--records docs/paper_b_results.json]
+    lens-possym paper-b kernels [--cell distance rope intended 0]   # before the queues
 
 ``run`` walks :func:`lens_possym.papers.b.cells.grid_cells` (``cpu``: every scheme ×
 both tasks × intended and faithful, then RoPE on k ∈ {0, 1, 2, 3, all} heads;
@@ -68,6 +69,7 @@ from ...training.runs import load_checkpoint
 from . import cells as pb_cells
 from . import levelled as pb_levelled
 from . import presets as pb_presets
+from .kernels_check import first_evaluation_check
 from .probe import positional_probe
 from .records import CellRecord, record_key
 from .report import DISTANCE_CLAIMS, verdict_markdown
@@ -559,6 +561,21 @@ def report(args: argparse.Namespace) -> None:
 QUEUE = (dict(trigger_copies=False, tasks=["distance", "count"], only=None),
          dict(trigger_copies=True, tasks=["distance"], only="intended"),
          dict(trigger_copies=True, tasks=["distance"], only="faithful"))
+
+
+def kernels(args: argparse.Namespace) -> int:
+    """``paper-b kernels``: one committed cell retrained to its first loop evaluation
+    (:func:`.kernels_check.first_evaluation_check`); 1 when it differs from the record."""
+    task, label, variant, seed = args.cell
+    try:
+        cell = pb_cells.Cell(task=task, label=label, variant=variant, seed=int(seed))
+    except ValueError as error:
+        raise InvalidSelectionError(f"--cell SEED must be a whole number, got {seed!r}") \
+            from error
+    say_kernels("kernels")
+    check = first_evaluation_check(read_results(Path(args.records))["cells"], cell)
+    print(check.line(), flush=True)
+    return 0 if check.equal else 1
 
 
 def queue(args: argparse.Namespace) -> None:

@@ -33,7 +33,7 @@ from ...errors import InvalidSelectionError
 from .presets import MAIN, NON_ROPE, ROPE_FAMILY
 from .records import CellRecord, as_dicts
 
-__all__ = ["Claim", "CLAIMS", "MissingCell", "judge", "seed_view", "deposit_table", "late_gain", "percent",
+__all__ = ["Claim", "CLAIMS", "MissingCell", "judge", "seed_view", "seed_views", "deposit_table", "late_gain", "percent",
            "MAIN", "ROPE_FAMILY", "NON_ROPE", "RECORD_RULES_DATE", "TIE", "NEAR", "SATURATED", "LEVELLED",
            "nope_fails_distance", "rope_wins_distance", "absolute_second_on_distance",
            "alibi_fails_distance", "mla_near_best_on_distance", "count_order_mla_nope_rope",
@@ -246,6 +246,16 @@ def seed_view(records: Iterable[CellRecord | dict], preset: str, variant: str, s
             if r["preset"] == preset and r["variant"] == variant and r["seed"] == seed}
 
 
+def seed_views(records: Iterable[CellRecord | dict], preset: str, variants: tuple[str, ...],
+               seeds: tuple[int, ...]) -> dict[tuple[str, int], Cells]:
+    """:func:`seed_view` of every ``(variant, seed)``; a preset without any record is an
+    error (its grid has not run), not a table of missing cells."""
+    mine = [r for r in as_dicts(records) if r["preset"] == preset]
+    if not mine:
+        raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
+    return {(v, s): seed_view(mine, preset, v, s) for v in variants for s in seeds}
+
+
 def judge(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] = (0, 1, 2),
           variants: tuple[str, ...] = ("intended", "faithful")) -> list[dict[str, Any]]:
     """Every claim's rule per variant and seed, and its verdict.
@@ -255,11 +265,7 @@ def judge(records: list[CellRecord | dict], preset: str, seeds: tuple[int, ...] 
     ``"holds"`` when the rule holds in at least two seeds, ``"does not hold"`` when it is
     judged in at least two seeds and holds in fewer than two, ``"not judged"`` otherwise.
     """
-    records = as_dicts(records)
-    if not any(r["preset"] == preset for r in records):
-        raise InvalidSelectionError(f"no record of preset {preset!r}; run its grid first")
-    mine = [r for r in records if r["preset"] == preset]
-    views = {(v, s): seed_view(mine, preset, v, s) for v in variants for s in seeds}
+    views = seed_views(records, preset, variants, seeds)
     rows = []
     for claim in CLAIMS:
         row: dict[str, Any] = {"claim": claim}

@@ -145,10 +145,11 @@ def test_a_block_whose_records_are_missing_says_so(records):
 
 
 #: digits that are names, not measurements: claims, issues, seeds, dates and times, file
-#: and hash names, layer names, T5, the H200
+#: and hash names, layer names, T5, the H200, CPU instruction sets
 _NAMES = re.compile(r"\bclaims? \d+[ab]?(?:(?:, | and |-|/)\d+[ab]?)*|\bissues? \d+|"
                     r"\bseeds? \d(?:(?:,\s+|\s+and\s+)\d)*|\d{4}-\d\d-\d\d|\d\d:\d\d UTC|"
-                    r"sha256|float64|layer-0|\bL\d\b|\bT5\b|\bH200\b|\bDefinition \d", re.IGNORECASE)
+                    r"sha256|float64|layer-0|\bL\d\b|\bT5\b|\bH200\b|\bAVX-?(?:2|512)\b|"
+                    r"\bDefinition \d", re.IGNORECASE)
 
 
 def _prose_sections(page: str) -> dict[str, str]:

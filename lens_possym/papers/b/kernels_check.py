@@ -1,0 +1,88 @@
+"""Does this machine retrain paper B's committed cells? One cell to its first loop evaluation.
+
+The ``+levelled`` grid retrains every base run whose folder is gone (tens of CPU-hours), and
+a retrained run is the committed one only under the CPU kernels that trained the records
+(:data:`.presets.REFERENCE_KERNELS`, :mod:`lens_possym.training.kernels`). Before starting
+the queues on a new machine, :func:`first_evaluation_check` trains one committed cell with its
+preset's own schedule, stops at the loop's first evaluation (a few CPU-minutes) and compares
+that accuracy with the record's first history entry: equal, the machine retrains the records
+(evidence, not proof: a record keeps no loss); unequal, it trains other runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ...errors import InvalidSelectionError
+from ...training.kernels import cpu_kernels
+from ...training.loop import evaluate, train
+from .cells import Cell, make_model, preset_task
+from .presets import ENCODER_PRESETS, parse_label
+
+__all__ = ["FirstEvaluation", "first_evaluation_check"]
+
+
+@dataclass(frozen=True)
+class FirstEvaluation:
+    """The record's first loop evaluation beside this machine's: ``step``, the accuracies,
+    and this process's kernels."""
+
+    cell: str
+    step: int
+    record: float
+    here: float
+    kernels: str
+
+    @property
+    def equal(self) -> bool:
+        return self.here == self.record
+
+    def line(self) -> str:
+        verdict = ("equal: this machine retrains the committed records" if self.equal else
+                   "different: this machine trains other runs than the committed records")
+        return (f"{self.cell}, step {self.step}: record {self.record!r}, here {self.here!r} "
+                f"({self.kernels}): {verdict}")
+
+
+class _Stop(Exception):
+    """Raised by the callback at the first evaluation: the rest of the run is not needed."""
+
+
+def first_evaluation_check(cells: list[dict[str, Any]], cell: Cell,
+                           preset: str = "paper-length") -> FirstEvaluation:
+    """Train ``cell`` of ``preset`` (its committed record is in ``cells``, the records file's
+    ``"cells"``) to the step of the record's first history entry, in memory, one run."""
+    found = [c for c in cells if c["preset"] == preset and c["task"] == cell.task
+             and c["scheme"] == cell.label and c["variant"] == cell.variant
+             and c["seed"] == cell.seed and c.get("history")]
+    if not found:
+        raise InvalidSelectionError(f"no committed {preset} record with a history for "
+                                    f"{cell.task}/{cell.label}/{cell.variant}/seed {cell.seed}; "
+                                    "name a cell of docs/paper_b_results.json")
+    first_step, first_accuracy = found[0]["history"][0]
+    base = ENCODER_PRESETS[preset]
+    task = preset_task(base, cell.task, cell.seed)
+    model = make_model(base, task, cell.label, cell.variant, cell.seed)
+    config = replace(base.train_config(cell.task, parse_label(cell.label)[0], cell.seed, None,
+                                       epoch_size=getattr(task, "epoch_size", None)),
+                     checkpoint_every=None)
+    seen: list[float] = []
+
+    def stop(step: int, trained) -> None:
+        # the loop's own evaluation at this step, recomputed (same sentences, eval mode)
+        if step >= first_step:
+            seen.append(evaluate(trained, task, task.test_set(config.eval_size),
+                                 forward_batch=config.eval_batch).accuracy)
+            raise _Stop
+
+    try:
+        train(model, task, config, callbacks=[stop])
+    except _Stop:
+        pass
+    if not seen:
+        raise InvalidSelectionError(f"the run ended at {config.steps} steps before the "
+                                    f"record's first evaluation at {first_step}")
+    return FirstEvaluation(cell=f"{preset} {cell.task}/{cell.label}/{cell.variant}/s{cell.seed}",
+                           step=int(first_step), record=float(first_accuracy),
+                           here=float(seen[0]), kernels=cpu_kernels())
