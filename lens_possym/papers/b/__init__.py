@@ -42,7 +42,7 @@ _EXPORTS = {
     "profile": ["profile_site", "encoder_profile"],
     "verdicts": ["Claim", "CLAIMS", "judge", "seed_view", "deposit_table", "late_gain",
                  "LEVELLED"],
-    "report": ["verdict_markdown", "copies_ceiling", "FAITHFUL_DEPARTURES", "DISTANCE_CLAIMS"],
+    "report": ["verdict_markdown", "copies_ceiling", "faithful_departures", "DISTANCE_CLAIMS"],
     "levelled": ["levelled_off", "window_gain", "levelling_summary", "train_levelled",
                  "score_cell", "scoring_batch", "analyse_levelled", "levelled_record",
                  "levelled_name"],

@@ -10,8 +10,7 @@ import pytest
 
 from lens_possym.cli import main
 from lens_possym.errors import InvalidSelectionError
-from lens_possym.papers.b import pipeline  # noqa: F401  (imported before the preset is patched:
-from lens_possym.papers.b.cells import Cell, train_cell  # its report reads paper-length's tasks)
+from lens_possym.papers.b.cells import Cell, train_cell
 from lens_possym.papers.b.kernels_check import first_evaluation_check
 from lens_possym.papers.b.presets import ENCODER_PRESETS, with_steps
 

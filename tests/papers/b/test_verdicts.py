@@ -113,7 +113,7 @@ def test_report_writes_the_verdict_block(tmp_path, capsys):
     assert "**holds** (3/3)" in text and "**not judged** (1/3)" in text
     assert "| rope | 95.0 / 95.0 / 95.0 | 95.0 / · / · | 70.0 / 70.0 / 70.0 | 70.0 / · / · |" in text
     assert "Claim 8 as the data say" in text and "distance intended rope (3/3)" in text
-    assert all(d in text for d in v.FAITHFUL_DEPARTURES)
+    assert all(d in text for d in v.faithful_departures())
 
     bench = _report_script()
     path = tmp_path / "results.json"
