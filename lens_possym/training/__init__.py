@@ -9,7 +9,8 @@ loop, runs and checkpoints on disk, and scores over a run's checkpoints.
 * :mod:`.loop`: :func:`train` (resumable), :func:`resume`, :func:`evaluate`,
   :class:`TrainConfig` (warm-up then a cosine or linear decay).
 * :mod:`.kernels`: which CPU vector kernels this process runs, and the note a training
-  command prints when they are not the ones a paper's committed runs were trained with.
+  command prints when they are not the ones a paper's committed runs were trained with;
+  :func:`evaluation_at` retrains a run to its first evaluation, to check a new machine.
 * :mod:`.runs`: checkpoints (written atomically) and ``metrics.json`` in a run folder;
   :func:`checkpoint_paths`, the one checkpoint listing.
 * :mod:`.trajectories`: a head's scores, its q/k over training, scores at every checkpoint
@@ -29,7 +30,8 @@ from .._lazy import lazy_attributes
 _EXPORTS = {
     "loop": ["EvalRecord", "EvalResult", "TrainConfig", "TrainResult", "evaluate", "resume",
         "train"],
-    "kernels": ["AVX2_KERNELS", "AVX512_KERNELS", "cpu_kernels", "kernels_note"],
+    "kernels": ["AVX2_KERNELS", "AVX512_KERNELS", "cpu_kernels", "kernels_note",
+        "evaluation_at", "FirstEvaluation"],
     "models": ["MODELS", "ModelConfig", "TrainableModel", "register_model"],
     "runs": ["Checkpoint", "checkpoint_paths", "latest_checkpoint", "load_checkpoint",
         "read_checkpoint", "save_checkpoint"],

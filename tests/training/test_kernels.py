@@ -39,3 +39,42 @@ def test_reading_the_settings_changes_none():
     kernels_note(AVX512_KERNELS, "x")
     cpu_kernels()
     assert dict(os.environ) == before
+
+
+def _toy_run():
+    from lens_possym.papers.a.tasks import IndexTask
+    from lens_possym.training.loop import TrainConfig
+    from lens_possym.training.toy import ToyTransformer, toy_config_for
+
+    task = IndexTask(n_symbols=6, length=6, seed=1)
+
+    def model():
+        return ToyTransformer(toy_config_for(task, n_freqs=4, seed=0)).set_frequencies([0])
+
+    return task, model, TrainConfig(steps=12, eval_every=4, eval_size=64, batch_size=8,
+                                    lr=3e-3, warmup_steps=2)
+
+
+def test_evaluation_at_is_the_whole_runs_evaluation_at_that_step():
+    """Stopping at an evaluation changes nothing before it: the schedule is the whole run's,
+    and the evaluation is the loop's (accuracy and loss to the last digit)."""
+    from lens_possym.training.kernels import evaluation_at
+    from lens_possym.training.loop import train
+
+    task, model, config = _toy_run()
+    history = train(model(), task, config).history
+    for record in history[:2]:
+        here = evaluation_at(model(), task, config, record.step)
+        assert (here.accuracy, here.loss) == (record.test_accuracy, record.test_loss)
+    between = evaluation_at(model(), task, config, 5)          # the next evaluation: step 8
+    assert (between.accuracy, between.loss) == (history[1].test_accuracy, history[1].test_loss)
+
+
+@pytest.mark.parametrize("step", [0, 13])
+def test_evaluation_at_refuses_a_step_outside_the_run(step):
+    from lens_possym.errors import TrainingError
+    from lens_possym.training.kernels import evaluation_at
+
+    task, model, config = _toy_run()
+    with pytest.raises(TrainingError, match=f"step must be in 1..12 .*got {step}"):
+        evaluation_at(model(), task, config, step)

@@ -11,42 +11,15 @@ that accuracy with the record's first history entry: equal, the machine retrains
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ...errors import InvalidSelectionError
-from ...training.kernels import cpu_kernels
-from ...training.loop import evaluate, train
+from ...training.kernels import FirstEvaluation, cpu_kernels, evaluation_at
 from .cells import Cell, make_model, preset_task
 from .presets import ENCODER_PRESETS, parse_label
 
-__all__ = ["FirstEvaluation", "first_evaluation_check"]
-
-
-@dataclass(frozen=True)
-class FirstEvaluation:
-    """The record's first loop evaluation beside this machine's: ``step``, the accuracies,
-    and this process's kernels."""
-
-    cell: str
-    step: int
-    record: float
-    here: float
-    kernels: str
-
-    @property
-    def equal(self) -> bool:
-        return self.here == self.record
-
-    def line(self) -> str:
-        verdict = ("equal: this machine retrains the committed records" if self.equal else
-                   "different: this machine trains other runs than the committed records")
-        return (f"{self.cell}, step {self.step}: record {self.record!r}, here {self.here!r} "
-                f"({self.kernels}): {verdict}")
-
-
-class _Stop(Exception):
-    """Raised by the callback at the first evaluation: the rest of the run is not needed."""
+__all__ = ["first_evaluation_check"]
 
 
 def first_evaluation_check(cells: list[dict[str, Any]], cell: Cell,
@@ -67,22 +40,7 @@ def first_evaluation_check(cells: list[dict[str, Any]], cell: Cell,
     config = replace(base.train_config(cell.task, parse_label(cell.label)[0], cell.seed, None,
                                        epoch_size=getattr(task, "epoch_size", None)),
                      checkpoint_every=None)
-    seen: list[float] = []
-
-    def stop(step: int, trained) -> None:
-        # the loop's own evaluation at this step, recomputed (same sentences, eval mode)
-        if step >= first_step:
-            seen.append(evaluate(trained, task, task.test_set(config.eval_size),
-                                 forward_batch=config.eval_batch).accuracy)
-            raise _Stop
-
-    try:
-        train(model, task, config, callbacks=[stop])
-    except _Stop:
-        pass
-    if not seen:
-        raise InvalidSelectionError(f"the run ended at {config.steps} steps before the "
-                                    f"record's first evaluation at {first_step}")
-    return FirstEvaluation(cell=f"{preset} {cell.task}/{cell.label}/{cell.variant}/s{cell.seed}",
-                           step=int(first_step), record=float(first_accuracy),
-                           here=float(seen[0]), kernels=cpu_kernels())
+    here = evaluation_at(model, task, config, int(first_step)).accuracy
+    return FirstEvaluation(run=f"{preset} {cell.task}/{cell.label}/{cell.variant}/s{cell.seed}",
+                           step=int(first_step), record={"accuracy": float(first_accuracy)},
+                           here={"accuracy": float(here)}, kernels=cpu_kernels())

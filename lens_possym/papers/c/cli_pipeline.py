@@ -13,7 +13,8 @@ from . import pipeline, report, settings_ablation, stages, workspace
 
 HELP = ("paper C's pipeline: train the runs, analyse them, the length grid, write "
         "docs/paper_c.md")
-DESCRIPTION = ("Paper C reproduced, one cached stage at a time. 'train' trains (or resumes) a "
+DESCRIPTION = ("Paper C reproduced, one cached stage at a time. 'kernels' checks in a minute "
+               "that this machine retrains the committed runs; 'train' trains (or resumes) a "
                "run per task; 'queue N' is one of the two training queues (start one per "
                "core); 'analyse' runs every analysis (dynamics, roles, discrepancy, lengths, "
                "masking, frequency) of every finished run, each cell cached; 'grid' measures "
@@ -37,6 +38,8 @@ VARIANTS = ("base", "dropout", "width", "lr_schedule", "steps")   # settings_abl
 
 #: each step, its help line, and the step-specific options it takes (besides the common ones)
 STEPS = {
+    "kernels": ("does this machine retrain the committed runs? each --tasks run of (--preset, "
+                "--seed) to its record's first evaluation; exit 1 on a difference", ()),
     "train": ("train (or resume) one run per task of (--preset, --seed)", ()),
     "queue": ("training queue N (0: Number, 1: Letter): paper seeds 0-2, then cpu", ()),
     "analyse": ("every analysis of every finished run (--presets, --seeds, --tasks)",
@@ -191,7 +194,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def run_step(step: str, args: argparse.Namespace) -> None:
     """Run pipeline step ``step`` with the parsed (and path-resolved) ``args``."""
-    table = {"train": pipeline.stage_train, "queue": pipeline.queue,
+    table = {"kernels": pipeline.stage_kernels, "train": pipeline.stage_train, "queue": pipeline.queue,
              "analyse": pipeline.stage_analyse, "analyse-queue": pipeline.analyse_queue,
              "dynamics": stages.stage_dynamics, "timing": stages.stage_timing,
              "roles": stages.stage_roles, "discrepancy": stages.stage_discrepancy,

@@ -51,6 +51,7 @@ import torch
 
 from ... import models
 from ...errors import ResultsFileError, TrainingError
+from ...training.kernels import FirstEvaluation, evaluation_at
 from .identity import (cells_of_runs, cpu_kernels, former_text, kernels_note, read_records,
                        run_name as name_of, stamp_cache, stamp_cells)
 from .lengths import lm_hop_accuracy
@@ -62,7 +63,7 @@ from .workspace import (LM_MODELS, SEEDS, TASKS, cached, final_model, finished_r
                         one_run, records_dir, run_cached, run_dir, run_finished,
                         run_fingerprint, run_name, say)
 
-__all__ = ["QUEUES", "stage_train", "stage_grid", "stage_verdicts", "check_report_records",
+__all__ = ["QUEUES", "stage_kernels", "stage_train", "stage_grid", "stage_verdicts", "check_report_records",
            "stage_stamp", "stage_time_cell",
            "stage_lm", "stage_analyse", "queue", "analyse_queue", "stage_all"]
 
@@ -81,6 +82,39 @@ def _say_kernels(stage: str) -> None:
     note = kernels_note()
     if note is not None:
         say(f"[{stage}] {note}")
+
+
+def stage_kernels(args: argparse.Namespace) -> None:
+    """``paper-c kernels``: each ``--tasks`` run of ``(--preset, --seed)`` retrained in memory
+    to its committed record's first evaluation (:func:`~lens_possym.training.kernels.
+    evaluation_at`: 100 steps of ``paper``, about a CPU-minute), its test accuracy and test
+    loss beside the record's, to the last digit: run it on a new machine before retraining
+    (equal: the retrain is the committed run, and its committed analyses hold). Raises
+    :class:`~lens_possym.errors.TrainingError` (exit 1) when one differs."""
+    _say_kernels("kernels")
+    records = read_records(records_dir(args))
+    differ = []
+    for task in args.tasks:
+        record = records.current.get((task, args.preset, args.seed))
+        if record is None:
+            raise ResultsFileError(f"no record of {run_name(task, args)} in "
+                                   f"{records_dir(args)} (or one of a former recipe): name a "
+                                   "committed run with --preset, --seed and --tasks")
+        first = record["history"][0]
+        model, t, config = build_run(task, args.preset, seed=args.seed, device=args.device)
+        here = evaluation_at(model, t, config, int(first["step"]))
+        check = FirstEvaluation(
+            run=run_name(task, args), step=int(first["step"]),
+            record={"test_accuracy": first["test_accuracy"], "test_loss": first["test_loss"]},
+            here={"test_accuracy": here.accuracy, "test_loss": here.loss},
+            kernels=cpu_kernels())
+        say(f"[kernels] {check.line()}")
+        if not check.equal:
+            differ.append(check.run)
+    if differ:
+        raise TrainingError(f"{', '.join(differ)}: a retrain here is not the committed run "
+                            "(its first evaluation differs); retrain under the reference "
+                            "kernels (lens_possym.papers.c.identity) or on another CPU")
 
 
 def stage_train(args: argparse.Namespace) -> None:

@@ -64,6 +64,8 @@ COMMANDS_MD = (
     "reference CPU kernels, so that a run retrained on any machine is the committed one):\n\n"
     "```\n"
     "export MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2\n"
+    "lens-possym paper-c kernels --preset paper   # a CPU-minute: does this machine "
+    "retrain the committed runs?\n"
     "mkdir -p out/paper_c\n"
     "nohup nice -n 10 lens-possym paper-c queue 0 > out/paper_c/queue0.log 2>&1 &   # train (hours;\n"
     "nohup nice -n 10 lens-possym paper-c queue 1 > out/paper_c/queue1.log 2>&1 &   #  resumes)\n"

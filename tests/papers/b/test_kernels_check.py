@@ -38,7 +38,7 @@ def test_a_retrain_here_meets_the_record_at_its_first_evaluation(tiny_record):
     path, record, cell = tiny_record
     check = first_evaluation_check([record], cell)
     assert check.step == record["history"][0][0] == 4 and check.equal
-    assert check.here == record["history"][0][1]
+    assert check.here == {"accuracy": record["history"][0][1]}
     assert "equal: this machine retrains the committed records" in check.line()
 
 

@@ -121,6 +121,36 @@ def test_train_analyse_report_verdicts_end_to_end(tiny_multihop_run, tmp_path, m
     assert "equal to the report's table" in capsys.readouterr().out
 
 
+def test_kernels_retrains_a_committed_run_to_its_first_evaluation(tiny_multihop_run, tmp_path,
+                                                                   monkeypatch, capsys):
+    """`paper-c kernels`: the run retrained here to its record's first evaluation has the
+    record's test accuracy and loss to the last digit; a record of another run (one digit
+    of its loss changed) is reported, exit 1; a run without a record is named."""
+    runs = _runs_holding(tiny_multihop_run, tmp_path / "runs")
+    monkeypatch.setenv("PAPER_C_RUNS", str(runs))
+    docs = tmp_path / "docs"
+    common = ["--preset", "tiny", "--tasks", "number", "--docs", str(docs)]
+    assert main(["paper-c", "train", *common]) == 0
+    capsys.readouterr()
+    assert main(["paper-c", "kernels", *common]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    path = docs / "paper_c_runs" / "number-tiny-s0.json"
+    record = json.loads(path.read_text())
+    first = record["history"][0]
+    assert line.startswith(f"[kernels] number-tiny-s0, step {first['step']}: test_accuracy "
+                           f"record {first['test_accuracy']!r} here {first['test_accuracy']!r}")
+    assert line.endswith("equal: this machine retrains the committed records")
+    first["test_loss"] = first["test_loss"] * (1 + 1e-12)
+    path.write_text(json.dumps(record))
+    assert main(["paper-c", "kernels", *common]) == 1
+    captured = capsys.readouterr()
+    assert "different: this machine trains other runs" in captured.out
+    assert "number-tiny-s0: a retrain here is not the committed run" in captured.err
+    assert main(["paper-c", "kernels", "--preset", "tiny", "--tasks", "letter", "--docs",
+                 str(docs)]) == 1
+    assert "no record of letter-tiny-s0" in capsys.readouterr().err
+
+
 def test_the_queue_goes_on_past_a_failed_run(tiny_multihop_run, tmp_path, monkeypatch, capsys):
     from lens_possym.papers.c import pipeline
 
