@@ -31,7 +31,7 @@ _EXPORTS = {
     "loop": ["EvalRecord", "EvalResult", "TrainConfig", "TrainResult", "evaluate", "resume",
         "train"],
     "kernels": ["AVX2_KERNELS", "AVX512_KERNELS", "cpu_kernels", "kernels_note",
-        "evaluation_at", "FirstEvaluation"],
+        "evaluation_at", "RecordCheck"],
     "models": ["MODELS", "ModelConfig", "TrainableModel", "register_model"],
     "runs": ["Checkpoint", "checkpoint_paths", "latest_checkpoint", "load_checkpoint",
         "read_checkpoint", "save_checkpoint"],

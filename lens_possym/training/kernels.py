@@ -33,7 +33,7 @@ from .models import TrainableModel
 from .tasks import Task
 
 __all__ = ["AVX2_KERNELS", "AVX512_KERNELS", "cpu_kernels", "kernels_note", "evaluation_at",
-           "FirstEvaluation"]
+           "RecordCheck"]
 
 #: AVX2 kernels on any x86-64 CPU that has AVX2 (checked bit for bit on an AVX-512 CPU
 #: against runs trained on an AVX2-only one: paper C, 2026-12-07)
@@ -93,11 +93,16 @@ def evaluation_at(model: TrainableModel, task: Task, config: TrainConfig,
 
 
 @dataclass(frozen=True)
-class FirstEvaluation:
-    """A committed record's first evaluation beside this machine's retrain of it
+class RecordCheck:
+    """A committed record's evaluation beside this machine's retrain of it
     (:func:`evaluation_at`): ``run`` (its name), ``step``, the figures compared
     (``record`` and ``here``, the same keys: e.g. ``test_accuracy`` and ``test_loss``) and
-    this process's ``kernels`` (:func:`cpu_kernels`)."""
+    this process's ``kernels`` (:func:`cpu_kernels`).
+
+    Equal figures are evidence, not proof, that the retrain is the committed run: two
+    kernels can agree to the last digit for a while (paper C's ``letter-cpu-s0`` has one
+    loss at step 100 under AVX2 and AVX-512 kernels), so a later ``step`` is a stronger
+    check; a difference is proof that it is another run."""
 
     run: str
     step: int
@@ -107,13 +112,14 @@ class FirstEvaluation:
 
     @property
     def equal(self) -> bool:
-        """Every figure equal to the last digit (a retrain is the committed run or not)."""
+        """Every figure equal to the last digit."""
         return dict(self.record) == dict(self.here)
 
     def line(self) -> str:
         """One line: the figures side by side and what they say."""
         pairs = ", ".join(f"{k} record {self.record[k]!r} here {self.here[k]!r}"
                           for k in self.record)
-        verdict = ("equal: this machine retrains the committed records" if self.equal else
-                   "different: this machine trains other runs than the committed records")
+        verdict = (f"equal: this machine retrains the committed run up to step {self.step}"
+                   if self.equal else
+                   "different: this machine trains another run than the committed one")
         return f"{self.run}, step {self.step}: {pairs} ({self.kernels}): {verdict}"

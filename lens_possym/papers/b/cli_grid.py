@@ -104,6 +104,9 @@ def register(sub) -> None:
     k.add_argument("--cell", nargs=4, metavar=("TASK", "SCHEME", "VARIANT", "SEED"),
                    default=["distance", "rope", "intended", "0"],
                    help="a paper-length cell (default distance rope intended 0)")
+    k.add_argument("--step", type=positive_int, default=None,
+                   help="compare the record's loop evaluation at this step (default: its "
+                        "first; a later one is a stronger check and costs more)")
     k.add_argument("--records", default=RECORDS)
     k.add_argument("--threads", type=non_negative_int, default=1,
                    help="torch CPU threads (default 1); 0 keeps torch's default")

@@ -573,7 +573,8 @@ def kernels(args: argparse.Namespace) -> int:
         raise InvalidSelectionError(f"--cell SEED must be a whole number, got {seed!r}") \
             from error
     say_kernels("kernels")
-    check = first_evaluation_check(read_results(Path(args.records))["cells"], cell)
+    check = first_evaluation_check(read_results(Path(args.records))["cells"], cell,
+                                   step=args.step)
     print(check.line(), flush=True)
     return 0 if check.equal else 1
 

@@ -39,7 +39,8 @@ VARIANTS = ("base", "dropout", "width", "lr_schedule", "steps")   # settings_abl
 #: each step, its help line, and the step-specific options it takes (besides the common ones)
 STEPS = {
     "kernels": ("does this machine retrain the committed runs? each --tasks run of (--preset, "
-                "--seed) to its record's first evaluation; exit 1 on a difference", ()),
+                "--seed) to its record's first evaluation (or --step); exit 1 on a "
+                "difference", ("step",)),
     "train": ("train (or resume) one run per task of (--preset, --seed)", ()),
     "queue": ("training queue N (0: Number, 1: Letter): paper seeds 0-2, then cpu", ()),
     "analyse": ("every analysis of every finished run (--presets, --seeds, --tasks)",
@@ -97,6 +98,10 @@ def _specific(p: argparse.ArgumentParser, group: str) -> None:
                             "training (cached for later)")
     elif group == "force":
         p.add_argument("--force", action="store_true", help="measure the timing again")
+    elif group == "step":
+        p.add_argument("--step", type=positive_int, default=None,
+                       help="compare the record's evaluation at this step (default: its "
+                            "first; a later one is a stronger check and costs more)")
     elif group == "lm":
         p.add_argument("--lm-lengths", type=positive_int, nargs="+", default=list(LM_LENGTHS))
         p.add_argument("--lm-prompts", type=positive_int, default=10)
@@ -116,10 +121,11 @@ def _specific(p: argparse.ArgumentParser, group: str) -> None:
 
 #: the options of each group, by their attribute names
 _DESTS = {"analyses": ("analyses",), "partial": ("partial",), "force": ("force",),
+          "step": ("step",),
           "lm": ("lm_lengths", "lm_prompts"),
           "grid": ("readings", "grid_lengths", "mask_lengths", "grid_prompts")}
 #: what a step that does not take an option reads instead
-_DEFAULTS = {"analyses": list(ANALYSES), "partial": False, "force": False,
+_DEFAULTS = {"analyses": list(ANALYSES), "partial": False, "force": False, "step": None,
              "lm_lengths": list(LM_LENGTHS), "lm_prompts": 10, "readings": None,
              "grid_lengths": list(GRID_LENGTHS), "mask_lengths": list(MASK_LENGTHS),
              "grid_prompts": 1000}

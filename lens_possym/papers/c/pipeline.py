@@ -51,7 +51,7 @@ import torch
 
 from ... import models
 from ...errors import ResultsFileError, TrainingError
-from ...training.kernels import FirstEvaluation, evaluation_at
+from ...training.kernels import RecordCheck, evaluation_at
 from .identity import (cells_of_runs, cpu_kernels, former_text, kernels_note, read_records,
                        run_name as name_of, stamp_cache, stamp_cells)
 from .lengths import lm_hop_accuracy
@@ -84,12 +84,28 @@ def _say_kernels(stage: str) -> None:
         say(f"[{stage}] {note}")
 
 
+def evaluation_of(record: dict, step: int | None, name: str) -> dict:
+    """The record's history entry at ``step`` (``None``: its first evaluation)."""
+    history = record["history"]
+    if step is None:
+        return history[0]
+    found = [h for h in history if int(h["step"]) == step]
+    if not found:
+        steps = ", ".join(str(int(h["step"])) for h in history[:3])
+        raise ResultsFileError(f"{name}'s record has no evaluation at step {step}; pass one "
+                               f"of its evaluation steps ({steps}, ... "
+                               f"{int(history[-1]['step'])})")
+    return found[0]
+
+
 def stage_kernels(args: argparse.Namespace) -> None:
     """``paper-c kernels``: each ``--tasks`` run of ``(--preset, --seed)`` retrained in memory
-    to its committed record's first evaluation (:func:`~lens_possym.training.kernels.
-    evaluation_at`: 100 steps of ``paper``, about a CPU-minute), its test accuracy and test
-    loss beside the record's, to the last digit: run it on a new machine before retraining
-    (equal: the retrain is the committed run, and its committed analyses hold). Raises
+    to its committed record's evaluation at ``--step`` (default the first:
+    :func:`~lens_possym.training.kernels.evaluation_at`; 100 steps of ``paper``, about a
+    CPU-minute), its test accuracy and test loss beside the record's, to the last digit:
+    run it on a new machine before retraining (a difference proves the retrain another run;
+    equality is evidence that it is the committed one, stronger at a later step:
+    :class:`~lens_possym.training.kernels.RecordCheck`). Raises
     :class:`~lens_possym.errors.TrainingError` (exit 1) when one differs."""
     _say_kernels("kernels")
     records = read_records(records_dir(args))
@@ -100,10 +116,10 @@ def stage_kernels(args: argparse.Namespace) -> None:
             raise ResultsFileError(f"no record of {run_name(task, args)} in "
                                    f"{records_dir(args)} (or one of a former recipe): name a "
                                    "committed run with --preset, --seed and --tasks")
-        first = record["history"][0]
+        first = evaluation_of(record, args.step, run_name(task, args))
         model, t, config = build_run(task, args.preset, seed=args.seed, device=args.device)
         here = evaluation_at(model, t, config, int(first["step"]))
-        check = FirstEvaluation(
+        check = RecordCheck(
             run=run_name(task, args), step=int(first["step"]),
             record={"test_accuracy": first["test_accuracy"], "test_loss": first["test_loss"]},
             here={"test_accuracy": here.accuracy, "test_loss": here.loss},

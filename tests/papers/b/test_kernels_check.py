@@ -39,18 +39,23 @@ def test_a_retrain_here_meets_the_record_at_its_first_evaluation(tiny_record):
     check = first_evaluation_check([record], cell)
     assert check.step == record["history"][0][0] == 4 and check.equal
     assert check.here == {"accuracy": record["history"][0][1]}
-    assert "equal: this machine retrains the committed records" in check.line()
+    assert "equal: this machine retrains the committed run up to step 4" in check.line()
+    later = first_evaluation_check([record], cell, step=8)
+    assert later.equal and later.here == {"accuracy": record["history"][1][1]}
+    with pytest.raises(InvalidSelectionError, match="no loop evaluation at step 5; pass one "
+                                                     r"of \[4, 8\]"):
+        first_evaluation_check([record], cell, step=5)
 
 
 def test_the_command_says_so_and_fails_on_another_run(tiny_record, capsys):
     path, record, _ = tiny_record
     argv = ["paper-b", "kernels", "--records", str(path)]
     assert main(argv) == 0
-    assert capsys.readouterr().out.strip().endswith("retrains the committed records")
+    assert capsys.readouterr().out.strip().endswith("retrains the committed run up to step 4")
     record["history"][0][1] += 1 / 16               # another run's first evaluation
     path.write_text(json.dumps({"verdicts": {}, "cells": [record]}))
     assert main(argv) == 1
-    assert "different: this machine trains other runs" in capsys.readouterr().out
+    assert "different: this machine trains another run" in capsys.readouterr().out
 
 
 def test_a_cell_without_a_record_is_refused(tiny_record, capsys):

@@ -139,12 +139,19 @@ def test_kernels_retrains_a_committed_run_to_its_first_evaluation(tiny_multihop_
     first = record["history"][0]
     assert line.startswith(f"[kernels] number-tiny-s0, step {first['step']}: test_accuracy "
                            f"record {first['test_accuracy']!r} here {first['test_accuracy']!r}")
-    assert line.endswith("equal: this machine retrains the committed records")
+    assert line.endswith(f"equal: this machine retrains the committed run up to step "
+                         f"{first['step']}")
+    second = record["history"][1]["step"]
+    assert main(["paper-c", "kernels", *common, "--step", str(second)]) == 0
+    assert f"step {second}: test_accuracy record" in capsys.readouterr().out
+    assert main(["paper-c", "kernels", *common, "--step", str(second + 1)]) == 1
+    assert f"no evaluation at step {second + 1}; pass one of its evaluation steps (" in \
+        capsys.readouterr().err
     first["test_loss"] = first["test_loss"] * (1 + 1e-12)
     path.write_text(json.dumps(record))
     assert main(["paper-c", "kernels", *common]) == 1
     captured = capsys.readouterr()
-    assert "different: this machine trains other runs" in captured.out
+    assert "different: this machine trains another run" in captured.out
     assert "number-tiny-s0: a retrain here is not the committed run" in captured.err
     assert main(["paper-c", "kernels", "--preset", "tiny", "--tasks", "letter", "--docs",
                  str(docs)]) == 1
