@@ -126,11 +126,11 @@ def stage_kernels(args: argparse.Namespace) -> None:
             kernels=cpu_kernels())
         say(f"[kernels] {check.line()}")
         if not check.equal:
-            differ.append(check.run)
+            differ.append(f"{check.run} (step {check.step})")
     if differ:
         raise TrainingError(f"{', '.join(differ)}: a retrain here is not the committed run "
-                            "(its first evaluation differs); retrain under the reference "
-                            "kernels (lens_possym.papers.c.identity) or on another CPU")
+                            "(its evaluation differs); retrain under the kernels that "
+                            "trained it (lens_possym.papers.c.identity) or on another CPU")
 
 
 def stage_train(args: argparse.Namespace) -> None:

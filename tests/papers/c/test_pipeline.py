@@ -152,7 +152,8 @@ def test_kernels_retrains_a_committed_run_to_its_first_evaluation(tiny_multihop_
     assert main(["paper-c", "kernels", *common]) == 1
     captured = capsys.readouterr()
     assert "different: this machine trains another run" in captured.out
-    assert "number-tiny-s0: a retrain here is not the committed run" in captured.err
+    assert (f"number-tiny-s0 (step {first['step']}): a retrain here is not the committed "
+            "run") in captured.err
     assert main(["paper-c", "kernels", "--preset", "tiny", "--tasks", "letter", "--docs",
                  str(docs)]) == 1
     assert "no record of letter-tiny-s0" in capsys.readouterr().err
