@@ -23,7 +23,7 @@ weights that two different trainings do not share, while the wall times (``elaps
 retrained bit for bit (training is reproducible on one machine, dropout included) keeps
 its fingerprint and its analyses stay valid.
 
-**The reference CPU kernels** (:data:`REFERENCE_KERNELS`). Which vector kernels MKL and
+**The reference CPU kernels** (:data:`PRESET_KERNELS`). Which vector kernels MKL and
 ATen pick depends on the CPU: the same run trained on an AVX-512 machine after an AVX2 one
 (seed 2, 2026-12-07) had the same test accuracy at all 70 of Number's evaluations but its
 losses differed from the 8th digit at the first, so it was another run with another
@@ -31,9 +31,13 @@ fingerprint. With ``MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AV
 the environment, that AVX-512 machine reproduced the AVX2 machine's losses to the last
 digit: the committed ``paper`` runs were trained with AVX2 kernels, so one retrained under
 these settings on any x86-64 CPU with AVX2 is the committed run (and its committed analyses
-hold).
-``lens-possym paper-c train``, ``analyse`` and ``grid`` say so when the settings are missing
-(:func:`kernels_note`), and a record written by ``train`` names its kernels
+hold). The committed ``cpu`` runs came from an AVX-512 machine instead (checked with
+``paper-c kernels``, 2026-12-07: seeds 0 and 1 of both tasks equal the records under
+AVX-512 kernels, and seed 0 differs under AVX2 ones, Number at step 100, Letter at 500
+though not at 100), so they retrain only on an AVX-512 CPU (:data:`AVX512_KERNELS`).
+``lens-possym paper-c kernels`` retrains a run to one of its record's evaluations and
+compares, ``train``, ``analyse`` and ``grid`` say when the settings of their preset are
+missing (:func:`kernels_note`), and a record written by ``train`` names its kernels
 (``cpu_kernels``, not part of the fingerprint).
 
 **Stage cache.** Each ``{preset}-s{seed}/`` folder of ``--cache`` holds
@@ -71,11 +75,11 @@ from typing import Callable, Iterable, Iterator
 
 from ...errors import LensPossymError, ResultsFileError
 from ...plugins import to_jsonable
-from ...training.kernels import AVX2_KERNELS, cpu_kernels
+from ...training.kernels import AVX2_KERNELS, AVX512_KERNELS, cpu_kernels
 from ...training.kernels import kernels_note as core_kernels_note
 from .presets import run_configs
 
-__all__ = ["REFERENCE_KERNELS", "cpu_kernels", "kernels_note", "FORMER_DEFAULTS", "NOT_RECIPE",
+__all__ = ["REFERENCE_KERNELS", "PRESET_KERNELS", "cpu_kernels", "kernels_note", "FORMER_DEFAULTS", "NOT_RECIPE",
            "HISTORY_KEYS", "STAMPS", "run_name",
            "today_configs", "recipe_differences", "former_text", "fingerprint", "Records",
            "read_records", "file_lock", "read_stamps", "stamp_files", "check_cached",
@@ -96,12 +100,18 @@ STAMPS = "stamps.json"
 #: the kernels the committed `paper` runs were trained with (module docstring): AVX2, on
 #: any x86-64 CPU that has it
 REFERENCE_KERNELS = AVX2_KERNELS
+#: the kernels each preset's committed runs were trained with (module docstring)
+PRESET_KERNELS = {"paper": REFERENCE_KERNELS, "cpu": AVX512_KERNELS}
 
 
-def kernels_note() -> str | None:
-    """``None`` when this process runs the reference kernels, else one line saying what
-    differs and the prefix that fixes it (read once, at the start of a stage)."""
-    return core_kernels_note(REFERENCE_KERNELS, "a run trained here differs from the "
+def kernels_note(preset: str = "paper") -> str | None:
+    """``None`` when this process runs the kernels ``preset``'s committed runs were trained
+    with (or the preset has none on record), else one line saying what differs and the
+    prefix that fixes it (read once, at the start of a stage)."""
+    reference = PRESET_KERNELS.get(preset)
+    if reference is None:
+        return None
+    return core_kernels_note(reference, f"a {preset} run trained here differs from the "
                              "committed record after its first steps, and analyses may "
                              "differ in their last digits")
 

@@ -76,12 +76,13 @@ QUEUES = {n: [(preset, seed, task) for preset in ("paper", "cpu") for seed in SE
 
 # ---- stages -------------------------------------------------------------------------------
 
-def _say_kernels(stage: str) -> None:
-    """One line when this process does not run the reference CPU kernels
-    (:data:`.identity.REFERENCE_KERNELS`)."""
-    note = kernels_note()
-    if note is not None:
-        say(f"[{stage}] {note}")
+def _say_kernels(stage: str, presets: list[str]) -> None:
+    """One line per preset whose committed runs were trained with other CPU kernels than
+    this process runs (:data:`.identity.PRESET_KERNELS`)."""
+    for preset in dict.fromkeys(presets):
+        note = kernels_note(preset)
+        if note is not None:
+            say(f"[{stage}] {note}")
 
 
 def evaluation_of(record: dict, step: int | None, name: str) -> dict:
@@ -107,7 +108,7 @@ def stage_kernels(args: argparse.Namespace) -> None:
     equality is evidence that it is the committed one, stronger at a later step:
     :class:`~lens_possym.training.kernels.RecordCheck`). Raises
     :class:`~lens_possym.errors.TrainingError` (exit 1) when one differs."""
-    _say_kernels("kernels")
+    _say_kernels("kernels", [args.preset])
     records = read_records(records_dir(args))
     differ = []
     for task in args.tasks:
@@ -130,14 +131,14 @@ def stage_kernels(args: argparse.Namespace) -> None:
     if differ:
         raise TrainingError(f"{', '.join(differ)}: a retrain here is not the committed run "
                             "(its evaluation differs); retrain under the kernels that "
-                            "trained it (lens_possym.papers.c.identity) or on another CPU")
+                            "trained it (identity.PRESET_KERNELS) or on another CPU")
 
 
 def stage_train(args: argparse.Namespace) -> None:
     """Train (or resume) one run per ``--tasks`` of ``(--preset, --seed)``; a finished run's
     record goes to ``--docs``/paper_c_runs/{task}-{preset}-s{seed}.json."""
     records = records_dir(args)
-    _say_kernels("train")
+    _say_kernels("train", [args.preset])
     for task in args.tasks:
         out = run_dir(task, args)
         if run_finished(task, args) and (records / f"{run_name(task, args)}.json").is_file():
@@ -176,7 +177,7 @@ def stage_grid(args: argparse.Namespace) -> None:
     ``--docs``/paper_c_results.json (key ``length_cells``) as soon as it is measured, so the
     stage resumes from the committed file (commit it as cells land)."""
     store = CellStore(Path(args.docs) / "paper_c_results.json")
-    _say_kernels("grid")
+    _say_kernels("grid", args.presets)
     runs = finished_runs(args)
     say(f"[grid] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
     for task, preset, seed in runs:
@@ -316,7 +317,7 @@ def stage_lm(args: argparse.Namespace) -> None:
 def stage_analyse(args: argparse.Namespace) -> None:
     """Every analysis in ``--analyses`` for every finished run, one run at a time (each cell
     cached), then the theory part of ``discrepancy`` (also with no run)."""
-    _say_kernels("analyse")
+    _say_kernels("analyse", args.presets)
     runs = finished_runs(args)
     say(f"[analyse] finished runs: {[f'{t}-{p}-s{s}' for t, p, s in runs]}")
     for task, preset, seed in runs:

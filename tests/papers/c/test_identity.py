@@ -336,3 +336,20 @@ def test_the_kernels_note_names_what_is_missing(monkeypatch):
     note = kernels_note()
     assert note is not None and note.endswith("start the command with MKL_CBWR=AVX2 "
                                               "ATEN_CPU_CAPABILITY=avx2")
+
+
+def test_each_preset_has_the_kernels_its_committed_runs_were_trained_with(monkeypatch):
+    """`paper`: AVX2; `cpu`: AVX-512 (no environment satisfies both: the note of the other
+    one prints); a preset with no committed runs has no note."""
+    from lens_possym.papers.c.identity import PRESET_KERNELS, kernels_note
+    from lens_possym.training.kernels import AVX2_KERNELS, AVX512_KERNELS
+
+    assert PRESET_KERNELS == {"paper": AVX2_KERNELS, "cpu": AVX512_KERNELS}
+    for name in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in AVX512_KERNELS.items():
+        monkeypatch.setenv(name, value)
+    assert kernels_note("cpu") is None and kernels_note("tiny") is None
+    note = kernels_note("paper")
+    assert note.startswith("not the reference CPU kernels") and "a paper run trained here" \
+        in note and note.endswith("MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2")
