@@ -32,9 +32,10 @@ the environment, that AVX-512 machine reproduced the AVX2 machine's losses to th
 digit: the committed ``paper`` runs were trained with AVX2 kernels, so one retrained under
 these settings on any x86-64 CPU with AVX2 is the committed run (and its committed analyses
 hold). The committed ``cpu`` runs came from an AVX-512 machine instead (checked with
-``paper-c kernels``, 2026-12-07: seeds 0 and 1 of both tasks equal the records under
-AVX-512 kernels, and seed 0 differs under AVX2 ones, Number at step 100, Letter at 500
-though not at 100), so they retrain only on an AVX-512 CPU (:data:`AVX512_KERNELS`).
+``paper-c kernels``, 2026-12-07: all six equal the records under AVX-512 kernels, natively
+and with ``MKL_CBWR=AVX512 ATEN_CPU_CAPABILITY=avx512``, and seed 0 differs under AVX2 ones,
+Number at step 100, Letter at 500 though not at 100), so they retrain only on an AVX-512
+CPU (:data:`AVX512_KERNELS`).
 ``lens-possym paper-c kernels`` retrains a run to one of its record's evaluations and
 compares, ``train``, ``analyse`` and ``grid`` say when the settings of their preset are
 missing (:func:`kernels_note`), and a record written by ``train`` names its kernels
