@@ -44,7 +44,7 @@ ALLOWED = {
         "a Mapping's __getitem__ must raise KeyError (`name in registry`, .get)",
 }
 # private exceptions used for control flow, caught in the same module, never escaping
-CONTROL_FLOW = {"_Captured", "_Missing"}
+CONTROL_FLOW = {"_Captured", "_Missing", "_Reached"}
 
 BUILTIN_EXCEPTIONS = {name for name, obj in vars(builtins).items()
                       if isinstance(obj, type) and issubclass(obj, BaseException)}

@@ -113,6 +113,7 @@ def _enter(cm):
 
 CASES: dict[str, Callable[[dict], tuple]] = {
     "frequency_logits": lambda w: ((w["model"], w["tokens"], 1), dict(heads=[0]), None),
+    "kernels_note": lambda w: (({"MKL_CBWR": "AVX2"}, "a run trained here differs"), {}, None),
     "frequency_norms": lambda w: ((w["model"], w["tokens"]), dict(layers=[1]), None),
     "swap_scores": lambda w: ((w["model"], w["tokens"]), dict(layers=[1], heads=[0]), None),
     "capture_attention_inputs": lambda w: ((w["model"], w["tokens"], [1]), {}, None),
@@ -239,7 +240,8 @@ EXEMPT = {
                     "TransformerLens patching grids"),
     # training and toy constructions (paper code, moving to lens_possym/papers): configs
     # are driven through TrainConfig/ToyConfig/make_task in test_error_contract.py
-    **dict.fromkeys(["train", "sweep", "frequency_sweep", "evaluate", "checkpoint_scores",
+    **dict.fromkeys(["train", "evaluation_at", "sweep", "frequency_sweep", "evaluate",
+                     "checkpoint_scores",
                      "head_scores", "build_index_head", "build_partial_induction_head",
                      "build_retrieval_head", "w_max_by_position", "toy_config_for"],
                     "paper training code; its configs are driven elsewhere"),
@@ -254,6 +256,7 @@ EXEMPT = {
     **dict.fromkeys(["register_model", "register_task"],
                     "plug-in registration (a name and a class)"),
     "save_checkpoint": "arguments are objects the toolkit made",
+    "cpu_kernels": "no arguments (it reads the environment)",
 }
 # paper B's and C's experiments (lens_possym/papers/b, c): each reproduces one paper's
 # runs from its presets; their settings are configs driven in test_error_contract.py

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import TrainingError
+from ..errors import InvalidSelectionError, TrainingError
 from .loop import EvalResult, TrainConfig, evaluate, train
 from .models import TrainableModel
 from .tasks import Task
@@ -53,6 +53,13 @@ def kernels_note(reference: Mapping[str, str], consequence: str) -> str | None:
     """``None`` when the environment holds every setting of ``reference``, else one line:
     the kernels this process runs, ``consequence`` (what differs for the user), and the
     prefix that fixes it (only the settings missing or different)."""
+    if not (isinstance(reference, Mapping) and reference and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in reference.items())):
+        raise InvalidSelectionError(f"reference must map environment variables to their "
+                                    f"values, e.g. AVX2_KERNELS; got {reference!r}")
+    if not isinstance(consequence, str) or not consequence.strip():
+        raise InvalidSelectionError(f"consequence must be a sentence saying what differs, got "
+                                    f"{consequence!r}")
     missing = [f"{k}={v}" for k, v in reference.items() if os.environ.get(k) != v]
     if not missing:
         return None

@@ -78,3 +78,16 @@ def test_evaluation_at_refuses_a_step_outside_the_run(step):
     task, model, config = _toy_run()
     with pytest.raises(TrainingError, match=f"step must be in 1..12 .*got {step}"):
         evaluation_at(model(), task, config, step)
+
+
+@pytest.mark.parametrize("reference, consequence, match", [
+    ({}, "x", "reference must map environment variables"),
+    ({"MKL_CBWR": 2}, "x", "reference must map"),
+    (["MKL_CBWR"], "x", "reference must map"),
+    ({"MKL_CBWR": "AVX2"}, "", "consequence must be a sentence"),
+])
+def test_a_bad_reference_or_sentence_is_refused(reference, consequence, match):
+    from lens_possym.errors import InvalidSelectionError
+
+    with pytest.raises(InvalidSelectionError, match=match):
+        kernels_note(reference, consequence)
