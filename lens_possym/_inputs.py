@@ -18,8 +18,8 @@ from .errors import InvalidSelectionError
 from .typing import HookedModel
 from ._ids import as_int
 
-__all__ = ["as_tokens", "as_token_pair", "as_positions", "as_heads", "as_layers", "resolve_device", "ModelInput",
-           "is_activation_cache", "check_count", "MAX_PROMPTS"]
+__all__ = ["as_tokens", "as_token_pair", "as_positions", "as_heads", "as_layers", "resolve_device",
+           "ModelInput", "is_activation_cache", "check_count", "MAX_PROMPTS"]
 
 #: the most prompts one call builds (one batch): past it a typo (10**9) would run for hours
 #: or exhaust memory instead of being refused

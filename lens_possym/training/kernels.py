@@ -74,9 +74,10 @@ class _Reached(Exception):
 def evaluation_at(model: TrainableModel, task: Task, config: TrainConfig,
                   step: int) -> EvalResult:
     """Train ``model`` (in place, from its initial weights) with ``config``'s own schedule up
-    to the loop's first evaluation at or after ``step`` and return that evaluation, computed as the loop
-    computes it (its test sentences, eval mode, its evaluation batching), without training
-    the rest of the run or writing anything (``config`` should have no ``out_dir``).
+    to the loop's first evaluation at or after ``step`` and return that evaluation, computed
+    as the loop computes it (its test sentences, eval mode, its evaluation batching),
+    without training the rest of the run or writing anything (``config`` should have no
+    ``out_dir``).
 
     Stopping early changes nothing before ``step``: the learning rate follows the whole
     run's schedule, and an evaluation draws nothing from the training stream.
@@ -96,7 +97,7 @@ def evaluation_at(model: TrainableModel, task: Task, config: TrainConfig,
     except _Reached:
         return seen[0]
     raise TrainingError(f"the run evaluated at no step >= {step} (eval_every "
-                     f"{config.eval_every}, {config.steps} steps)")
+                        f"{config.eval_every}, {config.steps} steps)")
 
 
 @dataclass(frozen=True)

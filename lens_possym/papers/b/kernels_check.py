@@ -50,5 +50,5 @@ def first_evaluation_check(cells: list[dict[str, Any]], cell: Cell,
                      checkpoint_every=None)
     here = evaluation_at(model, task, config, int(first_step)).accuracy
     return RecordCheck(run=f"{preset} {cell.task}/{cell.label}/{cell.variant}/s{cell.seed}",
-                           step=int(first_step), record={"accuracy": float(first_accuracy)},
-                           here={"accuracy": float(here)}, kernels=cpu_kernels())
+                       step=int(first_step), record={"accuracy": float(first_accuracy)},
+                       here={"accuracy": float(here)}, kernels=cpu_kernels())

@@ -63,7 +63,8 @@ from .workspace import (LM_MODELS, SEEDS, TASKS, cached, final_model, finished_r
                         one_run, records_dir, run_cached, run_dir, run_finished,
                         run_fingerprint, run_name, say)
 
-__all__ = ["QUEUES", "stage_kernels", "stage_train", "stage_grid", "stage_verdicts", "check_report_records",
+__all__ = ["QUEUES", "stage_kernels", "stage_train", "stage_grid", "stage_verdicts",
+           "check_report_records",
            "stage_stamp", "stage_time_cell",
            "stage_lm", "stage_analyse", "queue", "analyse_queue", "stage_all"]
 
