@@ -14,6 +14,7 @@ from .frequency import TABLE_1
 from .report_data import as_tensor, fmt, nan_list, run_order
 from .report_figures import (PAPER_LENGTHS, fig_chain, fig_discrepancy, fig_dynamics,
                              fig_layers, fig_lengths)
+from .tasks import FILLER_SUMMARIES
 from .verdicts import convergence_step, mid_rise
 
 __all__ = ["dynamics_section", "roles_section", "frequency_section", "lengths_section",
@@ -148,12 +149,12 @@ def lengths_section(add, preset, runs, fillers, headline, figs: Path) -> None:
     diagnostic."""
     add("### Length generalisation")
     add("")
-    add("Extra target-window tokens in front of the effective target window (pre-target "
+    add("Extra tokens in front of the effective target window (pre-target "
         "window and query unchanged), 256 test prompts per length (seed 11), hops 1-4 in "
-        f"equal shares. **Headline reading: `{headline}`** (extra tokens drawn like the target "
-        "window's fillers); the other readings (`lens_possym/papers/c/tasks.py`, `FILLERS`): "
-        "`pretarget` (drawn like the pre-target fillers), `mixed` (either, with probability "
-        "1/2), `repeat` (the effective target window tiled leftwards).")
+        f"equal shares. **Headline reading: `{headline}`** (extra tokens "
+        f"{FILLER_SUMMARIES[headline]}); the other readings (`lens_possym/papers/c/tasks.py`, "
+        "`FILLERS`): " + ", ".join(f"`{f}` ({FILLER_SUMMARIES[f]})" for f in fillers
+                                   if f != headline) + ".")
     add("")
     fig = fig_lengths(preset, runs, figs)
     if fig:

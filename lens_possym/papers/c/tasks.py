@@ -105,13 +105,24 @@ from ...errors import TaskConfigError
 from ...training.tasks import Split, SyntheticTask, TaskBatch
 
 __all__ = ["MultiHopTask", "NumberTask", "LetterTask", "TRAIN_LENGTH", "QUERY_LETTERS",
-           "FILLERS", "HEADLINE_FILLER", "number_letters"]
+           "FILLERS", "FILLER_SUMMARIES", "HEADLINE_FILLER", "number_letters"]
 
 TRAIN_LENGTH = 17
 QUERY_LETTERS = ("reserved", "filler")
 #: readings of the length extension's extra tokens (module docstring)
 FILLERS = ("target", "answer", "duplicates", "pretarget", "mixed", "repeat", "reach")
 HEADLINE_FILLER = "target"
+#: one line per reading, for reports (the module docstring gives each in full)
+FILLER_SUMMARIES = {
+    "target": "drawn like the target window's fillers",
+    "answer": "the target window's fillers with answer-token copies; Number: = `target`",
+    "duplicates": "proper duplicates of the prompt's own tokens, path and answer included",
+    "pretarget": "drawn like the pre-target fillers",
+    "mixed": "`target` or `pretarget`, with probability 1/2 each",
+    "repeat": "the effective target window tiled leftwards",
+    "reach": "`target`, with the pre-target offsets free to point into the extension"
+             "; Letter: = `target`",
+}
 
 
 def number_letters(n: int) -> list[str]:

@@ -8,7 +8,7 @@ import torch
 
 from lens_possym.errors import TaskConfigError
 from lens_possym.training.tasks import TASKS, make_task
-from lens_possym.papers.c.tasks import FILLERS, LetterTask, NumberTask
+from lens_possym.papers.c.tasks import FILLER_SUMMARIES, FILLERS, LetterTask, NumberTask
 
 TASKS_UNDER_TEST = [NumberTask(), LetterTask(), NumberTask(n_letters=10, seed=3, max_hops=3),
                     LetterTask(n_letters=6, n_digits=3, seed=2), NumberTask(length=60),
@@ -254,3 +254,15 @@ def test_same_as_names_the_coinciding_reading():
     assert LetterTask(filler="answer").same_as() == "answer"
     with pytest.raises(TaskConfigError, match="filler must be one of"):
         NumberTask().same_as("letters")
+
+
+def test_every_reading_has_a_summary_that_names_what_it_coincides_with():
+    """The report lists the readings from FILLER_SUMMARIES: every reading has a line, and a
+    line says "Task: = `other`" exactly where that task's same_as says so."""
+    assert set(FILLER_SUMMARIES) == set(FILLERS)
+    for cls, name in ((NumberTask, "Number"), (LetterTask, "Letter")):
+        for reading in FILLERS:
+            same = cls().same_as(reading)
+            says = f"{name}: = `{same}`" in FILLER_SUMMARIES[reading]
+            assert says == (same != reading), (cls.__name__, reading, FILLER_SUMMARIES[reading])
+            assert f"{name}: =" not in FILLER_SUMMARIES[reading] or same != reading
