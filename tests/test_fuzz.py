@@ -241,8 +241,8 @@ EXEMPT = {
     # training and toy constructions (paper code, moving to lens_possym/papers): configs
     # are driven through TrainConfig/ToyConfig/make_task in test_error_contract.py
     **dict.fromkeys(["train", "evaluation_at", "sweep", "frequency_sweep", "evaluate",
-                     "checkpoint_scores",
-                     "head_scores", "build_index_head", "build_partial_induction_head",
+                     "checkpoint_scores", "head_scores", "build_index_head",
+                     "build_partial_induction_head",
                      "build_retrieval_head", "w_max_by_position", "toy_config_for"],
                     "paper training code; its configs are driven elsewhere"),
     # the plumbing of hand-built heads (lens_possym.training.constructions): its arguments

@@ -37,8 +37,7 @@ from .tasks import CountTask, DistanceTask
 __all__ = ["Preset", "ENCODER_PRESETS", "TASK_NAMES", "PROBE_SCHEMES", "DATA_REGIMES",
            "PAPER_LENGTH_STEPS", "CLAIM_GRID", "OFFICIAL_DATA", "OFFICIAL_TRAINING",
            "PAPER_LENGTH_FAITHFUL", "PAPER_TASKS", "REFERENCE_KERNELS", "MAIN", "ROPE_FAMILY",
-           "NON_ROPE",
-           "with_data", "with_trigger_copies", "with_trigger_copies_name", "with_steps",
+           "NON_ROPE", "with_data", "with_trigger_copies", "with_trigger_copies_name", "with_steps",
            "parse_label", "preset_task"]
 
 #: the schemes the claims compare (``best`` is taken among them)

@@ -34,8 +34,8 @@ from .presets import MAIN, NON_ROPE, ROPE_FAMILY
 from .records import CellRecord, as_dicts
 
 __all__ = ["Claim", "CLAIMS", "MissingCell", "judge", "seed_view", "seed_views", "deposit_table",
-           "late_gain", "percent",
-           "MAIN", "ROPE_FAMILY", "NON_ROPE", "RECORD_RULES_DATE", "TIE", "NEAR", "SATURATED", "LEVELLED",
+           "late_gain", "percent", "MAIN", "ROPE_FAMILY", "NON_ROPE", "RECORD_RULES_DATE", "TIE",
+           "NEAR", "SATURATED", "LEVELLED",
            "nope_fails_distance", "rope_wins_distance", "absolute_second_on_distance",
            "alibi_fails_distance", "mla_near_best_on_distance", "count_order_mla_nope_rope",
            "rope_has_a_distance_deposit", "deposit_only_in_rope_models",

@@ -201,8 +201,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 def run_step(step: str, args: argparse.Namespace) -> None:
     """Run pipeline step ``step`` with the parsed (and path-resolved) ``args``."""
     table = {"kernels": pipeline.stage_kernels, "train": pipeline.stage_train,
-             "queue": pipeline.queue,
-             "analyse": pipeline.stage_analyse, "analyse-queue": pipeline.analyse_queue,
+             "queue": pipeline.queue, "analyse": pipeline.stage_analyse,
+             "analyse-queue": pipeline.analyse_queue,
              "dynamics": stages.stage_dynamics, "timing": stages.stage_timing,
              "roles": stages.stage_roles, "discrepancy": stages.stage_discrepancy,
              "lengths": stages.stage_lengths, "masking": stages.stage_masking,

@@ -81,9 +81,8 @@ from ...training.kernels import kernels_note as core_kernels_note
 from .presets import run_configs
 
 __all__ = ["REFERENCE_KERNELS", "PRESET_KERNELS", "cpu_kernels", "kernels_note", "FORMER_DEFAULTS",
-           "NOT_RECIPE",
-           "HISTORY_KEYS", "STAMPS", "run_name",
-           "today_configs", "recipe_differences", "former_text", "fingerprint", "Records",
+           "NOT_RECIPE", "HISTORY_KEYS", "STAMPS", "run_name", "today_configs",
+           "recipe_differences", "former_text", "fingerprint", "Records",
            "read_records", "file_lock", "read_stamps", "stamp_files", "check_cached",
            "cells_of_runs", "dynamics_matches", "stamp_cache", "stamp_cells"]
 

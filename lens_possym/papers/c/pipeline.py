@@ -64,9 +64,8 @@ from .workspace import (LM_MODELS, SEEDS, TASKS, cached, final_model, finished_r
                         run_fingerprint, run_name, say)
 
 __all__ = ["QUEUES", "stage_kernels", "stage_train", "stage_grid", "stage_verdicts",
-           "check_report_records",
-           "stage_stamp", "stage_time_cell",
-           "stage_lm", "stage_analyse", "queue", "analyse_queue", "stage_all"]
+           "check_report_records", "stage_stamp", "stage_time_cell", "stage_lm", "stage_analyse",
+           "queue", "analyse_queue", "stage_all"]
 
 #: the training queues: the paper preset's seeds 0, 1, 2, then the cpu preset's; Number on
 #: queue 0, Letter on queue 1
