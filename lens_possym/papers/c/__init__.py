@@ -45,7 +45,8 @@ _EXPORTS = {
     "lengths": ["LengthAccuracy", "accuracy_by_length", "lm_hop_accuracy"],
     "frequency": ["FrequencyProfile", "frequency_profile", "TABLE_1"],
     "readings": ["CellStore", "run_grid", "length_cell", "mask_cells", "reading_claims",
-                 "all_readings_verdict", "fig5b_readings", "grid_table", "verdict_table"],
+                 "all_readings_verdict", "fig5b_distances", "fig5b_readings", "grid_table",
+                 "verdict_table"],
     "prompts": ["HopPrompt", "hop_prompts", "hop_pairs", "HOP_CORRUPTIONS"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

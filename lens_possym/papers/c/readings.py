@@ -34,7 +34,8 @@ written atomically under a file lock so parallel evaluation jobs can share it;
 never recomputed). :func:`reading_claims` judges claims 13, 14 and 15 per reading under
 the lenient and the strict rules of docs/paper_c_rules.md, :func:`all_readings_verdict`
 the verdict that holds under every reading, :func:`fig5b_readings` the readings that
-reproduce Fig 5B, and :func:`grid_table` prints the runs x readings x lengths table.
+reproduce Fig 5B (from :func:`fig5b_distances`, each reading's largest deviation from the
+figure, which the report prints beside them), and :func:`grid_table` prints the runs x readings x lengths table.
 :func:`verdict_table` recomputes every verdict of the report (lenient and strict) from
 the committed docs/paper_c_verdict_inputs.json and the length cells alone.
 """
@@ -66,7 +67,8 @@ from .verdicts import (
 
 __all__ = ["GRID_LENGTHS", "MASK_LENGTHS", "FIG_5B", "FIG_5B_TOLERANCE", "standard_error",
            "length_cell", "mask_cells", "CellStore", "run_grid", "reading_claims",
-           "all_readings_verdict", "fig5b_readings", "grid_table", "report_lines", "verdict_table"]
+           "all_readings_verdict", "fig5b_distances", "fig5b_readings", "fig5b_distance_table",
+           "grid_table", "report_lines", "verdict_table"]
 
 GRID_LENGTHS = (17, 50, 100, 200, 300, 500, 850, 1000)
 MASK_LENGTHS = (100, 300, 850)
@@ -343,29 +345,39 @@ def all_readings_verdict(rows: Sequence[dict], claim: str, rule: str) -> str:
     return "depends on the reading"
 
 
+def fig5b_distances(cells: Iterable[dict], *, preset: str = "paper",
+                    seeds: Sequence[int] = (0, 1, 2), readings: Sequence[str] = FILLERS
+                    ) -> dict[str, dict[str, tuple[float, int] | None]]:
+    """Per task and reading, how far the mean over ``seeds`` strays from Fig 5B:
+    ``(deviation, length)``, the signed ``mean - Fig 5B`` of largest size over the lengths
+    both give (the first such length on a tie), or ``None`` while a needed cell is missing."""
+    acc = _accuracies(cells, preset)
+    out: dict[str, dict[str, tuple[float, int] | None]] = {}
+    for task, paper in FIG_5B.items():
+        out[task] = {}
+        for reading in readings:
+            vals = {n: [acc.get((task, s, reading), {}).get(n) for s in seeds] for n in paper}
+            if any(v is None for vs in vals.values() for v in vs):
+                out[task][reading] = None
+                continue
+            devs = [(sum(vs) / len(vs) - paper[n], n) for n, vs in vals.items()]
+            out[task][reading] = max(devs, key=lambda d: abs(d[0]))
+    return out
+
+
 def fig5b_readings(cells: Iterable[dict], *, preset: str = "paper",
                    seeds: Sequence[int] = (0, 1, 2), readings: Sequence[str] = FILLERS
                    ) -> dict[str, list[str] | None]:
     """Per task, the readings under which the mean over ``seeds`` is within
     :data:`FIG_5B_TOLERANCE` of every Fig 5B value at the lengths both give (``None``
-    while a needed cell is missing)."""
-    acc = _accuracies(cells, preset)
+    while a needed cell is missing: no reading is named before every one is measured)."""
     out: dict[str, list[str] | None] = {}
-    for task, paper in FIG_5B.items():
-        found: list[str] | None = []
-        for reading in readings:
-            means = {}
-            for n in paper:
-                vals = [acc.get((task, s, reading), {}).get(n) for s in seeds]
-                if any(v is None for v in vals):
-                    found = None
-                    break
-                means[n] = sum(vals) / len(vals)
-            if found is None:
-                break
-            if all(abs(means[n] - paper[n]) <= FIG_5B_TOLERANCE for n in paper):
-                found.append(reading)
-        out[task] = found
+    for task, by_reading in fig5b_distances(cells, preset=preset, seeds=seeds,
+                                            readings=readings).items():
+        if any(d is None for d in by_reading.values()):
+            out[task] = None
+        else:
+            out[task] = [r for r, d in by_reading.items() if abs(d[0]) <= FIG_5B_TOLERANCE]
     return out
 
 
@@ -457,8 +469,26 @@ def report_lines(cells: Sequence[dict], *, preset: str = "paper",
                f"{FIG_5B_TOLERANCE:.2f} of every Fig 5B value at the lengths both give): "
                + "; ".join(f"{task}: " + (say.get(None if v is None else tuple(v))
                                           or ", ".join(v)) for task, v in found.items()) + ".")
-    add.append("")
+    add += [""] + fig5b_distance_table(cells, preset=preset, seeds=seeds, readings=readings)
     return add
+
+
+def fig5b_distance_table(cells: Iterable[dict], *, preset: str = "paper",
+                         seeds: Sequence[int] = (0, 1, 2),
+                         readings: Sequence[str] = FILLERS) -> list[str]:
+    """Markdown lines: each reading's largest deviation from Fig 5B per task
+    (:func:`fig5b_distances`), so that the sentence above can be checked and a near miss
+    seen."""
+    dist = fig5b_distances(cells, preset=preset, seeds=seeds, readings=readings)
+    lines = ["Largest deviation from Fig 5B (mean over the seeds minus the paper's value, and "
+             "the length where it is largest; within "
+             f"{FIG_5B_TOLERANCE:.2f} everywhere reproduces the figure):", "",
+             "| task | " + " | ".join(readings) + " |", "|---|" + "---|" * len(readings)]
+    for task, by_reading in dist.items():
+        lines.append(f"| {task} | " + " | ".join(
+            "pending" if d is None else f"{d[0]:+.3f} at {d[1]}"
+            for d in (by_reading[r] for r in readings)) + " |")
+    return lines + [""]
 
 
 def verdict_table(inputs: dict, length_cells: Sequence[dict] = ()) -> dict:

@@ -88,6 +88,35 @@ def test_claims_per_reading_lenient_and_strict():
     assert R.fig5b_readings(_cells(values), readings=("target", "answer"))["letter"] is None
 
 
+def test_fig5b_distances_are_the_largest_signed_deviation_of_the_seed_mean():
+    # seeds below the paper's value by 0.03, 0.06, 0.09 (mean -0.06), except one length
+    # where seed 2 falls 0.45 below (mean -0.18): that length is the largest deviation
+    values = {}
+    for task, paper in R.FIG_5B.items():
+        worst = sorted(paper)[1]
+        for s, up in zip((0, 1, 2), (0.03, 0.06, 0.09)):
+            values[(task, s, "target")] = {n: paper[n] - up for n in paper}
+            values[(task, s, "answer")] = {n: paper[n] - 2 * up for n in paper}
+        values[(task, 2, "target")][worst] = paper[worst] - 0.45
+    cells = _cells(values)
+    dist = R.fig5b_distances(cells, readings=("target", "answer"))
+    for task, paper in R.FIG_5B.items():
+        worst = sorted(paper)[1]
+        deviation, at = dist[task]["target"]
+        assert at == worst and deviation == pytest.approx(-(0.03 + 0.06 + 0.45) / 3)
+        deviation, at = dist[task]["answer"]      # -0.12 everywhere: the first length
+        assert at == min(paper) and deviation == pytest.approx(-0.12)
+    # the readings named as reproducing Fig 5B are exactly those within the tolerance
+    assert R.fig5b_readings(cells, readings=("target", "answer")) == {
+        "number": [], "letter": []}
+    table = "\n".join(R.fig5b_distance_table(cells, readings=("target", "answer")))
+    assert "| letter | -0.180 at 200 | -0.120 at 100 |" in table
+    del values[("number", 1, "answer")][min(R.FIG_5B["number"])]
+    dist = R.fig5b_distances(_cells(values), readings=("target", "answer"))
+    assert dist["number"]["answer"] is None and dist["letter"]["answer"] is not None
+    assert R.fig5b_readings(_cells(values), readings=("target", "answer"))["number"] is None
+
+
 def test_grid_table_rows():
     values = {("letter", 0, "target"): {17: 1.0, 850: 0.5}, ("number", 0, "answer"): {17: 1.0}}
     cells = _cells(values)
