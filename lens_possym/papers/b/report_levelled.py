@@ -35,7 +35,7 @@ from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, Ma
 from .presets import ENCODER_PRESETS, with_trigger_copies, with_trigger_copies_name
 from .records import CellRecord, as_dicts
 from .report_margins import levelling_rows
-from .report_reading import NAMES, and_join, count_word, span, wrap
+from .report_reading import NAMES, and_join, count_word, counted, span, wrap
 from .verdicts import RECORD_RULES_DATE, judge, percent
 
 __all__ = ["levelled_reading_markdown", "VERDICTS", "NEAREST", "MOVED"]
@@ -320,13 +320,14 @@ def _against_record(records: list[dict], base: str, levelled: list[dict], rows: 
         beyond = [m for m in moved if abs(m[4].z) >= 1]
         if beyond:
             text += (f" Trained until they levelled off and scored on more sentences, "
-                     f"{len(beyond)} of the {len(moved)} cells moved by more than one standard "
-                     "error; the most: " + ", ".join(
+                     f"{len(beyond)} of the {counted(len(moved), 'cell')} moved by more than "
+                     "one standard error; the most: " + ", ".join(
                          f"{_cell_name(r)} {percent(q)} → {percent(p)} % (z={_z(d.z)})"
                          for _, r, q, p, d in beyond[:MOVED]) + ".")
         else:
-            text += (f" None of the {len(moved)} cells' accuracy moved by more than one "
-                     "standard error from its verdict-of-record cell.")
+            text += (" The cell's accuracy did not move" if len(moved) == 1 else
+                     f" None of the {len(moved):,} cells' accuracy moved") + (
+                " by more than one standard error from its verdict-of-record cell.")
     return text
 
 
@@ -340,8 +341,9 @@ def levelled_reading_markdown(records: list[CellRecord | dict], preset: str = "p
     copies = [r for r in records if r["preset"] == copies_name and r["seed"] in seeds]
     command = command or f"lens-possym paper-b report --preset {preset} --levelled"
     out = [f"<!-- written by `{command}`; do not edit -->", "",
-           f"### Reading the `+levelled` verdicts (`{name}`: {len(main)} cells; "
-           f"`{copies_name}`: {len(copies)} cells; seeds {', '.join(map(str, seeds))})", "",
+           f"### Reading the `+levelled` verdicts (`{name}`: {counted(len(main), 'cell')}; "
+           f"`{copies_name}`: {counted(len(copies), 'cell')}; seeds "
+           f"{', '.join(map(str, seeds))})", "",
            wrap(f"Written by `{command}` from the records of the tables above, every number "
                 f"computed from them, under the rules of {RULES_DATE} "
                 "(`docs/paper_b_rules.md`, last addendum).", ""), ""]

@@ -22,6 +22,7 @@ from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, ac
                       judge_margins, outcome_mark, record_size)
 from .presets import MAIN, with_trigger_copies_name
 from .records import CellRecord, as_dicts
+from .report_reading import counted
 from .verdicts import judge, percent
 
 __all__ = ["margins_markdown", "levelling_rows"]
@@ -74,7 +75,8 @@ def _changes(records: list[dict], preset: str, new_rows: list[dict], seeds: tupl
                 for s, (o1, _), (o2, text) in zip(seeds, before[variant]["seeds"],
                                                  row[variant]["seeds"]))
             lines.append(f"| {number} | {variant} | {a} | **{b}** | {seeds_said} |")
-    head = [f"{changed} verdict(s) differ from the 2026-11-25 rules' on the same records"
+    head = [f"{counted(changed, 'verdict')} {'differs' if changed == 1 else 'differ'} from the "
+            "2026-11-25 rules' on the same records"
             + (":" if changed else "."), ""]
     if changed:
         head += ["| # | variant | 2026-11-25 | 2026-11-29 | per seed: old → new (what the new "
@@ -116,13 +118,15 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
     out = ["", f"### Budget check: did every cell level off? (rule: less than "
            f"{LEVEL_GAIN * 100:g} point gained over the last {LEVEL_WINDOW:.0%} of its steps, "
            f"cap {STEP_CAP:,} steps)", "",
-           f"{len(flat)} of {len(rows)} cells levelled off by the rule; {len(rising)} did not"
+           f"{len(flat)} of {counted(len(rows), 'cell')} levelled off by the rule; "
+           f"{len(rising)} did not"
            + (": " + ", ".join(f"{'+copies ' if r['preset'].endswith('+copies') else ''}"
                                f"{r['task']} {r['variant']} {r['scheme']} s{r['seed']} "
                                f"({_gain(i['gain_last_fifth'])})" for r, i in rising)
               if rising else "") + ". Scoring sentences per cell: "
-           + ", ".join(f"{n:,} ({sizes.count(n)} cells)" for n in by_size)
-           + f"; {scored} of {len(rows)} cells scored on at least the {SCORING_SIZE:,} of the "
+           + ", ".join(f"{n:,} ({counted(sizes.count(n), 'cell')})" for n in by_size)
+           + f"; {scored} of {counted(len(rows), 'cell')} scored on at least the "
+           f"{SCORING_SIZE:,} of the "
            "2026-11-29 rules.", "",
            "| grid | task | variant | scheme | seed | sentences | accuracy ± SE | steps | "
            f"extensions | loop-accuracy gain, last {LEVEL_WINDOW * 100:g} % | gain, last quarter "

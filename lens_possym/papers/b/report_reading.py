@@ -59,6 +59,12 @@ def and_join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def counted(k: int, noun: str) -> str:
+    """``k`` with ``noun`` in the number ``k`` takes (``"1 cell"``, ``"4 cells"``, ``"1,024
+    cells"``), for counts that may be one while a grid is landing."""
+    return f"{k:,} {noun}" + ("" if k == 1 else "s")
+
+
 def _seeds_phrase(seeds: list[int]) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + and_join([str(s) for s in seeds])
 

@@ -207,6 +207,19 @@ def test_a_record_change_moves_the_prose(records):
     assert unchanged(before) == unchanged(after)
 
 
+def test_a_grid_of_one_landed_cell_reads_in_the_singular(records):
+    """The page while the grid lands: one cell is "1 cell", never "1 cells"."""
+    one = [r for r in records if lv.SUFFIX not in r["preset"]] + [
+        _cell(records, NAME, "distance", "intended", "nope", 0)]
+    tables, reading = _blocks(one)[NAME], _reading(one)
+    assert "1 of 1 cell levelled off by the rule; 0 did not. Scoring sentences per cell: " \
+           "4,096 (1 cell); 1 of 1 cell scored on at least the 4,096" in tables
+    assert "0 verdicts differ from the 2026-11-25 rules'" in tables
+    assert f"(`{NAME}`: 1 cell; `{COPIES}`: 0 cells; seeds 0, 1, 2)" in reading
+    assert "The cell's accuracy did not move by more than one standard error" in reading
+    assert "1 cells" not in tables + reading
+
+
 def test_the_deposit_reading_and_the_verdicts_against_the_record(records):
     reading = _reading(records)
     assert "met by 0 of the 57 distance models" in reading
