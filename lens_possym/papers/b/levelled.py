@@ -7,7 +7,9 @@ held-out sentences with standard errors (docs/paper_b_rules.md, addendum of 2026
   (:func:`levelled_off`: less than :data:`LEVEL_GAIN` gained over the last
   :data:`LEVEL_WINDOW` of its cumulative steps, on the loop's evaluations), extensions of
   :data:`EXTENSION_STEPS` steps from the last model, each a fresh AdamW with warm-up and a
-  cosine decay to zero from the preset's peak learning rate, on the data stream seeded
+  cosine decay to zero from :data:`EXTENSION_LR_SCALE` x the preset's peak learning rate
+  (addendum of 2026-12-07: at the full rate every extension knocked the model out and the
+  rule measured the relearning, not convergence), on the data stream seeded
   ``seed + 1000 k``, in ``<root>/<base>+levelled/<cell>/ext<k>`` (resumable from its
   checkpoints), up to :data:`STEP_CAP` cumulative steps.
 * **Scoring** (:func:`score_cell`): the accuracy (the one any rule reads) and the per-head
@@ -41,8 +43,8 @@ from .presets import Preset, parse_label
 from .probe import positional_probe
 from .records import CellRecord
 
-__all__ = ["LEVEL_GAIN", "LEVEL_WINDOW", "EXTENSION_STEPS", "EXTENSION_EVALS", "STEP_CAP",
-           "SCORING_SIZE", "SUFFIX", "levelled_name", "window_gain", "levelled_off",
+__all__ = ["LEVEL_GAIN", "LEVEL_WINDOW", "EXTENSION_STEPS", "EXTENSION_EVALS",
+           "EXTENSION_LR_SCALE", "EXTENSION_RULE_DATE", "STEP_CAP", "SCORING_SIZE", "SUFFIX", "levelled_name", "window_gain", "levelled_off",
            "levelling_summary", "scoring_batch", "train_levelled", "score_cell",
            "analyse_levelled", "levelled_record"]
 
@@ -53,6 +55,12 @@ LEVEL_WINDOW = 0.2
 #: steps of one extension, and its evaluations (every 240 steps)
 EXTENSION_STEPS = 2400
 EXTENSION_EVALS = 10
+#: an extension's peak learning rate, as a share of the preset's (docs/paper_b_rules.md,
+#: addendum of 2026-12-07: at 1.0 a fresh AdamW warmed up to 2e-3 took a model at 99.7 % to
+#: 37 % at the extension's first evaluation; at 0.1 its lowest was 92 % and it went on)
+EXTENSION_LR_SCALE = 0.1
+#: when that rate was fixed (the addendum's heading)
+EXTENSION_RULE_DATE = "2026-12-07 19:59 UTC"
 #: cumulative steps at most (4 x the base run's 4,800)
 STEP_CAP = 19_200
 #: sentences a cell is scored on
@@ -96,7 +104,8 @@ def levelling_summary(history: list[list[float]], extensions: int) -> dict[str, 
             "gain_last_quarter": window_gain(history, 0.25), "levelled": levelled,
             "capped": (not levelled) and steps >= STEP_CAP, "rule": (
                 f"gain over the last {LEVEL_WINDOW:.0%} < {LEVEL_GAIN * 100:g} point, "
-                f"cap {STEP_CAP} steps")}
+                f"cap {STEP_CAP} steps, extensions at {EXTENSION_LR_SCALE:g}x the peak "
+                "learning rate")}
 
 
 def scoring_batch(task: Task, seed: int, size: int | None = None) -> TaskBatch:
@@ -125,7 +134,8 @@ def train_levelled(base: Preset, cell: Cell, root: str | Path, *,
         out = root / levelled_name(base.name) / cell.key / f"ext{ext}"
         config = replace(base.train_config(cell.task, scheme, cell.seed, str(out),
                                            epoch_size=getattr(task, "epoch_size", None)),
-                         steps=steps, warmup_steps=max(1, int(base.warmup_fraction * steps)),
+                         steps=steps, lr=base.lr * EXTENSION_LR_SCALE,
+                         warmup_steps=max(1, int(base.warmup_fraction * steps)),
                          eval_every=max(1, steps // EXTENSION_EVALS),
                          checkpoint_every=max(1, steps // 4), seed=cell.seed + 1000 * ext)
         part = train(model, task, config, log=log, resume=True)

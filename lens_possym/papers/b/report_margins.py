@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .levelled import (LEVEL_GAIN, LEVEL_WINDOW, SCORING_SIZE, STEP_CAP, levelled_off,
-                       window_gain)
+from .levelled import (EXTENSION_LR_SCALE, EXTENSION_RULE_DATE, LEVEL_GAIN, LEVEL_WINDOW,
+                       SCORING_SIZE, STEP_CAP, levelled_off, window_gain)
 from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, accuracy_with_se,
                       judge_margins, outcome_mark, record_size)
 from .presets import MAIN, with_trigger_copies_name
@@ -117,7 +117,8 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
     scored = sum(n >= SCORING_SIZE for n in sizes)
     out = ["", f"### Budget check: did every cell level off? (rule: less than "
            f"{LEVEL_GAIN * 100:g} point gained over the last {LEVEL_WINDOW:.0%} of its steps, "
-           f"cap {STEP_CAP:,} steps)", "",
+           f"cap {STEP_CAP:,} steps; extensions at {EXTENSION_LR_SCALE:g}x the peak learning "
+           f"rate, addendum of {EXTENSION_RULE_DATE})", "",
            f"{len(flat)} of {counted(len(rows), 'cell')} levelled off by the rule; "
            f"{len(rising)} did not"
            + (": " + ", ".join(f"{'+copies ' if r['preset'].endswith('+copies') else ''}"

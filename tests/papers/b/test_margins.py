@@ -180,6 +180,12 @@ def test_training_extends_until_the_cap_and_resumes(tmp_path, monkeypatch):
     assert info["steps"] == 14 and info["extensions"] == 2 and info["capped"]
     assert [s for s, _ in info["history"]][-1] == 14
     assert (tmp_path / "cpu+levelled" / cell.key / "ext2" / "model.pt").exists()
+    # the base run at the preset's peak rate, every extension at a tenth of it
+    rates = [json.loads((folder / "metrics.json").read_text())["train_config"]["lr"]
+             for folder in (tmp_path / "cpu" / cell.key,
+                            *(tmp_path / "cpu+levelled" / cell.key / f"ext{k}" for k in (1, 2)))]
+    assert rates == [base.lr, base.lr * lv.EXTENSION_LR_SCALE, base.lr * lv.EXTENSION_LR_SCALE]
+    assert lv.EXTENSION_LR_SCALE == 0.1 and "0.1x the peak learning rate" in info["rule"]
     again, _, info2 = lv.train_levelled(base, cell, tmp_path)   # everything loads: no training
     assert info2["history"] == info["history"]
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
