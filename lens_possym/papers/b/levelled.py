@@ -44,8 +44,8 @@ from .probe import positional_probe
 from .records import CellRecord
 
 __all__ = ["LEVEL_GAIN", "LEVEL_WINDOW", "EXTENSION_STEPS", "EXTENSION_EVALS",
-           "EXTENSION_LR_SCALE", "EXTENSION_RULE_DATE", "STEP_CAP", "SCORING_SIZE", "SUFFIX", "levelled_name", "window_gain", "levelled_off",
-           "levelling_summary", "scoring_batch", "train_levelled", "score_cell",
+           "EXTENSION_LR_SCALE", "EXTENSION_RULE_DATE", "STEP_CAP", "SCORING_SIZE", "SUFFIX",
+           "levelled_name", "window_gain", "levelled_off", "levelling_summary", "scoring_batch", "train_levelled", "score_cell",
            "analyse_levelled", "levelled_record"]
 
 #: levelled off: less than this gained (1 point) ...

@@ -35,7 +35,8 @@ never recomputed). :func:`reading_claims` judges claims 13, 14 and 15 per readin
 the lenient and the strict rules of docs/paper_c_rules.md, :func:`all_readings_verdict`
 the verdict that holds under every reading, :func:`fig5b_readings` the readings that
 reproduce Fig 5B (from :func:`fig5b_distances`, each reading's largest deviation from the
-figure, which the report prints beside them), and :func:`grid_table` prints the runs x readings x lengths table.
+figure, which the report prints beside them), and :func:`grid_table` prints the runs x
+readings x lengths table.
 :func:`verdict_table` recomputes every verdict of the report (lenient and strict) from
 the committed docs/paper_c_verdict_inputs.json and the length cells alone.
 """
@@ -371,9 +372,15 @@ def fig5b_readings(cells: Iterable[dict], *, preset: str = "paper",
     """Per task, the readings under which the mean over ``seeds`` is within
     :data:`FIG_5B_TOLERANCE` of every Fig 5B value at the lengths both give (``None``
     while a needed cell is missing: no reading is named before every one is measured)."""
+    return _within_tolerance(fig5b_distances(cells, preset=preset, seeds=seeds,
+                                             readings=readings))
+
+
+def _within_tolerance(distances: dict[str, dict[str, tuple[float, int] | None]]
+                      ) -> dict[str, list[str] | None]:
+    """:func:`fig5b_readings` from :func:`fig5b_distances`' answer."""
     out: dict[str, list[str] | None] = {}
-    for task, by_reading in fig5b_distances(cells, preset=preset, seeds=seeds,
-                                            readings=readings).items():
+    for task, by_reading in distances.items():
         if any(d is None for d in by_reading.values()):
             out[task] = None
         else:
@@ -463,28 +470,29 @@ def report_lines(cells: Sequence[dict], *, preset: str = "paper",
                 "".join(mark[x.holds] for x in got[r]["results"]) + f" **{got[r]['verdict']}**"
                 for r in readings) + f" | **{all_readings_verdict(rows, claim, rule)}** |")
     add.append("")
-    found = fig5b_readings(cells, preset=preset, seeds=seeds)
+    # over every reading, not only those measured: one not measured keeps the sentence pending
+    distances = fig5b_distances(cells, preset=preset, seeds=seeds)
+    found = _within_tolerance(distances)
     say = {None: "pending", (): "none"}
     add.append("Readings that reproduce Fig 5B (mean over the seeds within "
                f"{FIG_5B_TOLERANCE:.2f} of every Fig 5B value at the lengths both give): "
                + "; ".join(f"{task}: " + (say.get(None if v is None else tuple(v))
                                           or ", ".join(v)) for task, v in found.items()) + ".")
-    add += [""] + fig5b_distance_table(cells, preset=preset, seeds=seeds, readings=readings)
+    add += [""] + fig5b_distance_table(distances, readings)
     return add
 
 
-def fig5b_distance_table(cells: Iterable[dict], *, preset: str = "paper",
-                         seeds: Sequence[int] = (0, 1, 2),
-                         readings: Sequence[str] = FILLERS) -> list[str]:
-    """Markdown lines: each reading's largest deviation from Fig 5B per task
-    (:func:`fig5b_distances`), so that the sentence above can be checked and a near miss
-    seen."""
-    dist = fig5b_distances(cells, preset=preset, seeds=seeds, readings=readings)
+def fig5b_distance_table(distances: dict[str, dict[str, tuple[float, int] | None]],
+                         readings: Sequence[str] | None = None) -> list[str]:
+    """Markdown lines: each reading's largest deviation from Fig 5B per task, as
+    :func:`fig5b_distances` returns them (columns: ``readings``, default all of them), so
+    that the sentence above can be checked and a near miss seen."""
+    readings = list(next(iter(distances.values()))) if readings is None else list(readings)
     lines = ["Largest deviation from Fig 5B (mean over the seeds minus the paper's value, and "
              "the length where it is largest; within "
              f"{FIG_5B_TOLERANCE:.2f} everywhere reproduces the figure):", "",
              "| task | " + " | ".join(readings) + " |", "|---|" + "---|" * len(readings)]
-    for task, by_reading in dist.items():
+    for task, by_reading in distances.items():
         lines.append(f"| {task} | " + " | ".join(
             "pending" if d is None else f"{d[0]:+.3f} at {d[1]}"
             for d in (by_reading[r] for r in readings)) + " |")

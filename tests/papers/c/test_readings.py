@@ -109,7 +109,7 @@ def test_fig5b_distances_are_the_largest_signed_deviation_of_the_seed_mean():
     # the readings named as reproducing Fig 5B are exactly those within the tolerance
     assert R.fig5b_readings(cells, readings=("target", "answer")) == {
         "number": [], "letter": []}
-    table = "\n".join(R.fig5b_distance_table(cells, readings=("target", "answer")))
+    table = "\n".join(R.fig5b_distance_table(dist))
     assert "| letter | -0.180 at 200 | -0.120 at 100 |" in table
     del values[("number", 1, "answer")][min(R.FIG_5B["number"])]
     dist = R.fig5b_distances(_cells(values), readings=("target", "answer"))
