@@ -215,7 +215,7 @@ def _deposit(main: list[dict], seeds: tuple[int, ...]) -> str | None:
     text = (f"**The deposit as the paper words it** (the largest single-head drop in the first "
             f"layer, at least {RELATIVE:.0%} of the accuracy, every other head at most "
             f"{NEGLIGIBLE * 100:g} points, accuracy at least {LEARNED:.0%}): met by "
-            f"{len(met)} of the {len(distance)} distance models"
+            f"{len(met)} of the {counted(len(distance), 'distance model')}"
             + (": " + ", ".join(_cell_name(r) for r in met) if met else "")
             + (f"; undecided in {len(open_)}: " + ", ".join(_cell_name(r) for r in open_)
                if open_ else "") + ".")
