@@ -4,8 +4,11 @@ held-out sentences with standard errors (docs/paper_b_rules.md, addendum of 2026
 * **Training** (:func:`train_levelled`): the cell's base-preset run first
   (:func:`~lens_possym.papers.b.cells.train_cell`, in ``<root>/<base>/<cell>``: an existing
   folder is resumed or loaded as it is), then, while the run has not levelled off
-  (:func:`levelled_off`: less than :data:`LEVEL_GAIN` gained over the last
-  :data:`LEVEL_WINDOW` of its cumulative steps, on the loop's evaluations), extensions of
+  (:func:`levelled_off`: less than :data:`LEVEL_GAIN` gained on the loop's evaluations
+  since the reference step, :func:`reference_step`: the end of the latest earlier run at or
+  before ``(1 -`` :data:`LEVEL_WINDOW` ``) T``, else the last evaluation there; addendum of
+  2026-12-07 22:01 UTC: a window that starts inside an extension's first fall reads the
+  recovery, not whether the model still learns), extensions of
   :data:`EXTENSION_STEPS` steps from the last model, each a fresh AdamW with warm-up and a
   cosine decay to zero from :data:`EXTENSION_LR_SCALE` x the preset's peak learning rate
   (addendum of 2026-12-07: at the full rate every extension knocked the model out and the
@@ -26,7 +29,7 @@ import json
 import math
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -44,9 +47,11 @@ from .probe import positional_probe
 from .records import CellRecord
 
 __all__ = ["LEVEL_GAIN", "LEVEL_WINDOW", "EXTENSION_STEPS", "EXTENSION_EVALS",
-           "EXTENSION_LR_SCALE", "EXTENSION_RULE_DATE", "STEP_CAP", "SCORING_SIZE", "SUFFIX",
-           "levelled_name", "window_gain", "levelled_off", "levelling_summary", "scoring_batch", "train_levelled", "score_cell",
-           "analyse_levelled", "levelled_record"]
+           "EXTENSION_LR_SCALE", "EXTENSION_RULE_DATE", "WINDOW_RULE_DATE", "LEVELLING_RULE",
+           "STEP_CAP", "SCORING_SIZE", "SUFFIX", "levelled_name", "window_gain",
+           "reference_step", "rule_gain", "levelled_off", "levelling_summary",
+           "scoring_batch", "train_levelled", "score_cell", "analyse_levelled",
+           "levelled_record"]
 
 #: levelled off: less than this gained (1 point) ...
 LEVEL_GAIN = 0.01
@@ -61,11 +66,20 @@ EXTENSION_EVALS = 10
 EXTENSION_LR_SCALE = 0.1
 #: when that rate was fixed (the addendum's heading)
 EXTENSION_RULE_DATE = "2026-12-07 19:59 UTC"
+#: when the levelling window was made to start at a run's end (the addendum's heading)
+WINDOW_RULE_DATE = "2026-12-07 22:01 UTC"
 #: cumulative steps at most (4 x the base run's 4,800)
 STEP_CAP = 19_200
 #: sentences a cell is scored on
 SCORING_SIZE = 4096
 SUFFIX = "+levelled"
+
+#: the rule as a record's ``levelling["rule"]`` names it
+LEVELLING_RULE = (f"gain from the latest run end at or before {1 - LEVEL_WINDOW:g} T (else "
+                  f"the last evaluation there) to T < {LEVEL_GAIN * 100:g} point, cap "
+                  f"{STEP_CAP} steps, extensions at "
+                  f"{EXTENSION_LR_SCALE:g}x the peak learning rate (addendum of "
+                  f"{WINDOW_RULE_DATE})")
 
 
 def levelled_name(base: str) -> str:
@@ -87,25 +101,54 @@ def window_gain(history: list[list[float]], window: float) -> float | None:
     return None if not before else float(last - before[-1])
 
 
-def levelled_off(history: list[list[float]]) -> bool:
-    """The rule: less than :data:`LEVEL_GAIN` gained over the last :data:`LEVEL_WINDOW`."""
-    gain = window_gain(history, LEVEL_WINDOW)
+def reference_step(history: list[list[float]], segment_ends: Sequence[int] = ()
+                   ) -> int | None:
+    """Where the rule's window starts, for the last evaluation's step ``T``: the latest of
+    ``segment_ends`` (the steps at which earlier runs ended: the base run, then each
+    extension) at or before ``(1 -`` :data:`LEVEL_WINDOW` ``) T``, else the step of the last
+    evaluation at or before it; ``None`` with neither."""
+    if len(history) < 2:
+        return None
+    start = (1 - LEVEL_WINDOW) * history[-1][0]
+    ends = [e for e in segment_ends if e <= start]
+    if ends:
+        return int(max(ends))
+    before = [step for step, _ in history if step <= start]
+    return int(before[-1]) if before else None
+
+
+def rule_gain(history: list[list[float]], segment_ends: Sequence[int] = ()) -> float | None:
+    """Loop accuracy gained from the :func:`reference_step` to the last evaluation (the
+    accuracy at the reference step: the last evaluation at or before it)."""
+    since = reference_step(history, segment_ends)
+    if since is None:
+        return None
+    return float(history[-1][1] - [acc for step, acc in history if step <= since][-1])
+
+
+def levelled_off(history: list[list[float]], segment_ends: Sequence[int] = ()) -> bool:
+    """The rule: less than :data:`LEVEL_GAIN` gained since the :func:`reference_step`. With
+    no ``segment_ends`` (a base run), the last :data:`LEVEL_WINDOW` of the evaluations."""
+    gain = rule_gain(history, segment_ends)
     return gain is not None and gain < LEVEL_GAIN
 
 
-def levelling_summary(history: list[list[float]], extensions: int) -> dict[str, Any]:
-    """What the budget check prints for a cell: cumulative ``steps``, ``extensions``,
-    ``gain_last_fifth``, ``gain_last_quarter``, ``levelled`` and ``capped`` (at
-    :data:`STEP_CAP` without levelling off)."""
+def levelling_summary(history: list[list[float]], extensions: int,
+                      segment_ends: Sequence[int] = ()) -> dict[str, Any]:
+    """What the budget check prints for a cell: cumulative ``steps``, ``extensions``, the
+    ``segment_ends`` (steps at which its earlier runs ended), the rule's reference step
+    ``since`` and ``gain_rule``, ``gain_last_fifth``, ``gain_last_quarter``, ``levelled``
+    and ``capped`` (at :data:`STEP_CAP` without levelling off)."""
     steps = int(history[-1][0]) if history else 0
-    levelled = levelled_off(history)
+    levelled = levelled_off(history, segment_ends)
     return {"steps": steps, "extensions": extensions,
+            "segment_ends": [int(e) for e in segment_ends],
+            "since": reference_step(history, segment_ends),
+            "gain_rule": rule_gain(history, segment_ends),
             "gain_last_fifth": window_gain(history, LEVEL_WINDOW),
             "gain_last_quarter": window_gain(history, 0.25), "levelled": levelled,
-            "capped": (not levelled) and steps >= STEP_CAP, "rule": (
-                f"gain over the last {LEVEL_WINDOW:.0%} < {LEVEL_GAIN * 100:g} point, "
-                f"cap {STEP_CAP} steps, extensions at {EXTENSION_LR_SCALE:g}x the peak "
-                "learning rate")}
+            "capped": (not levelled) and steps >= STEP_CAP, "rule": LEVELLING_RULE}
+
 
 
 def scoring_batch(task: Task, seed: int, size: int | None = None) -> TaskBatch:
@@ -128,7 +171,9 @@ def train_levelled(base: Preset, cell: Cell, root: str | Path, *,
     history = [[h.step, h.test_accuracy] for h in result.history]
     total, seconds, ext = result.steps_run, result.train_time_s, 0
     scheme = parse_label(cell.label)[0]
-    while not levelled_off(history) and total < STEP_CAP:
+    ends: list[int] = []
+    while not levelled_off(history, ends) and total < STEP_CAP:
+        ends.append(total)
         ext += 1
         steps = min(EXTENSION_STEPS, STEP_CAP - total)
         out = root / levelled_name(base.name) / cell.key / f"ext{ext}"
@@ -141,7 +186,7 @@ def train_levelled(base: Preset, cell: Cell, root: str | Path, *,
         part = train(model, task, config, log=log, resume=True)
         history += [[total + h.step, h.test_accuracy] for h in part.history]
         total, seconds = total + part.steps_run, seconds + part.train_time_s
-    info = levelling_summary(history, ext)
+    info = levelling_summary(history, ext, ends)
     info.update(history=history, train_time_s=seconds, cpu_kernels=cpu_kernels())
     return model.eval(), task, info
 

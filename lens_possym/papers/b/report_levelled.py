@@ -85,7 +85,7 @@ def _progress(main: list[dict], copies: list[dict], name: str, copies_name: str,
     small = [r for r, _ in rows if record_size(r) < SCORING_SIZE]
     flat = [(r, i) for r, i in rows if i["levelled"]]
     rising = sorted(((r, i) for r, i in rows if not i["levelled"]),
-                    key=lambda ri: -(ri[1]["gain_last_fifth"] or 0.0))
+                    key=lambda ri: -(ri[1]["gain_rule"] or 0.0))
     capped = [r for r, i in rising if (i["steps"] or 0) >= STEP_CAP]
     text = (f"**The grid so far**: {len(main)} of the {expected[0]} cells of `{name}` and "
             f"{len(copies)} of the {expected[1]} of `{copies_name}` have records"
@@ -101,7 +101,8 @@ def _progress(main: list[dict], copies: list[dict], name: str, copies_name: str,
         extensions = [i["extensions"] for _, i in flat]
         text += (f" {len(flat)} of the {len(rows)} levelled off by the rule (less than "
                  f"{LEVEL_GAIN * 100:g} point of loop accuracy gained over the last "
-                 f"{LEVEL_WINDOW * 100:g} % of their steps), after "
+                 f"{LEVEL_WINDOW * 100:g} % of their steps, from the latest end of one of their "
+                 "runs there, if any), after "
                  f"{span(extensions, lambda k: str(int(k)))} extension"
                  f"{'' if set(extensions) == {1} else 's'} ("
                  f"{span(steps, _n)} steps).")
@@ -110,8 +111,8 @@ def _progress(main: list[dict], copies: list[dict], name: str, copies_name: str,
         text += (f" {len(rising)} did not"
                  + (f", {len(capped)} of them at the {STEP_CAP:,}-step cap" if capped else "")
                  + f"; {'the largest gains' if len(rising) > len(named) else 'their gains'} "
-                 f"over the last {LEVEL_WINDOW * 100:g} %: "
-                 + ", ".join(f"{_cell_name(r)} ({_gain(i['gain_last_fifth'])} points)"
+                 "by the rule: "
+                 + ", ".join(f"{_cell_name(r)} ({_gain(i['gain_rule'])} points)"
                              for r, i in named)
                  + " (every one in the budget check above). A verdict that reads such a cell "
                  "compares schemes still learning.")

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import InvalidSelectionError
+
 from .levelled import (EXTENSION_LR_SCALE, EXTENSION_RULE_DATE, LEVEL_GAIN, LEVEL_WINDOW,
-                       SCORING_SIZE, STEP_CAP, levelled_off, window_gain)
+                       SCORING_SIZE, STEP_CAP, WINDOW_RULE_DATE, levelled_off,
+                       reference_step, rule_gain, window_gain)
 from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, accuracy_with_se,
                       judge_margins, outcome_mark, record_size)
 from .presets import MAIN, with_trigger_copies_name
@@ -86,13 +89,21 @@ def _changes(records: list[dict], preset: str, new_rows: list[dict], seeds: tupl
 
 def levelling_rows(records: list[dict]) -> list[tuple[dict, dict[str, Any]]]:
     """Each record with its budget check: the record's ``levelling`` or, for older records,
-    the same figures computed from its ``history`` (no extension)."""
+    the same figures computed from its ``history`` (no extension, so the rule's window is the
+    last 20 % of its evaluations)."""
     out = []
     for r in records:
         info = r.get("levelling")
+        if info is not None and "gain_rule" not in info:
+            raise InvalidSelectionError(
+                f"the {r['preset']} record {r['task']} {r['variant']} {r['scheme']} seed "
+                f"{r['seed']} was levelled under a rule before the addendum of "
+                f"{WINDOW_RULE_DATE} (its levelling has no gain_rule); withdraw it and derive "
+                "it again (`lens-possym paper-b queue N --levelled` does, from its runs)")
         if info is None:
             history = r.get("history") or []
             info = {"steps": r.get("steps"), "extensions": 0,
+                    "since": reference_step(history), "gain_rule": rule_gain(history),
                     "gain_last_fifth": window_gain(history, LEVEL_WINDOW),
                     "gain_last_quarter": window_gain(history, 0.25),
                     "levelled": levelled_off(history)}
@@ -102,6 +113,10 @@ def levelling_rows(records: list[dict]) -> list[tuple[dict, dict[str, Any]]]:
 
 def _gain(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:+.1f}"
+
+
+def _since(step: int | None) -> str:
+    return "—" if step is None else f"{step:,}"
 
 
 def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
@@ -117,27 +132,28 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
     scored = sum(n >= SCORING_SIZE for n in sizes)
     out = ["", f"### Budget check: did every cell level off? (rule: less than "
            f"{LEVEL_GAIN * 100:g} point gained over the last {LEVEL_WINDOW:.0%} of its steps, "
-           f"cap {STEP_CAP:,} steps; extensions at {EXTENSION_LR_SCALE:g}x the peak learning "
-           f"rate, addendum of {EXTENSION_RULE_DATE})", "",
+           f"from the latest end of one of its runs there, if any; cap {STEP_CAP:,} steps; "
+           f"extensions at {EXTENSION_LR_SCALE:g}x the peak learning rate; addenda of "
+           f"{EXTENSION_RULE_DATE} and {WINDOW_RULE_DATE})", "",
            f"{len(flat)} of {counted(len(rows), 'cell')} levelled off by the rule; "
            f"{len(rising)} did not"
            + (": " + ", ".join(f"{'+copies ' if r['preset'].endswith('+copies') else ''}"
                                f"{r['task']} {r['variant']} {r['scheme']} s{r['seed']} "
-                               f"({_gain(i['gain_last_fifth'])})" for r, i in rising)
+                               f"({_gain(i['gain_rule'])})" for r, i in rising)
               if rising else "") + ". Scoring sentences per cell: "
            + ", ".join(f"{n:,} ({counted(sizes.count(n), 'cell')})" for n in by_size)
            + f"; {scored} of {counted(len(rows), 'cell')} scored on at least the "
            f"{SCORING_SIZE:,} of the "
            "2026-11-29 rules.", "",
            "| grid | task | variant | scheme | seed | sentences | accuracy ± SE | steps | "
-           f"extensions | loop-accuracy gain, last {LEVEL_WINDOW * 100:g} % | gain, last quarter "
+           "extensions | loop-accuracy gain by the rule (from step) | gain, last quarter "
            "| levelled |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, i in rows:
         p, se = accuracy_with_se(r)
         out.append(f"| {r['preset']} | {r['task']} | {r['variant']} | {r['scheme']} | {r['seed']} "
                    f"| {record_size(r):,} | {percent(p)} ± {percent(se)} "
                    f"| {'—' if i['steps'] is None else format(i['steps'], ',')} "
-                   f"| {i['extensions']} | {_gain(i['gain_last_fifth'])} | "
+                   f"| {i['extensions']} | {_gain(i['gain_rule'])} ({_since(i['since'])}) | "
                    f"{_gain(i['gain_last_quarter'])} | {'yes' if i['levelled'] else '**no**'} |")
     return out
 

@@ -108,9 +108,10 @@ def test_verdicts_with_margins_and_undecided_claims():
 def test_the_report_reads_every_number_from_the_records():
     records = _seed(0) + _seed(1, rope=0.912, mla=0.90) + _seed(2)
     for r in records:
-        r["levelling"] = {"steps": 7200, "extensions": 1, "gain_last_fifth": 0.004,
-                          "gain_last_quarter": 0.006, "levelled": True}
-    records[5]["levelling"] = dict(records[5]["levelling"], gain_last_fifth=0.03,
+        r["levelling"] = {"steps": 7200, "extensions": 1, "since": 4800, "gain_rule": 0.004,
+                          "gain_last_fifth": 0.004, "gain_last_quarter": 0.006,
+                          "levelled": True}
+    records[5]["levelling"] = dict(records[5]["levelling"], gain_rule=0.03, since=14_400,
                                    levelled=False, steps=19200)
     text = margins_markdown(records, PRESET, command="cmd")
     row2 = next(line for line in text.splitlines() if line.startswith("| 2 |"))
@@ -121,6 +122,10 @@ def test_the_report_reads_every_number_from_the_records():
     assert "4,096 scoring sentences" in text
     records[5]["accuracy"] = 0.96
     assert "96.0 ± 0.3" in margins_markdown(records, PRESET, command="cmd")
+    # a record levelled under an earlier rule (no gain_rule) is refused, not misread
+    del records[5]["levelling"]["gain_rule"]
+    with pytest.raises(InvalidSelectionError, match="before the addendum of 2026-12-07 22:01"):
+        margins_markdown(records, PRESET, command="cmd")
 
 
 def test_the_committed_records_reread():
@@ -145,6 +150,33 @@ def test_levelling_rule():
     assert info["capped"] and not info["levelled"] and info["steps"] == 19_200
     assert lv.levelled_name("paper-length") == "paper-length+levelled"
     assert lv.levelled_name("paper-length+copies") == "paper-length+levelled+copies"
+
+
+def test_the_window_starts_at_a_run_end():
+    """Addendum of 2026-12-07 22:01 UTC: distance ALiBi seed 0's history, level at 1.000 from
+    6,000 on, with its first extension's dip at 5,760 (0.988): a window of evaluations reads
+    the dip's recovery (+1.2 points); the rule reads from the base run's end (+0.1)."""
+    base = [[600 * i, a] for i, a in enumerate(
+        (0.127, 0.178, 0.198, 0.322, 0.854, 0.869, 0.995, 0.999), start=1)]
+    ext1 = [[4800 + 240 * i, a] for i, a in enumerate(
+        (0.996, 0.999, 0.995, 0.988, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0), start=1)]
+    # the base run alone: the last evaluation at or before 0.8 T (3,840 -> 3,600)
+    assert lv.reference_step(base) == 3600 and not lv.levelled_off(base)
+    assert lv.rule_gain(base) == pytest.approx(0.999 - 0.869)
+    history = base + ext1
+    assert lv.window_gain(history, 0.2) == pytest.approx(0.012)       # from 5,760, in the dip
+    assert not lv.levelled_off(history)                              # no run end given
+    assert lv.reference_step(history, [4800]) == 4800
+    assert lv.rule_gain(history, [4800]) == pytest.approx(0.001) and lv.levelled_off(history, [4800])
+    info = lv.levelling_summary(history, 1, [4800])
+    assert (info["since"], info["segment_ends"], info["levelled"]) == (4800, [4800], True)
+    assert lv.WINDOW_RULE_DATE in info["rule"] and "0.1x the peak learning rate" in info["rule"]
+    # after the k-th extension: T - 2,400 for k <= 3, T - 4,800 from k = 4 on (>= 20 %)
+    ends = [4800 + 2400 * k for k in range(6)]
+    for k in range(1, 7):
+        T = 4800 + 2400 * k
+        steps = [[s, 0.5] for s in range(240, T + 1, 240)]
+        assert lv.reference_step(steps, ends[:k]) == T - (2400 if k <= 3 else 4800)
 
 
 def test_scoring_equals_the_loop_accuracy_and_the_ablation_grid():
@@ -178,6 +210,7 @@ def test_training_extends_until_the_cap_and_resumes(tmp_path, monkeypatch):
     cell = Cell("distance", "nope", "intended", 0)
     model, _, info = lv.train_levelled(base, cell, tmp_path)
     assert info["steps"] == 14 and info["extensions"] == 2 and info["capped"]
+    assert info["segment_ends"] == [6, 10] and info["since"] == 10
     assert [s for s, _ in info["history"]][-1] == 14
     assert (tmp_path / "cpu+levelled" / cell.key / "ext2" / "model.pt").exists()
     # the base run at the preset's peak rate, every extension at a tenth of it

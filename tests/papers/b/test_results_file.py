@@ -36,7 +36,8 @@ def rec(preset, task, scheme, acc, drops=None, *, seed=0, variant="intended"):
     for (layer, head), d in (drops or {}).items():
         grid[layer][head] = acc - d
     extra = ({"eval_size": N, "accuracy_se": accuracy_se(acc, N),
-              "levelling": {"steps": 4800, "extensions": 0, "gain_last_fifth": 0.0,
+              "levelling": {"steps": 4800, "extensions": 0, "segment_ends": [],
+                            "since": 3600, "gain_rule": 0.0, "gain_last_fifth": 0.0,
                             "gain_last_quarter": 0.0, "levelled": True, "capped": False}}
              if "levelled" in preset else {})
     return {"preset": preset, "task": task, "scheme": scheme, "variant": variant,
