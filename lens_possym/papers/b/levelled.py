@@ -77,9 +77,8 @@ SUFFIX = "+levelled"
 #: the rule as a record's ``levelling["rule"]`` names it
 LEVELLING_RULE = (f"gain from the latest run end at or before {1 - LEVEL_WINDOW:g} T (else "
                   f"the last evaluation there) to T < {LEVEL_GAIN * 100:g} point, cap "
-                  f"{STEP_CAP} steps, extensions at "
-                  f"{EXTENSION_LR_SCALE:g}x the peak learning rate (addendum of "
-                  f"{WINDOW_RULE_DATE})")
+                  f"{STEP_CAP} steps, extensions at {EXTENSION_LR_SCALE:g}x the peak learning "
+                  f"rate (addendum of {WINDOW_RULE_DATE})")
 
 
 def levelled_name(base: str) -> str:
@@ -148,7 +147,6 @@ def levelling_summary(history: list[list[float]], extensions: int,
             "gain_last_fifth": window_gain(history, LEVEL_WINDOW),
             "gain_last_quarter": window_gain(history, 0.25), "levelled": levelled,
             "capped": (not levelled) and steps >= STEP_CAP, "rule": LEVELLING_RULE}
-
 
 
 def scoring_batch(task: Task, seed: int, size: int | None = None) -> TaskBatch:
