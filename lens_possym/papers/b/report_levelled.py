@@ -34,7 +34,7 @@ from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, Ma
                       seed_distance)
 from .presets import ENCODER_PRESETS, with_trigger_copies, with_trigger_copies_name
 from .records import CellRecord, as_dicts
-from .report_margins import levelling_rows
+from .report_margins import levelling_rows, rule_gain_text
 from .report_reading import NAMES, and_join, count_word, counted, span, wrap
 from .verdicts import RECORD_RULES_DATE, judge, percent
 
@@ -112,17 +112,13 @@ def _progress(main: list[dict], copies: list[dict], name: str, copies_name: str,
                  + (f", {len(capped)} of them at the {STEP_CAP:,}-step cap" if capped else "")
                  + f"; {'the largest gains' if len(rising) > len(named) else 'their gains'} "
                  "by the rule: "
-                 + ", ".join(f"{_cell_name(r)} ({_gain(i['gain_rule'])} points)"
+                 + ", ".join(f"{_cell_name(r)} ({rule_gain_text(i['gain_rule'])} points)"
                              for r, i in named)
                  + " (every one in the budget check above). A verdict that reads such a cell "
                  "compares schemes still learning.")
     else:
         text += " Every cell levelled off by the rule."
     return text
-
-
-def _gain(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.1f}"
 
 
 #: how the prose says a verdict of one claim and of several

@@ -116,7 +116,7 @@ def test_the_report_reads_every_number_from_the_records():
     text = margins_markdown(records, PRESET, command="cmd")
     row2 = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert "s1: ? rope 91.2" in row2 and "**holds** (2✓ 1?)" in row2
-    assert "35 of 36 cells levelled off by the rule; 1 did not: distance intended rope s0 (+3.0)" \
+    assert "35 of 36 cells levelled off by the rule; 1 did not: distance intended rope s0 (+3.00)" \
         in text
     assert "| rope | 95.0 ± 0.3 / 91.2 ± 0.4 / 95.0 ± 0.3 |" in text
     assert "4,096 scoring sentences" in text

@@ -130,7 +130,7 @@ def test_every_cell_shows_its_size_error_and_gain(records):
     row = next(line for line in tables.splitlines()
                if line.startswith(f"| {NAME} | count | faithful | nope | 0 |"))
     assert row == f"| {NAME} | count | faithful | nope | 0 | 4,096 | 92.0 ± 0.4 | 4,800 | 0 " \
-                  "| +23.0 (3,600) | +23.0 | **no** |"
+                  "| +23.05 (3,600) | +23.0 | **no** |"
     assert "Scoring sentences per cell: 4,096 (156 cells); 156 of 156 cells scored on at " \
            "least the 4,096" in tables
     reading = _reading(records)
@@ -150,14 +150,14 @@ def test_a_cell_not_levelled_off_is_listed_with_its_gain(records):
                              gain_last_quarter=0.031, extensions=6, steps=19_200, capped=True)
     tables = _blocks(records)[NAME]
     assert "155 of 156 cells levelled off by the rule; 1 did not: distance faithful rope s1 " \
-           "(+2.3)." in tables
+           "(+2.30)." in tables
     assert f"| {NAME} | distance | faithful | rope | 1 | 4,096 | 100.0 ± 0.0 | 19,200 | 6 | " \
-           "+2.3 (14,400) | +3.1 | **no** |" in tables
+           "+2.30 (14,400) | +3.1 | **no** |" in tables
     reading = _reading(records)
     assert "155 of the 156 levelled off by the rule" in reading
     assert "after 1 extension (7,200 steps)" in reading
     assert "1 did not, 1 of them at the 19,200-step cap; their gains by the rule: " \
-           "distance faithful rope s1 (+2.3 points)" in reading
+           "distance faithful rope s1 (+2.30 points)" in reading
 
 
 def test_a_verdict_within_one_standard_error_is_undecided(records):
