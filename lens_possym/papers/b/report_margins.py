@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InvalidSelectionError
-
 from .levelled import (EXTENSION_LR_SCALE, EXTENSION_RULE_DATE, LEVEL_GAIN, LEVEL_WINDOW,
                        SCORING_SIZE, STEP_CAP, WINDOW_RULE_DATE, levelled_off,
                        reference_step, rule_gain, window_gain)
@@ -160,7 +159,8 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
         out.append(f"| {r['preset']} | {r['task']} | {r['variant']} | {r['scheme']} | {r['seed']} "
                    f"| {record_size(r):,} | {percent(p)} ± {percent(se)} "
                    f"| {'—' if i['steps'] is None else format(i['steps'], ',')} "
-                   f"| {i['extensions']} | {rule_gain_text(i['gain_rule'])} ({_since(i['since'])}) | "
+                   f"| {i['extensions']} | {rule_gain_text(i['gain_rule'])} "
+                   f"({_since(i['since'])}) | "
                    f"{_gain(i['gain_last_quarter'])} | {'yes' if i['levelled'] else '**no**'} |")
     return out
 

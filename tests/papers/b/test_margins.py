@@ -167,7 +167,8 @@ def test_the_window_starts_at_a_run_end():
     assert lv.window_gain(history, 0.2) == pytest.approx(0.012)       # from 5,760, in the dip
     assert not lv.levelled_off(history)                              # no run end given
     assert lv.reference_step(history, [4800]) == 4800
-    assert lv.rule_gain(history, [4800]) == pytest.approx(0.001) and lv.levelled_off(history, [4800])
+    assert lv.rule_gain(history, [4800]) == pytest.approx(0.001)
+    assert lv.levelled_off(history, [4800])
     info = lv.levelling_summary(history, 1, [4800])
     assert (info["since"], info["segment_ends"], info["levelled"]) == (4800, [4800], True)
     assert lv.WINDOW_RULE_DATE in info["rule"] and "0.1x the peak learning rate" in info["rule"]
