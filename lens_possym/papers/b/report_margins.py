@@ -25,9 +25,9 @@ from .margins import (CLAIM5_NOTE, LEARNED, NEGLIGIBLE, RELATIVE, RULES_DATE, ac
 from .presets import MAIN, with_trigger_copies_name
 from .records import CellRecord, as_dicts
 from .report_reading import counted
-from .verdicts import judge, percent
+from .verdicts import judge
 
-__all__ = ["margins_markdown", "levelling_rows"]
+__all__ = ["margins_markdown", "levelling_rows", "with_se"]
 
 _DISTANCE = ("1", "2", "3", "4", "5")
 _ORDER = list(MAIN) + ["rope-k1", "rope-k2", "hybrid"]
@@ -157,12 +157,20 @@ def _levelling_block(records: list[dict], seeds: tuple[int, ...]) -> list[str]:
     for r, i in rows:
         p, se = accuracy_with_se(r)
         out.append(f"| {r['preset']} | {r['task']} | {r['variant']} | {r['scheme']} | {r['seed']} "
-                   f"| {record_size(r):,} | {percent(p)} ± {percent(se)} "
+                   f"| {record_size(r):,} | {with_se(p, se)} "
                    f"| {'—' if i['steps'] is None else format(i['steps'], ',')} "
                    f"| {i['extensions']} | {rule_gain_text(i['gain_rule'])} "
                    f"({_since(i['since'])}) | "
                    f"{_gain(i['gain_last_quarter'])} | {'yes' if i['levelled'] else '**no**'} |")
     return out
+
+
+def with_se(p: float, se: float) -> str:
+    """An accuracy and its standard error in points, ``"92.6 ± 0.4"``: one decimal, or two
+    where a nonzero error would print as 0.0 (``0.9990`` on 4,096 sentences: ``"99.90 ±
+    0.05"``), so "± 0.0" always means no error (every sentence right, or every one wrong)."""
+    digits = 2 if 0 < 100 * se < 0.05 else 1
+    return f"{100 * p:.{digits}f} ± {100 * se:.{digits}f}"
 
 
 def _accuracy_block(mine: list[dict], preset: str, seeds: tuple[int, ...]) -> list[str]:
@@ -181,7 +189,7 @@ def _accuracy_block(mine: list[dict], preset: str, seeds: tuple[int, ...]) -> li
             for variant in ("intended", "faithful"):
                 got = [index.get((task, variant, scheme, s)) for s in seeds]
                 cells.append("—" if not any(got) else " / ".join(
-                    "·" if g is None else f"{percent(accuracy_with_se(g)[0])} ± {percent(accuracy_with_se(g)[1])}"
+                    "·" if g is None else with_se(*accuracy_with_se(g))
                     for g in got))
         out.append(f"| {scheme} | " + " | ".join(cells) + " |")
     return out

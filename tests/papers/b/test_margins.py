@@ -21,7 +21,7 @@ from lens_possym.papers.b.encoder import SchemeEncoder, encoder_config_for
 from lens_possym.papers.b.deposit import ablation_grid, deposit_summary
 from lens_possym.papers.b.presets import ENCODER_PRESETS, with_steps
 from lens_possym.papers.b.tasks import DistanceTask
-from lens_possym.papers.b.report_margins import margins_markdown
+from lens_possym.papers.b.report_margins import margins_markdown, with_se
 from lens_possym.training.loop import evaluate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -126,6 +126,16 @@ def test_the_report_reads_every_number_from_the_records():
     del records[5]["levelling"]["gain_rule"]
     with pytest.raises(InvalidSelectionError, match="before the addendum of 2026-12-07 22:01"):
         margins_markdown(records, PRESET, command="cmd")
+
+
+def test_a_nonzero_standard_error_never_prints_as_zero():
+    for correct in (4092, 4094, 4095):      # errors of 0.047, 0.035 and 0.024 points
+        p = correct / 4096
+        se = m.accuracy_se(p, 4096)
+        value, error = (float(x) for x in with_se(p, se).split(" ± "))
+        assert error > 0 and abs(value - 100 * p) <= 0.005 and abs(error - 100 * se) <= 0.005
+    assert with_se(1.0, 0.0) == "100.0 ± 0.0"             # the binomial error is exactly 0
+    assert with_se(0.9264, m.accuracy_se(0.9264, 4096)) == "92.6 ± 0.4"
 
 
 def test_the_committed_records_reread():
